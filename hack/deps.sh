@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# deps.sh installs the Debian packages the local cluster and its tests need. Idempotent: when every
+# package is already installed it touches neither apt nor the network.
+set -euo pipefail
+pkgs=(containerd runc containernetworking-plugins busybox-static openssl iproute2 iptables)
+missing=()
+for p in "${pkgs[@]}"; do
+  if [[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" != installed ]]; then
+    missing+=("$p")
+  fi
+done
+((${#missing[@]} == 0)) && exit 0
+if [[ $EUID -ne 0 ]]; then
+  echo "deps.sh: missing Debian packages: ${missing[*]} (run as root: apt-get install -y ${missing[*]})" >&2
+  exit 1
+fi
+echo "deps.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian enables the host's containerd; the local cluster runs its own, so stop the host one rather
+# than let two daemons share the machine.
+if command -v systemctl >/dev/null && systemctl is-active -q containerd 2>/dev/null; then
+  systemctl disable --now containerd >/dev/null 2>&1 || true
+fi

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// buildOptions says which image to build and from which host files.
+type buildOptions struct {
+	Kind    string // app, app-notar, app-nonroot or pause
+	Marker  string // content of /etc/livesync-build; empty means no such file
+	Busybox string // static busybox binary for the app kinds
+	Pause   string // pause binary for the pause kind
+}
+
+const (
+	pathEnv = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// sleepLoop keeps PID 1 alive and ends at once on TERM, so pods stop without the grace period.
+	sleepLoop = `trap "exit 0" TERM; while :; do sleep 1; done`
+	nonroot   = 1000
+)
+
+// epoch is every timestamp in the images: a rebuild from the same inputs has the same digest.
+var epoch = time.Unix(0, 0).UTC()
+
+// entry is one file of a layer.
+type entry struct {
+	name     string // without leading slash; directories without trailing slash
+	typ      byte
+	mode     int64
+	uid, gid int
+	link     string
+	data     []byte
+}
+
+func dir(name string, mode int64, uid int) entry {
+	return entry{name: name, typ: tar.TypeDir, mode: mode, uid: uid, gid: uid}
+}
+
+func file(name string, mode int64, data []byte) entry {
+	return entry{name: name, typ: tar.TypeReg, mode: mode, data: data}
+}
+
+// buildAndPush builds the image o describes and pushes it to ref; it returns the manifest digest.
+func buildAndPush(ctx context.Context, ref name.Reference, o buildOptions) (v1.Hash, error) {
+	img, err := buildImage(o)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+		return v1.Hash{}, fmt.Errorf("pushing %q: %w", ref, err)
+	}
+	return img.Digest()
+}
+
+// buildImage assembles the image: one root filesystem layer, plus a marker layer when o.Marker is set
+// so the base layer stays shared between rebuilds.
+func buildImage(o buildOptions) (v1.Image, error) {
+	cfg := v1.Config{Env: []string{pathEnv}, WorkingDir: "/"}
+	var files []entry
+	switch o.Kind {
+	case "app", "app-notar", "app-nonroot":
+		var err error
+		if files, err = busyboxFiles(o.Busybox, o.Kind == "app-notar"); err != nil {
+			return nil, err
+		}
+		cfg.Entrypoint = []string{"/bin/sh", "-c", sleepLoop}
+		if o.Kind == "app-nonroot" {
+			files = append(files, dir("app-root-owned", 0o755, 0), dir("home/app", 0o755, nonroot))
+			cfg.User = fmt.Sprintf("%d:%d", nonroot, nonroot)
+			cfg.WorkingDir = "/home/app"
+			cfg.Env = append(cfg.Env, "HOME=/home/app")
+		} else {
+			files = append(files, dir("app", 0o755, 0))
+			cfg.WorkingDir = "/app"
+		}
+	case "pause":
+		bin, err := os.ReadFile(o.Pause)
+		if err != nil {
+			return nil, fmt.Errorf("reading the pause binary: %w", err)
+		}
+		files = []entry{file("pause", 0o755, bin)}
+		cfg.Entrypoint = []string{"/pause"}
+	default:
+		return nil, fmt.Errorf("unknown image kind %q: want app, app-notar, app-nonroot or pause", o.Kind)
+	}
+
+	base, err := mutate.ConfigFile(mutate.MediaType(empty.Image, types.OCIManifestSchema1), &v1.ConfigFile{
+		Architecture: runtime.GOARCH,
+		OS:           "linux",
+		Created:      v1.Time{Time: epoch},
+		Config:       cfg,
+		RootFS:       v1.RootFS{Type: "layers"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("writing the image config: %w", err)
+	}
+	base = mutate.ConfigMediaType(base, types.OCIConfigJSON)
+	layers := [][]entry{files}
+	if o.Marker != "" {
+		layers = append(layers, []entry{dir("etc", 0o755, 0), file("etc/livesync-build", 0o644, []byte(o.Marker+"\n"))})
+	}
+	adds := make([]mutate.Addendum, 0, len(layers))
+	for _, l := range layers {
+		layer, err := newLayer(l)
+		if err != nil {
+			return nil, err
+		}
+		adds = append(adds, mutate.Addendum{
+			Layer:     layer,
+			MediaType: types.OCILayer,
+			History:   v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "lcimage build --kind " + o.Kind},
+		})
+	}
+	img, err := mutate.Append(base, adds...)
+	if err != nil {
+		return nil, fmt.Errorf("adding layers: %w", err)
+	}
+	return img, nil
+}
+
+// busyboxFiles lays out a minimal root: busybox, one symlink per applet at the path busybox itself
+// names, users root and app (1000), and the usual top-level directories.
+func busyboxFiles(busybox string, noTar bool) ([]entry, error) {
+	bin, err := os.ReadFile(busybox)
+	if err != nil {
+		return nil, fmt.Errorf("reading busybox (apt-get install busybox-static): %w", err)
+	}
+	out, err := exec.Command(busybox, "--list-full").Output()
+	if err != nil {
+		return nil, fmt.Errorf("listing the applets of %q: %w", busybox, err)
+	}
+	files := []entry{
+		dir("bin", 0o755, 0), dir("dev", 0o755, 0), dir("etc", 0o755, 0), dir("home", 0o755, 0),
+		dir("proc", 0o555, 0), dir("root", 0o700, 0), dir("sbin", 0o755, 0), dir("sys", 0o555, 0),
+		dir("tmp", 0o1777, 0), dir("usr", 0o755, 0), dir("usr/bin", 0o755, 0), dir("usr/sbin", 0o755, 0),
+		dir("var", 0o755, 0), dir("var/tmp", 0o1777, 0),
+		file("bin/busybox", 0o755, bin),
+		file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000:app:/home/app:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")),
+		file("etc/group", 0o644, []byte("root:x:0:\napp:x:1000:\nnogroup:x:65534:\n")),
+	}
+	known := map[string]bool{}
+	for _, f := range files {
+		known[f.name] = true
+	}
+	for _, applet := range strings.Fields(string(out)) {
+		applet = strings.TrimPrefix(applet, "/")
+		// linuxrc is the one applet without a directory; an init for initramfs has no use here.
+		if known[applet] || path.Dir(applet) == "." || (noTar && path.Base(applet) == "tar") {
+			continue
+		}
+		if d := path.Dir(applet); !known[d] {
+			return nil, fmt.Errorf("busybox applet %q is in an unexpected directory", applet)
+		}
+		known[applet] = true
+		files = append(files, entry{name: applet, typ: tar.TypeSymlink, mode: 0o777, link: "/bin/busybox"})
+	}
+	return files, nil
+}
+
+// newLayer writes files as a gzipped tar layer. Entries are sorted so parents come first and the
+// bytes do not depend on the order busybox lists its applets in.
+func newLayer(files []entry) (v1.Layer, error) {
+	sort.SliceStable(files, func(i, j int) bool { return files[i].name < files[j].name })
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range files {
+		h := &tar.Header{
+			Typeflag: f.typ,
+			Name:     f.name,
+			Linkname: f.link,
+			Mode:     f.mode,
+			Uid:      f.uid,
+			Gid:      f.gid,
+			Size:     int64(len(f.data)),
+			ModTime:  epoch,
+		}
+		if f.typ == tar.TypeDir {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, fmt.Errorf("writing tar header of %q: %w", f.name, err)
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, fmt.Errorf("writing %q: %w", f.name, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("closing the layer: %w", err)
+	}
+	data := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+}

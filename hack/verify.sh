@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# verify.sh encodes the house rules: gofmt, go vet, and which package may import what.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+fail=0
+unformatted="$(gofmt -l cmd pkg test hack)"
+if [[ -n "$unformatted" ]]; then
+  echo "gofmt needed on:"; echo "$unformatted"; fail=1
+fi
+go vet ./...
+go vet -tags e2e ./test/...
+# only_in PATTERN DIR: the import PATTERN may appear only in DIR.
+only_in() {
+  local hits
+  hits="$(grep -rlE --include='*.go' "\"$1" cmd pkg test | grep -v "^$2/" || true)"
+  if [[ -n "$hits" ]]; then
+    echo "import $1 is reserved to $2, found in:"; echo "$hits"; fail=1
+  fi
+}
+only_in 'github.com/spf13/(cobra|pflag)' pkg/cmd
+only_in 'github.com/rjeczalik/notify' pkg/watch
+only_in 'github.com/google/go-containerregistry' pkg/image
+exit $fail

@@ -1,0 +1,131 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/image"
+	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
+	"github.com/livesync-dev/kubectl-livesync/pkg/version"
+	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
+)
+
+// targetOptions choose workloads and containers: kubectl's TYPE/NAME grammar, -l and -c.
+type targetOptions struct {
+	selector   string
+	containers []string
+}
+
+func (t *targetOptions) addFlags(fs *pflag.FlagSet, containerHelp string) {
+	fs.StringVarP(&t.selector, "selector", "l", "", "label selector (e.g. -l app=web) instead of a name; with no TYPE it selects pods")
+	fs.StringArrayVarP(&t.containers, "container", "c", nil, containerHelp)
+}
+
+// resolve reads the workloads named by args and -l.
+func (t *targetOptions) resolve(g *globalOptions, args []string) ([]*workload.Workload, error) {
+	return workload.Resolve(g.builder(), g.namespace, args, t.selector)
+}
+
+// registryOptions configure registry access for the image commands.
+type registryOptions struct {
+	insecure []string
+	timeout  time.Duration
+	// newResolver is a seam for tests; nil means the real registry client.
+	newResolver func(ctx context.Context, g *globalOptions, w *workload.Workload) (inspect.Resolver, error)
+}
+
+func (r *registryOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&r.insecure, "insecure-registry", nil, "registry HOST[:PORT] that may be reached over plain HTTP (loopback registries always may); repeatable")
+	fs.DurationVar(&r.timeout, "registry-timeout", 10*time.Second, "timeout of each registry request")
+}
+
+// resolverFor builds a registry client authenticated like the workload's pods: the local docker
+// config and credential helpers, then the pod template's imagePullSecrets and its service
+// account's pull secrets. Reading secrets may be forbidden; that falls back quietly (said at -v 1).
+func (r *registryOptions) resolverFor(ctx context.Context, g *globalOptions, w *workload.Workload) (inspect.Resolver, error) {
+	if r.newResolver != nil {
+		return r.newResolver(ctx, g, w)
+	}
+	res, err := image.NewResolver(
+		image.WithInsecureRegistries(r.insecure),
+		image.WithTimeout(r.timeout),
+		image.WithUserAgent("kubectl-livesync/"+version.Version),
+	)
+	if err != nil {
+		return nil, err
+	}
+	if warn := res.UseKubernetesAuth(ctx, g.client, w.Namespace, w.ServiceAccount(), w.PullSecrets()); warn != nil {
+		g.logf(1, "registry auth: %v", warn)
+	}
+	return res, nil
+}
+
+// mutateOptions are shared by the commands that change workloads.
+type mutateOptions struct {
+	dryRun  bool
+	timeout time.Duration
+	noWait  bool
+}
+
+func (m *mutateOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&m.dryRun, "dry-run", false, "print what would change and have the API server validate it (dryRun=All) without persisting anything")
+	fs.DurationVar(&m.timeout, "timeout", 5*time.Minute, "how long to wait for the rollout")
+	fs.BoolVar(&m.noWait, "no-wait", false, "return after patching, without waiting for the rollout")
+}
+
+// apply patches the workload (or validates the patch under --dry-run) and waits for the rollout.
+func (m *mutateOptions) apply(ctx context.Context, g *globalOptions, p *workload.Patch, podTargets []workload.PodTarget) error {
+	w := p.Workload
+	if m.dryRun {
+		if err := workload.Apply(ctx, g.client, p, true); err != nil {
+			return err
+		}
+		writeln(g.Out, "%s: dry run, nothing changed; the API server accepted the patch: %s", w.Ref(), p.Data)
+		return nil
+	}
+	if err := workload.Apply(ctx, g.client, p, false); err != nil {
+		return err
+	}
+	if m.noWait {
+		writeln(g.Out, "%s patched; not waiting for the rollout (--no-wait)", w.Ref())
+		return nil
+	}
+	start := time.Now()
+	waiter := &workload.Waiter{Client: g.client, Out: g.Out, Timeout: m.timeout}
+	if err := waiter.Wait(ctx, w, podTargets); err != nil {
+		return err
+	}
+	writeln(g.Out, "%s rolled out in %s", w.Ref(), time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// podTargetsFor records the running container IDs of a bare Pod before its patch, so the
+// wait can tell the restarted containers from the old ones.
+func podTargetsFor(rep *inspect.Report, w *workload.Workload, changes []workload.Change, digests map[string]string) []workload.PodTarget {
+	if w.Kind != workload.KindPod {
+		return nil
+	}
+	var out []workload.PodTarget
+	for _, ch := range changes {
+		if ch.Image == "" || ch.Image == ch.Container.Image {
+			continue
+		}
+		t := workload.PodTarget{Container: ch.Container.Name, Init: ch.Container.Init, Digest: digests[ch.Container.Name], WantRunning: !ch.Container.Init}
+		for _, c := range rep.Containers {
+			if c.Name == ch.Container.Name {
+				if p := c.PodByName(w.Name); p != nil {
+					t.OldID = p.ContainerID
+				}
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func noArgsError(use string) error {
+	return fmt.Errorf("name a workload: kubectl livesync %s", use)
+}

@@ -1,0 +1,83 @@
+package cmd
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
+)
+
+// InspectOptions holds everything `kubectl livesync inspect` needs.
+type InspectOptions struct {
+	g        *globalOptions
+	target   targetOptions
+	registry registryOptions
+	output   string
+	args     []string
+}
+
+func newCmdInspect(g *globalOptions) *cobra.Command {
+	o := &InspectOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "inspect (TYPE/NAME | TYPE NAME | POD | [TYPE] -l SELECTOR) [-c CONTAINER] [-o table|json|yaml]",
+		Short: "Show each container's image, pinned, running and registry digests, pull policy and a verdict",
+		Long: `Show, per container of the workload's pod template, the image as written, its tag and pinned
+digest, the pull policy as written and as Kubernetes defaults it, the digest each running pod
+actually runs, the digest the registry serves for the tag now, and a verdict:
+current, stale, mixed, pinned or unknown.`,
+		Example: `  # Is deployment my-app running what :dev points at?
+  kubectl livesync inspect deploy/my-app
+
+  # Machine-readable, for scripts
+  kubectl livesync inspect deploy/my-app -o json
+
+  # Every pod labelled app=web, one container
+  kubectl livesync inspect -l app=web -c app`,
+		Args: cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.args = args
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			if err := o.g.complete(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	o.target.addFlags(cmd.Flags(), "container to inspect (repeatable); default: every container, init containers included")
+	o.registry.addFlags(cmd.Flags())
+	cmd.Flags().StringVarP(&o.output, "output", "o", inspect.FormatTable, "output format: table, json or yaml")
+	return cmd
+}
+
+// Validate checks the flags before anything talks to the cluster.
+func (o *InspectOptions) Validate() error {
+	return inspect.ValidFormat(o.output)
+}
+
+// Run prints the report of every workload the arguments name.
+func (o *InspectOptions) Run(ctx context.Context) error {
+	ws, err := o.target.resolve(o.g, o.args)
+	if err != nil {
+		return err
+	}
+	var reports []*inspect.Report
+	for _, w := range ws {
+		cs, err := w.Containers(o.target.containers)
+		if err != nil {
+			return err
+		}
+		res, err := o.registry.resolverFor(ctx, o.g, w)
+		if err != nil {
+			return err
+		}
+		rep, err := inspect.Build(ctx, o.g.client, res, w, cs)
+		if err != nil {
+			return err
+		}
+		reports = append(reports, rep)
+	}
+	return inspect.Print(o.g.Out, o.output, reports)
+}

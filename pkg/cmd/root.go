@@ -1,0 +1,90 @@
+// Package cmd holds the cobra commands of kubectl-livesync: flags in, typed options out,
+// Complete/Validate/Run, no business logic. It is the only importer of cobra and pflag.
+package cmd
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/resource"
+	"k8s.io/client-go/kubernetes"
+)
+
+// globalOptions are shared by every subcommand: kubeconfig flags, streams and verbosity.
+type globalOptions struct {
+	configFlags *genericclioptions.ConfigFlags
+	genericiooptions.IOStreams
+	verbosity int
+
+	// Seams filled by complete; tests may set them first.
+	namespace string
+	client    kubernetes.Interface
+	builder   func() *resource.Builder
+}
+
+// complete reads the namespace and builds the clients from the kubeconfig flags.
+func (g *globalOptions) complete() error {
+	ns, _, err := g.configFlags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return fmt.Errorf("reading kubeconfig: %w", err)
+	}
+	if g.namespace == "" {
+		g.namespace = ns
+	}
+	if g.client == nil {
+		cfg, err := g.configFlags.ToRESTConfig()
+		if err != nil {
+			return fmt.Errorf("reading kubeconfig: %w", err)
+		}
+		if g.client, err = kubernetes.NewForConfig(cfg); err != nil {
+			return fmt.Errorf("creating a Kubernetes client: %w", err)
+		}
+	}
+	if g.builder == nil {
+		g.builder = func() *resource.Builder { return resource.NewBuilder(g.configFlags) }
+	}
+	return nil
+}
+
+// logf prints a diagnostic line to stderr when -v is at least level.
+func (g *globalOptions) logf(level int, format string, args ...any) {
+	if g.verbosity >= level {
+		fmt.Fprintf(g.ErrOut, format+"\n", args...)
+	}
+}
+
+// NewCmdLiveSync returns the root command, `kubectl livesync`, with every subcommand.
+func NewCmdLiveSync(streams genericiooptions.IOStreams) *cobra.Command {
+	g := &globalOptions{
+		configFlags: genericclioptions.NewConfigFlags(true),
+		IOStreams:   streams,
+	}
+	cmd := newCmdSync(g)
+	cmd.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl livesync"}
+	cmd.SilenceUsage = true
+	cmd.SilenceErrors = true
+	cmd.SetOut(streams.Out)
+	cmd.SetErr(streams.ErrOut)
+	cmd.CompletionOptions.HiddenDefaultCmd = true
+
+	flags := cmd.PersistentFlags()
+	g.configFlags.AddFlags(flags)
+	flags.IntVarP(&g.verbosity, "v", "v", 0, "log level: 1 shows registry auth and target changes, 2 every exec")
+
+	cmd.AddCommand(
+		newCmdInspect(g),
+		newCmdRefresh(g),
+		newCmdPullPolicy(g),
+		newCmdRestore(g),
+		newCmdVersion(g),
+	)
+	return cmd
+}
+
+// writeln ignores write errors on purpose: a closed stdout must not turn success into failure.
+func writeln(w io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintf(w, format+"\n", args...)
+}

@@ -1,0 +1,126 @@
+package inspect
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/yaml"
+)
+
+// Formats accepted by -o.
+const (
+	FormatTable = "table"
+	FormatJSON  = "json"
+	FormatYAML  = "yaml"
+)
+
+// ValidFormat checks an -o value.
+func ValidFormat(f string) error {
+	switch f {
+	case FormatTable, FormatJSON, FormatYAML, "":
+		return nil
+	}
+	return fmt.Errorf("invalid output format %q: use table, json or yaml", f)
+}
+
+// Print writes reports in the chosen format. JSON and YAML print one report as the documented
+// object and several as {"items": [...]}, the way kubectl prints one object or a List.
+func Print(out io.Writer, format string, reports []*Report) error {
+	switch format {
+	case FormatJSON, FormatYAML:
+		var v any = reports
+		if len(reports) == 1 {
+			v = reports[0]
+		} else {
+			v = map[string]any{"items": reports}
+		}
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		if format == FormatYAML {
+			if b, err = yaml.JSONToYAML(b); err != nil {
+				return err
+			}
+			_, err = out.Write(b)
+			return err
+		}
+		_, err = fmt.Fprintf(out, "%s\n", b)
+		return err
+	}
+	for i, r := range reports {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		if err := printTable(out, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printTable prints one row per container and pod; container columns appear on a
+// container's first row only, so the pods of one container read as a group.
+func printTable(out io.Writer, r *Report) error {
+	fmt.Fprintf(out, "%s/%s in namespace %s\n", strings.ToLower(r.Workload.Kind), r.Workload.Name, r.Workload.Namespace)
+	tw := printers.GetNewTabWriter(out)
+	fmt.Fprintln(tw, "CONTAINER\tIMAGE\tPULL POLICY\tREGISTRY DIGEST\tVERDICT\tPOD\tRUNNING DIGEST\tREADY\tRESTARTS\tNODE")
+	var notes []string
+	for _, c := range r.Containers {
+		name := c.Name
+		if c.Init {
+			name += " (init)"
+		}
+		policy := c.EffectivePullPolicy
+		if c.PullPolicy == "" && policy != "" {
+			policy += " (default)"
+		}
+		reg := Short(c.RegistryDigest)
+		if c.RegistryError != "" {
+			reg = "error"
+			notes = append(notes, fmt.Sprintf("%s: %s", c.Name, c.RegistryError))
+		}
+		row := []string{name, c.Image, dash(policy), dash(reg), string(c.Verdict)}
+		if len(c.Pods) == 0 {
+			fmt.Fprintln(tw, strings.Join(append(row, "<none>", "-", "-", "-", "-"), "\t"))
+		}
+		for i, p := range c.Pods {
+			if i > 0 {
+				row = []string{"", "", "", "", ""}
+			}
+			fmt.Fprintln(tw, strings.Join(append(row, p.Name, dash(Short(p.Digest)), strconv.FormatBool(p.Ready), strconv.Itoa(int(p.Restarts)), dash(p.Node)), "\t"))
+		}
+		for _, n := range c.Notes {
+			notes = append(notes, fmt.Sprintf("%s: %s", c.Name, n))
+		}
+		if c.Original != nil {
+			notes = append(notes, fmt.Sprintf("%s: changed by livesync, original image %s (%s); undo with restore", c.Name, c.Original.Image, dash(c.Original.PullPolicy)))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintf(out, "  * %s\n", n)
+	}
+	return nil
+}
+
+// Short abbreviates a digest to 12 hex digits, as docker and crane print them.
+func Short(digest string) string {
+	if len(digest) > len("sha256:")+12 {
+		return digest[:len("sha256:")+12]
+	}
+	return digest
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,105 @@
+package sync
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestCoalescer(t *testing.T) {
+	tests := []struct {
+		name string
+		// writes at these offsets from the start (ms); the batch must not be
+		// due before dueAt and must be due at it.
+		writes []int
+		dueAt  int
+	}{
+		{name: "single write waits for quiet", writes: []int{0}, dueAt: 50},
+		{name: "quiet restarts on each write", writes: []int{0, 30, 60}, dueAt: 110},
+		{name: "continuous writes hit the cap", writes: seq(0, 2000, 20), dueAt: 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := clocktesting.NewFakeClock(time.Unix(0, 0))
+			c := &coalescer{clk: fc, quiet: 50 * time.Millisecond, cap: time.Second}
+			now := 0
+			for _, w := range tt.writes {
+				if w >= tt.dueAt {
+					break
+				}
+				fc.Step(time.Duration(w-now) * time.Millisecond)
+				now = w
+				if c.due() {
+					t.Fatalf("due at %dms, want %dms", now, tt.dueAt)
+				}
+				c.add(Change{Path: "/src/a"})
+			}
+			fc.Step(time.Duration(tt.dueAt-now-1) * time.Millisecond)
+			if c.due() {
+				t.Fatalf("due at %dms, want %dms", tt.dueAt-1, tt.dueAt)
+			}
+			fc.Step(time.Millisecond)
+			if !c.due() {
+				t.Fatalf("not due at %dms", tt.dueAt)
+			}
+			b := c.take()
+			if b.first != time.Unix(0, 0) || len(b.paths) != 1 {
+				t.Errorf("batch = %+v", b)
+			}
+		})
+	}
+}
+
+func seq(from, to, step int) []int {
+	var out []int
+	for i := from; i < to; i += step {
+		out = append(out, i)
+	}
+	return out
+}
+
+func TestCoalesce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fc := clocktesting.NewFakeClock(time.Unix(0, 0))
+	in := make(chan Change)
+	out := coalesce(ctx, fc, 50*time.Millisecond, time.Second, in)
+
+	in <- Change{Root: "/src", Path: "/src/a"}
+	in <- Change{Root: "/src", Path: "/src/b"}
+	in <- Change{Root: "/src", Rescan: true}
+	waitForWaiters(t, fc)
+	fc.Step(49 * time.Millisecond)
+	select {
+	case b := <-out:
+		t.Fatalf("batch before the quiet window: %+v", b)
+	default:
+	}
+	fc.Step(time.Millisecond)
+	b := <-out
+	if len(b.paths) != 2 || len(b.rescans) != 1 || b.changes != 3 {
+		t.Fatalf("batch = %+v", b)
+	}
+
+	// While the consumer is busy, a released batch absorbs new changes.
+	in <- Change{Path: "/src/c"}
+	waitForWaiters(t, fc)
+	fc.Step(50 * time.Millisecond)
+	in <- Change{Path: "/src/d"} // arrives while batch {c} waits for us
+	b = <-out
+	if len(b.paths) != 2 {
+		t.Fatalf("batch = %v, want c and d", b.paths)
+	}
+
+	// Closing the input flushes what is pending.
+	in <- Change{Path: "/src/e"}
+	close(in)
+	if b := <-out; len(b.paths) != 1 {
+		t.Fatalf("flushed batch = %v", b.paths)
+	}
+	if _, ok := <-out; ok {
+		t.Fatal("output not closed")
+	}
+}

@@ -1,0 +1,89 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// LocalExecutor runs argv on this machine instead of in a container: the
+// remote roots in tests are temp dirs, so the real remote scripts can be
+// exercised without a cluster. It is test support.
+//
+// With Bin set (see NewBusyboxExecutor) PATH holds only that directory, so sh
+// and every tool the scripts call are busybox applets; otherwise the host's
+// sh and GNU tools run.
+type LocalExecutor struct {
+	Bin string
+	// Sandbox, if set, prefixes the remote directory argument of this
+	// package's scripts with a per-target host directory, so several targets
+	// can share one machine.
+	Sandbox func(Target) string
+	// Fail, if set, is consulted before each call; a non-nil error is
+	// returned instead of running it (failure injection).
+	Fail func(t Target, argv []string) error
+}
+
+var _ Executor = (*LocalExecutor)(nil)
+
+// NewBusyboxExecutor fills dir with links to busybox's applets, except those
+// in without (e.g. "sha256sum" to test an image without it), and returns an
+// executor that runs with only dir on PATH.
+func NewBusyboxExecutor(busybox, dir string, without ...string) (*LocalExecutor, error) {
+	out, err := exec.Command(busybox, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("listing applets of %q: %w", busybox, err)
+	}
+	for _, applet := range strings.Fields(string(out)) {
+		if slices.Contains(without, applet) {
+			continue
+		}
+		if err := os.Symlink(busybox, filepath.Join(dir, applet)); err != nil {
+			return nil, fmt.Errorf("linking applet %q: %w", applet, err)
+		}
+	}
+	return &LocalExecutor{Bin: dir}, nil
+}
+
+// Exec runs argv with stdin, mapping a non-zero exit to an ExitError.
+func (l *LocalExecutor) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if l.Fail != nil {
+		if err := l.Fail(t, argv); err != nil {
+			return err
+		}
+	}
+	if l.Sandbox != nil && len(argv) > 4 && strings.HasPrefix(argv[3], "livesync") && argv[3] != "livesync-on-sync" {
+		argv = slices.Clone(argv)
+		argv[4] = filepath.Join(l.Sandbox(t), argv[4])
+	}
+	name := argv[0]
+	env := os.Environ()
+	if l.Bin != "" {
+		name = filepath.Join(l.Bin, argv[0])
+		env = append(env, "PATH="+l.Bin)
+		if _, err := os.Stat(name); err != nil {
+			// What container runtimes say when the image lacks argv[0].
+			return fmt.Errorf("exec: %q: executable file not found in $PATH", argv[0])
+		}
+	}
+	cmd := exec.CommandContext(ctx, name, argv[1:]...)
+	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, stdin, stdout, stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.Exited() {
+		return codeError(ee.ExitCode())
+	}
+	return err
+}
+
+// codeError is an ExitError with just a code.
+type codeError int
+
+func (c codeError) Error() string   { return fmt.Sprintf("command terminated with exit code %d", int(c)) }
+func (c codeError) ExitStatus() int { return int(c) }

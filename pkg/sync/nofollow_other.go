@@ -1,0 +1,5 @@
+//go:build !unix
+
+package sync
+
+const oNoFollow = 0

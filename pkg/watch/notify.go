@@ -1,0 +1,31 @@
+package watch
+
+import (
+	"time"
+
+	"github.com/rjeczalik/notify"
+	"k8s.io/utils/clock"
+)
+
+type eventInfo = notify.EventInfo
+
+// eventFlags is what an event says about its path besides the path.
+type eventFlags struct {
+	isDir     bool // the path is a directory (only meaningful with dirKnown)
+	dirKnown  bool // the platform told whether it is a directory
+	created   bool // the path appeared: created or moved in
+	movedAway bool // a directory was renamed away from the path
+}
+
+func notifyBackend() backend {
+	return backend{
+		watch: func(path string, c chan<- eventInfo) error {
+			return notify.Watch(path, c, watchEvents...)
+		},
+		stop:        notify.Stop,
+		probe:       probeWatch,
+		clock:       clock.RealClock{},
+		burstLimit:  burstLimit(),
+		burstWindow: time.Second,
+	}
+}

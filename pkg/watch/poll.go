@@ -1,0 +1,115 @@
+package watch
+
+import (
+	"io/fs"
+	"os"
+
+	"k8s.io/utils/clock"
+)
+
+// fileState is what polling compares. Directories keep only mode and
+// inode: their size and mtime change with every entry added or removed,
+// which the entries' own states already report.
+type fileState struct {
+	size  int64
+	mtime int64
+	mode  fs.FileMode
+	ino   uint64
+}
+
+func stateOf(fi fs.FileInfo) fileState {
+	if fi.IsDir() {
+		return fileState{mode: fi.Mode(), ino: inode(fi)}
+	}
+	return fileState{size: fi.Size(), mtime: fi.ModTime().UnixNano(), mode: fi.Mode(), ino: inode(fi)}
+}
+
+// poller finds changes under one root by walking it and comparing states.
+type poller struct {
+	w    *watcher
+	r    *watchRoot
+	prev map[string]fileState
+}
+
+// startPolling takes the first snapshot of r, so that any later change is
+// reported, and then polls it every PollInterval until Close.
+func (w *watcher) startPolling(r *watchRoot) {
+	p := &poller{w: w, r: r}
+	p.prev = p.scan()
+	t := w.be.clock.NewTicker(w.opts.PollInterval) // before the goroutine: a fake clock may be stepped right away
+	w.wg.Go(func() { p.run(t) })
+}
+
+func (p *poller) run(t clock.Ticker) {
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C():
+			p.poll()
+		case <-p.w.done:
+			return
+		}
+	}
+}
+
+func (p *poller) poll() {
+	cur := p.scan()
+	for path, st := range cur {
+		if old, ok := p.prev[path]; !ok || old != st {
+			p.push(path, st)
+		}
+	}
+	for path, st := range p.prev {
+		if _, ok := cur[path]; !ok {
+			p.push(path, st)
+		}
+	}
+	p.prev = cur
+}
+
+func (p *poller) push(path string, st fileState) {
+	p.w.q.push(item{root: p.r.idx, path: path, eventFlags: eventFlags{isDir: st.mode.IsDir(), dirKnown: true}, checked: true})
+}
+
+// scan walks the root, not descending into skipped directories. Entries
+// that vanish or can't be read are left out: they show up as deleted, and
+// the consumer finds out the rest with its own Lstat.
+func (p *poller) scan() map[string]fileState {
+	states := make(map[string]fileState, len(p.prev))
+	if p.r.file {
+		if fi, err := os.Lstat(p.r.path); err == nil {
+			states[p.r.path] = stateOf(fi)
+		}
+		return states
+	}
+	var walk func(dir string)
+	walk = func(dir string) {
+		entries, _ := os.ReadDir(dir) // what it could read, even on error
+		for _, e := range entries {
+			path := join(dir, e.Name())
+			isDir := e.IsDir()
+			if p.w.skip(p.r, path, isDir) {
+				continue
+			}
+			fi, err := e.Info()
+			if err != nil {
+				continue
+			}
+			states[path] = stateOf(fi)
+			if isDir {
+				walk(path)
+			}
+		}
+	}
+	walk(p.r.path)
+	return states
+}
+
+// join is filepath.Join without the Clean, for the walk's already clean
+// paths.
+func join(dir, name string) string {
+	if os.IsPathSeparator(dir[len(dir)-1]) {
+		return dir + name
+	}
+	return dir + string(os.PathSeparator) + name
+}

@@ -1,0 +1,151 @@
+package watch
+
+import (
+	"sync"
+	"time"
+)
+
+// item is a queued hint, before it becomes an Event.
+type item struct {
+	root int    // index into watcher.roots
+	path string // absolute, under the root as the user named it
+	eventFlags
+	checked bool // Skip was already consulted (walks do it themselves)
+	rescan  bool
+}
+
+type itemKey struct {
+	root int
+	path string
+}
+
+// queue is the unbounded, de-duplicating buffer between the goroutines that
+// produce hints (notify drainers, pollers, walks) and the one that hands
+// them to the consumer. Producers never block on the consumer.
+type queue struct {
+	mu      sync.Mutex
+	items   []*item
+	pending map[itemKey]*item // queued path items, to merge duplicates
+	rescans map[int]bool      // roots with a queued Rescan
+	errs    []error
+	ready   chan struct{} // poked after every push
+}
+
+func newQueue() *queue {
+	return &queue{
+		pending: map[itemKey]*item{},
+		rescans: map[int]bool{},
+		ready:   make(chan struct{}, 1),
+	}
+}
+
+// push queues it. A path already queued is merged into the queued item. A
+// queued Rescan of the root covers any later path too, since the consumer
+// rescans after it receives the Rescan, and a new Rescan drops the root's
+// queued paths; directory renames are kept because handling them repairs
+// notify's tree.
+func (q *queue) push(it item) {
+	q.mu.Lock()
+	defer q.poke()
+	defer q.mu.Unlock()
+	if it.rescan {
+		if q.rescans[it.root] {
+			return
+		}
+		q.rescans[it.root] = true
+		kept := q.items[:0]
+		for _, old := range q.items {
+			if old.root == it.root && !old.movedAway {
+				delete(q.pending, itemKey{old.root, old.path})
+				continue
+			}
+			kept = append(kept, old)
+		}
+		clear(q.items[len(kept):])
+		q.items = append(kept, &it)
+		return
+	}
+	if q.rescans[it.root] && !it.movedAway {
+		return
+	}
+	k := itemKey{it.root, it.path}
+	if old, ok := q.pending[k]; ok {
+		old.isDir = old.isDir || it.isDir
+		old.dirKnown = old.dirKnown || it.dirKnown
+		old.created = old.created || it.created
+		old.movedAway = old.movedAway || it.movedAway
+		old.checked = old.checked && it.checked
+		return
+	}
+	q.pending[k] = &it
+	q.items = append(q.items, &it)
+}
+
+// pop takes the oldest item, if any.
+func (q *queue) pop() (item, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) == 0 {
+		return item{}, false
+	}
+	it := q.items[0]
+	q.items[0] = nil
+	q.items = q.items[1:]
+	if it.rescan {
+		delete(q.rescans, it.root)
+	} else {
+		delete(q.pending, itemKey{it.root, it.path})
+	}
+	return *it, true
+}
+
+func (q *queue) pushErr(err error) {
+	q.mu.Lock()
+	q.errs = append(q.errs, err)
+	q.mu.Unlock()
+	q.poke()
+}
+
+func (q *queue) peekErr() (error, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.errs) == 0 {
+		return nil, false
+	}
+	return q.errs[0], true
+}
+
+func (q *queue) dropErr() {
+	q.mu.Lock()
+	q.errs[0] = nil
+	q.errs = q.errs[1:]
+	q.mu.Unlock()
+}
+
+func (q *queue) poke() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// burst counts events in fixed windows; see the package documentation.
+type burst struct {
+	mu     sync.Mutex
+	limit  int
+	window time.Duration
+	start  time.Time
+	n      int
+}
+
+// add counts one event at now and reports whether it is the one that
+// reached the limit in the current window.
+func (b *burst) add(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now.Sub(b.start) >= b.window {
+		b.start, b.n = now, 0
+	}
+	b.n++
+	return b.n == b.limit
+}

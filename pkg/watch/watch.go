@@ -1,0 +1,186 @@
+// Package watch turns file system changes under a set of roots into a
+// stream of hints: "something at this path may have changed". It is the only
+// importer of github.com/rjeczalik/notify.
+//
+// Events are hints, not facts. They carry no operation, may come out of
+// order, twice, or for paths that no longer exist; the consumer decides
+// what to do by looking at the file system (Lstat) when it handles a batch.
+// When events may have been lost, the Watcher says so with a Rescan event
+// and the consumer must compare the whole root.
+//
+// # Where events get lost, and what the Watcher does about it
+//
+// notify drops an event when the channel it delivers to is full, and
+// swallows the kernel's IN_Q_OVERFLOW. The Watcher drains notify's channel
+// in a goroutine that does nothing else, into an unbounded de-duplicating
+// queue, and emits Rescan for a root when either
+//
+//   - notify's channel was full just before a receive (len(ch) >= cap-1
+//     right after it): only a full channel drops, and the drainer is its
+//     only reader, so every drop is followed by such a receive. This check
+//     has no false negatives; with Options.Buffer of 1 every event trips it.
+//   - a burst of at least max_queued_events/2 events (8192 by default) from
+//     all roots lands in one 1-second window: the kernel queue can only
+//     overflow after max_queued_events events pile up, and notify delivers
+//     such a backlog within well under a second, so at least half of it
+//     falls into one window. A very fast writer of one big file can trip
+//     this too; a spurious Rescan costs a walk, a missed one a stale file.
+//
+// A pending Rescan makes every older queued event of its root redundant;
+// they are dropped.
+//
+// notify's recursive inotify watch also has races and blind spots, handled
+// here:
+//
+//   - files created in a new directory before notify watches it produce no
+//     event, and a directory moved into the tree produces one event for
+//     itself only: every new directory is walked once and its entries are
+//     emitted (notify issue #172);
+//   - a directory renamed away keeps a stale node in notify's tree, so a
+//     directory later created under the old name is never watched (notify
+//     #227): the root's watch is rebuilt, followed by a Rescan;
+//   - running out of inotify watches is not reported by a recursive watch
+//     (notify #109): after setting up a root, and for each new directory,
+//     the Watcher probes whether one more watch can be added; when it
+//     can't, the root falls back to polling and Errors reports
+//     ErrOutOfWatches.
+//
+// notify can't exclude subtrees, so ignored directories (node_modules) are
+// still watched; Options.Skip only filters events and prunes the walks.
+package watch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Event is a hint that something under Root changed at Path.
+//
+// Root is one of the roots given to New, made absolute but with symlinks
+// kept as the caller named them; Path is an absolute path under Root, or
+// Root itself. Rescan means events may have been lost: the consumer must
+// rescan Root (Path == Root).
+type Event struct {
+	Root, Path string
+	Rescan     bool
+}
+
+// Watcher delivers change hints for a set of roots.
+//
+// Both channels must be drained; neither blocks the other. Close stops the
+// Watcher and then closes both channels.
+type Watcher interface {
+	Events() <-chan Event
+	Errors() <-chan error
+	Close() error
+}
+
+// Options configures a Watcher. The zero value is usable.
+type Options struct {
+	// Skip reports whether a path is ignored: no events are sent for it,
+	// and walks (polling, new directories) don't descend into a skipped
+	// directory. rel is slash-separated and relative to root (the root as
+	// given in Event.Root); isDir is false when unknown, as for a deleted
+	// path on platforms without that information. It may be called from
+	// several goroutines at once. Roots that are single files aren't passed
+	// to Skip.
+	Skip func(root, rel string, isDir bool) bool
+	// PollInterval is how often a polling watcher walks its roots: those
+	// from NewPolling, and roots that fell back to polling. Default 1s.
+	PollInterval time.Duration
+	// Buffer is the size of the channel notify delivers to, per root.
+	// Default 4096. Smaller buffers trip the overflow check sooner.
+	Buffer int
+}
+
+const (
+	defaultPollInterval = time.Second
+	defaultBuffer       = 4096
+)
+
+// ErrOutOfWatches is matched (with errors.Is) by the error a Watcher
+// reports when a root fell back to polling because the user ran out of
+// inotify watches.
+var ErrOutOfWatches = errors.New("out of inotify watches")
+
+// fallbackError is reported on Errors when a root falls back to polling.
+type fallbackError struct {
+	root     string
+	interval time.Duration
+	err      error // what the watch or the probe returned: ENOSPC
+}
+
+func (e *fallbackError) Error() string {
+	return fmt.Sprintf(`watching %q: out of inotify watches: raise it with "sudo sysctl fs.inotify.max_user_watches=524288"; falling back to polling every %s`,
+		e.root, e.interval)
+}
+
+func (e *fallbackError) Is(target error) bool { return target == ErrOutOfWatches }
+func (e *fallbackError) Unwrap() error        { return e.err }
+
+// New watches each root recursively with notify and returns once the
+// watches are set up: a change made after New returns produces an event.
+// A root may be a directory or a single file, relative or absolute, and may
+// be or contain symlinks. A root that runs out of inotify watches is polled
+// instead, and Errors reports it.
+func New(roots []string, opts Options) (Watcher, error) {
+	return newWatcher(roots, opts, notifyBackend())
+}
+
+// NewPolling watches roots by walking them every Options.PollInterval and
+// comparing size, modification time, mode and inode; it returns once the
+// first walk is done. It costs a walk per interval but no inotify watches.
+func NewPolling(roots []string, opts Options) (Watcher, error) {
+	be := notifyBackend()
+	be.watch = nil
+	return newWatcher(roots, opts, be)
+}
+
+// resolveRoot makes root absolute and finds the real path notify will
+// report events under.
+func resolveRoot(root string) (*watchRoot, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("watching %q: %w", root, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("watching %q: %w", root, err)
+	}
+	r := &watchRoot{path: abs, file: !fi.IsDir()}
+	if r.file {
+		// Watch the directory entry itself: an editor that saves by
+		// renaming over a symlink replaces the link, not its target.
+		dir, err := filepath.EvalSymlinks(filepath.Dir(abs))
+		if err != nil {
+			return nil, fmt.Errorf("watching %q: %w", root, err)
+		}
+		r.real = filepath.Join(dir, filepath.Base(abs))
+		return r, nil
+	}
+	if r.real, err = filepath.EvalSymlinks(abs); err != nil {
+		return nil, fmt.Errorf("watching %q: %w", root, err)
+	}
+	return r, nil
+}
+
+// backend holds what the watcher needs from the outside world, so tests
+// can replace notify and the clock.
+type backend struct {
+	// watch and stop are notify.Watch and notify.Stop, with the events to
+	// watch already chosen. A nil watch means: poll every root.
+	watch func(path string, c chan<- eventInfo) error
+	stop  func(c chan<- eventInfo)
+	// probe reports ENOSPC when no further inotify watch can be added.
+	probe func(dir string) error
+	clock clock.WithTicker
+	// burstLimit is the event count per burstWindow that counts as a
+	// possible kernel queue overflow.
+	burstLimit  int
+	burstWindow time.Duration
+}

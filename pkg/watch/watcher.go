@@ -1,0 +1,305 @@
+package watch
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// watchRoot is one root given to New.
+type watchRoot struct {
+	idx  int
+	path string // absolute, symlinks kept: what events report
+	real string // symlinks resolved: what notify reports
+	file bool   // a single file: its parent directory is watched
+
+	ch chan eventInfo // notify delivers here; nil if never watched with notify
+
+	// notifying says whether notify watches the root, false once it is
+	// polled. Set in New, then owned by the pump goroutine.
+	notifying bool
+}
+
+// rel returns p relative to the root, or "" for the root itself.
+func (r *watchRoot) rel(p string) string {
+	if len(p) <= len(r.path) {
+		return ""
+	}
+	return strings.TrimPrefix(p[len(r.path):], string(os.PathSeparator))
+}
+
+// userPath maps a path notify reported to the same path under the root as
+// the user named it; ok is false for paths outside the root.
+func (r *watchRoot) userPath(p string) (string, bool) {
+	if r.file {
+		return r.path, p == r.real
+	}
+	if p == r.real {
+		return r.path, true
+	}
+	rest, ok := strings.CutPrefix(p, r.real)
+	if !ok {
+		return "", false
+	}
+	if !os.IsPathSeparator(r.real[len(r.real)-1]) { // the root "/" ends in one
+		if rest == "" || !os.IsPathSeparator(rest[0]) {
+			return "", false
+		}
+		rest = rest[1:]
+	}
+	return filepath.Join(r.path, rest), true
+}
+
+type watcher struct {
+	opts  Options
+	be    backend
+	roots []*watchRoot
+	q     *queue
+	burst burst
+
+	events chan Event
+	errs   chan error
+	done   chan struct{}
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+func newWatcher(roots []string, opts Options, be backend) (Watcher, error) {
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = defaultPollInterval
+	}
+	if opts.Buffer <= 0 {
+		opts.Buffer = defaultBuffer
+	}
+	w := &watcher{
+		opts:   opts,
+		be:     be,
+		q:      newQueue(),
+		burst:  burst{limit: be.burstLimit, window: be.burstWindow},
+		events: make(chan Event, 128),
+		errs:   make(chan error),
+		done:   make(chan struct{}),
+	}
+	for i, root := range roots {
+		r, err := resolveRoot(root)
+		if err != nil {
+			w.Close()
+			return nil, err
+		}
+		r.idx = i
+		w.roots = append(w.roots, r)
+		if be.watch == nil {
+			w.startPolling(r)
+			continue
+		}
+		switch err := w.startNotify(r); {
+		case errors.Is(err, syscall.ENOSPC):
+			w.fallBack(r, err)
+		case err != nil:
+			w.Close()
+			return nil, fmt.Errorf("watching %q: %w", r.path, err)
+		}
+	}
+	w.wg.Go(w.pump)
+	return w, nil
+}
+
+func (w *watcher) Events() <-chan Event { return w.events }
+func (w *watcher) Errors() <-chan error { return w.errs }
+
+// Close stops notify and every goroutine of the Watcher, then closes the
+// Events and Errors channels. It always returns nil.
+func (w *watcher) Close() error {
+	w.once.Do(func() {
+		close(w.done)
+		w.wg.Wait() // no goroutine may re-Watch after the Stop below
+		for _, r := range w.roots {
+			if r.notifying {
+				w.be.stop(r.ch)
+			}
+		}
+		close(w.events)
+		close(w.errs)
+	})
+	return nil
+}
+
+// startNotify watches r with notify: recursively for a directory, its
+// parent directory for a file.
+func (w *watcher) startNotify(r *watchRoot) error {
+	if r.ch == nil {
+		r.ch = make(chan eventInfo, w.opts.Buffer)
+		w.wg.Go(func() { w.drain(r, r.ch) })
+	}
+	target := filepath.Join(r.real, "...")
+	if r.file {
+		target = filepath.Dir(r.real)
+	}
+	if err := w.be.watch(target, r.ch); err != nil {
+		w.be.stop(r.ch) // a recursive watch may have been set up in part
+		return err
+	}
+	r.notifying = true
+	if r.file {
+		return nil // a plain watch reports ENOSPC itself
+	}
+	return w.be.probe(r.real)
+}
+
+// fallBack switches r to polling after its notify watch ran out of inotify
+// watches, and says so on Errors.
+func (w *watcher) fallBack(r *watchRoot, err error) {
+	if r.notifying {
+		w.be.stop(r.ch)
+		r.notifying = false
+	}
+	w.q.pushErr(&fallbackError{root: r.path, interval: w.opts.PollInterval, err: err})
+	w.startPolling(r)
+}
+
+// drain moves events from notify's channel into the queue and does nothing
+// slow, because notify drops what doesn't fit in ch.
+func (w *watcher) drain(r *watchRoot, ch <-chan eventInfo) {
+	for {
+		select {
+		case ei := <-ch:
+			// Only a full channel drops events, and this goroutine is its
+			// only reader: full before this receive means maybe dropped.
+			if len(ch) >= cap(ch)-1 {
+				w.q.push(item{root: r.idx, rescan: true})
+			}
+			if w.burst.add(w.be.clock.Now()) {
+				for _, r := range w.roots {
+					w.q.push(item{root: r.idx, rescan: true})
+				}
+			}
+			p, ok := r.userPath(ei.Path())
+			if !ok {
+				continue
+			}
+			it := item{root: r.idx, path: p, eventFlags: describe(ei)}
+			if p == r.path {
+				it.eventFlags = eventFlags{} // never walk or rewatch the root for its own events
+			}
+			w.q.push(it)
+		case <-w.done:
+			return
+		}
+	}
+}
+
+// pump hands queued hints and errors to the consumer.
+func (w *watcher) pump() {
+	var next Event
+	var have bool
+	for {
+		if !have {
+			next, have = w.nextEvent()
+		}
+		var events chan<- Event
+		if have {
+			events = w.events
+		}
+		var errs chan<- error
+		err, haveErr := w.q.peekErr()
+		if haveErr {
+			errs = w.errs
+		}
+		select {
+		case events <- next:
+			have = false
+		case errs <- err:
+			w.q.dropErr()
+		case <-w.q.ready:
+		case <-w.done:
+			return
+		}
+	}
+}
+
+// nextEvent pops items until one becomes an Event, doing on the way what
+// items ask for: filtering, walking new directories, repairing watches.
+func (w *watcher) nextEvent() (Event, bool) {
+	for {
+		it, ok := w.q.pop()
+		if !ok {
+			return Event{}, false
+		}
+		r := w.roots[it.root]
+		if it.rescan {
+			return Event{Root: r.path, Path: r.path, Rescan: true}, true
+		}
+		if it.created && !it.dirKnown {
+			fi, err := os.Lstat(it.path)
+			it.isDir = err == nil && fi.IsDir()
+		}
+		if !it.checked && w.skip(r, it.path, it.isDir) {
+			continue
+		}
+		if it.movedAway && r.notifying {
+			w.rewatch(r)
+		}
+		if it.created && it.isDir && r.notifying {
+			if err := w.be.probe(it.path); errors.Is(err, syscall.ENOSPC) {
+				w.fallBack(r, err)
+				w.q.push(item{root: r.idx, rescan: true})
+			} else {
+				w.walkNew(r, it.path)
+			}
+		}
+		return Event{Root: r.path, Path: it.path}, true
+	}
+}
+
+func (w *watcher) skip(r *watchRoot, p string, isDir bool) bool {
+	if w.opts.Skip == nil || r.file || p == r.path {
+		return false
+	}
+	return w.opts.Skip(r.path, filepath.ToSlash(r.rel(p)), isDir)
+}
+
+// walkNew queues everything inside a directory that just appeared. Files
+// created in it before notify added its watch have no event of their own,
+// nor has anything inside a directory moved into the tree.
+func (w *watcher) walkNew(r *watchRoot, dir string) {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil && p == dir:
+			return err // gone already: its own event says so
+		case err != nil || p == dir:
+			return nil
+		}
+		isDir := d.IsDir()
+		if w.skip(r, p, isDir) {
+			if isDir {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		w.q.push(item{root: r.idx, path: p, eventFlags: eventFlags{isDir: isDir, dirKnown: true}, checked: true})
+		return nil
+	})
+}
+
+// rewatch rebuilds r's notify watch after a directory was renamed away.
+// notify keeps the old name in its tree, so a directory created there
+// later would get no watch (notify #227). Events are lost while the watch
+// is rebuilt, hence the Rescan.
+func (w *watcher) rewatch(r *watchRoot) {
+	w.be.stop(r.ch)
+	r.notifying = false
+	switch err := w.startNotify(r); {
+	case errors.Is(err, syscall.ENOSPC):
+		w.fallBack(r, err)
+	case err != nil:
+		w.q.pushErr(fmt.Errorf("watching %q again after a directory rename: %w; falling back to polling every %s",
+			r.path, err, w.opts.PollInterval))
+		w.startPolling(r)
+	}
+	w.q.push(item{root: r.idx, rescan: true})
+}

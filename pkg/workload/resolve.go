@@ -1,0 +1,95 @@
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/cli-runtime/pkg/resource"
+	"k8s.io/kubectl/pkg/scheme"
+)
+
+// ErrNoWorkload is returned when the command line names no workload at all.
+var ErrNoWorkload = errors.New("name a workload (e.g. deploy/my-app, pod/web-0, or a pod name) or pass -l SELECTOR")
+
+// BuilderArgs turns the workload part of a command line into resource.Builder arguments using
+// kubectl's grammar: TYPE/NAME, "TYPE NAME", a bare NAME meaning a pod, or -l SELECTOR with an
+// optional TYPE (pods when absent). A name together with -l is a conflict.
+func BuilderArgs(args []string, selector string) ([]string, error) {
+	switch len(args) {
+	case 0:
+		if selector == "" {
+			return nil, ErrNoWorkload
+		}
+		return []string{"pods"}, nil
+	case 1:
+		a := args[0]
+		if strings.Contains(a, "/") {
+			if selector != "" {
+				return nil, fmt.Errorf("both a name (%q) and -l %q were given: use one of them", a, selector)
+			}
+			return []string{a}, nil
+		}
+		if selector != "" {
+			return []string{a}, nil
+		}
+		return []string{"pod/" + a}, nil
+	case 2:
+		if selector != "" {
+			return nil, fmt.Errorf("both a name (%q) and -l %q were given: use one of them", args[1], selector)
+		}
+		if strings.Contains(args[0], "/") || strings.Contains(args[1], "/") {
+			return nil, fmt.Errorf("use either TYPE/NAME or TYPE NAME, not %q", strings.Join(args, " "))
+		}
+		return args, nil
+	default:
+		return nil, fmt.Errorf("too many arguments %q: name one workload as TYPE/NAME or TYPE NAME", strings.Join(args, " "))
+	}
+}
+
+// Resolve reads the workloads named on the command line through kubectl's resource builder,
+// so every kubectl alias (deploy, sts, ds, rs, po) and fully qualified name works.
+func Resolve(b *resource.Builder, namespace string, args []string, selector string) ([]*Workload, error) {
+	bargs, err := BuilderArgs(args, selector)
+	if err != nil {
+		return nil, err
+	}
+	r := b.WithScheme(scheme.Scheme, scheme.Scheme.PrioritizedVersionsAllGroups()...).
+		NamespaceParam(namespace).DefaultNamespace().
+		ResourceTypeOrNameArgs(true, bargs...).
+		LabelSelectorParam(selector).
+		SingleResourceType().
+		Flatten().
+		Do()
+	infos, err := r.Infos()
+	if err != nil {
+		return nil, explainGetError(err, namespace)
+	}
+	if len(infos) == 0 {
+		return nil, fmt.Errorf("no %s match -l %q in namespace %q", bargs[0], selector, namespace)
+	}
+	var out []*Workload
+	for _, info := range infos {
+		w, err := FromObject(info.Object)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+func explainGetError(err error, namespace string) error {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && apierrors.IsNotFound(err) {
+		if d := status.Status().Details; d != nil && d.Name != "" {
+			kind := strings.TrimSuffix(d.Kind, "s")
+			return fmt.Errorf("%s %q not found in namespace %q: check the name, or pass -n NAMESPACE", kind, d.Name, namespace)
+		}
+	}
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("%w: ask for a Role with the get and list verbs on it", err)
+	}
+	return err
+}

@@ -1,0 +1,234 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/kubectl/pkg/polymorphichelpers"
+)
+
+// ErrRolloutTimeout is wrapped by the error returned when a rollout does not finish in time.
+var ErrRolloutTimeout = errors.New("rollout did not finish")
+
+// Waiter waits for rollouts the way `kubectl rollout status` does and explains a stuck one.
+type Waiter struct {
+	Client  kubernetes.Interface
+	Out     io.Writer
+	Timeout time.Duration
+}
+
+// PodTarget is what a bare Pod's container must reach after its image was patched: a new
+// container (the kubelet restarts it on an image change) running Digest when it is known.
+type PodTarget struct {
+	Container   string
+	Init        bool
+	OldID       string
+	Digest      string
+	WantRunning bool
+}
+
+// Wait blocks until the workload's rollout is complete. For a bare Pod it waits until every
+// target container restarted (and runs the wanted digest when one is given).
+func (wt *Waiter) Wait(ctx context.Context, w *Workload, targets []PodTarget) error {
+	parent := ctx
+	ctx, cancel := watchtools.ContextWithOptionalTimeout(ctx, wt.Timeout)
+	defer cancel()
+	var err error
+	if w.Kind == KindPod {
+		err = wt.waitPod(ctx, w, targets)
+	} else {
+		err = wt.waitRollout(ctx, w)
+	}
+	if err == nil {
+		return nil
+	}
+	if parent.Err() != nil {
+		return fmt.Errorf("stopped waiting for %s: %w", w.Ref(), parent.Err())
+	}
+	if errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err) {
+		// Diagnose with a fresh context: the waiting one is spent.
+		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer dcancel()
+		return fmt.Errorf("%w: %s after %s: %s", ErrRolloutTimeout, w.Ref(), wt.Timeout, wt.diagnose(dctx, w))
+	}
+	return err
+}
+
+func (wt *Waiter) waitRollout(ctx context.Context, w *Workload) error {
+	gk := schema.GroupKind{Group: "apps", Kind: w.Kind}
+	viewer, err := polymorphichelpers.StatusViewerFor(gk)
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w", w.Ref(), err)
+	}
+	if ss, ok := w.Object.(*appsv1.StatefulSet); ok && ss.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+		fmt.Fprintf(wt.Out, "%s uses the OnDelete update strategy: its pods change only when you delete them\n", w.Ref())
+		return nil
+	}
+	lw := wt.listWatch(w)
+	last := ""
+	_, err = watchtools.UntilWithSync(ctx, lw, w.Object.DeepCopyObject(), nil, func(e watch.Event) (bool, error) {
+		switch e.Type {
+		case watch.Deleted:
+			return false, fmt.Errorf("%s was deleted while waiting for its rollout", w.Ref())
+		case watch.Added, watch.Modified:
+		default:
+			return false, nil
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(e.Object)
+		if err != nil {
+			return false, err
+		}
+		msg, done, err := viewer.Status(&unstructured.Unstructured{Object: u}, 0)
+		if err != nil {
+			return false, fmt.Errorf("waiting for %s: %w", w.Ref(), err)
+		}
+		if msg != last {
+			fmt.Fprint(wt.Out, msg)
+			last = msg
+		}
+		return done, nil
+	})
+	return err
+}
+
+func (wt *Waiter) listWatch(w *Workload) cache.ListerWatcher {
+	sel := fields.OneTermEqualSelector("metadata.name", w.Name).String()
+	apps := wt.Client.AppsV1()
+	ns := w.Namespace
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			switch w.Kind {
+			case KindDeployment:
+				return apps.Deployments(ns).List(ctx, o)
+			case KindStatefulSet:
+				return apps.StatefulSets(ns).List(ctx, o)
+			case KindDaemonSet:
+				return apps.DaemonSets(ns).List(ctx, o)
+			}
+			return nil, fmt.Errorf("no rollout for %s", w.Kind)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			switch w.Kind {
+			case KindDeployment:
+				return apps.Deployments(ns).Watch(ctx, o)
+			case KindStatefulSet:
+				return apps.StatefulSets(ns).Watch(ctx, o)
+			case KindDaemonSet:
+				return apps.DaemonSets(ns).Watch(ctx, o)
+			}
+			return nil, fmt.Errorf("no rollout for %s", w.Kind)
+		},
+	}
+}
+
+func (wt *Waiter) waitPod(ctx context.Context, w *Workload, targets []PodTarget) error {
+	pods := wt.Client.CoreV1().Pods(w.Namespace)
+	sel := fields.OneTermEqualSelector("metadata.name", w.Name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return pods.Watch(ctx, o)
+		},
+	}
+	last := ""
+	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, nil, func(e watch.Event) (bool, error) {
+		if e.Type == watch.Deleted {
+			return false, fmt.Errorf("pod %q was deleted while waiting for its containers to restart", w.Name)
+		}
+		pod, ok := e.Object.(*corev1.Pod)
+		if !ok {
+			return false, nil
+		}
+		done, pending := 0, ""
+		for _, t := range targets {
+			st := ContainerStatus(pod, t.Container, t.Init)
+			switch {
+			case st == nil || st.ContainerID == "" || st.ContainerID == t.OldID:
+				pending = fmt.Sprintf("container %q has not restarted yet", t.Container)
+			case t.Digest != "" && !strings.HasSuffix(st.ImageID, t.Digest):
+				pending = fmt.Sprintf("container %q runs %s, waiting for %s", t.Container, st.ImageID, t.Digest)
+			case t.WantRunning && st.State.Running == nil:
+				pending = fmt.Sprintf("container %q restarted, waiting for it to run", t.Container)
+			default:
+				done++
+			}
+		}
+		msg := fmt.Sprintf("Waiting for pod %q: %s...\n", w.Name, pending)
+		if done == len(targets) {
+			msg = fmt.Sprintf("pod %q restarted %d container(s) on the new image\n", w.Name, done)
+		}
+		if msg != last {
+			fmt.Fprint(wt.Out, msg)
+			last = msg
+		}
+		return done == len(targets), nil
+	})
+	return err
+}
+
+// diagnose says what the workload's pods are waiting on, e.g. ImagePullBackOff with its message.
+func (wt *Waiter) diagnose(ctx context.Context, w *Workload) string {
+	podList, err := w.Pods(ctx, wt.Client)
+	if err != nil {
+		return "could not list its pods: " + err.Error()
+	}
+	reasons := map[string][]string{}
+	for i := range podList {
+		p := &podList[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				key := fmt.Sprintf("%s: %s", c.Reason, c.Message)
+				reasons[key] = append(reasons[key], p.Name)
+			}
+		}
+		statuses := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+		for _, st := range statuses {
+			if st.State.Waiting != nil && st.State.Waiting.Reason != "" && st.State.Waiting.Reason != "PodInitializing" && st.State.Waiting.Reason != "ContainerCreating" {
+				key := fmt.Sprintf("container %q is in %s: %s", st.Name, st.State.Waiting.Reason, firstLine(st.State.Waiting.Message))
+				reasons[key] = append(reasons[key], p.Name)
+			}
+		}
+	}
+	if len(reasons) == 0 {
+		return "no pod reports a waiting reason; check `kubectl describe " + w.Ref() + "` and its events"
+	}
+	var parts []string
+	for r, pods := range reasons {
+		parts = append(parts, fmt.Sprintf("%s (pod %s)", r, strings.Join(pods, ", ")))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,191 @@
+// Package workload turns kubectl's TYPE/NAME and -l grammar into workloads with a pod
+// template, their running pods and containers, and patches those templates.
+package workload
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Kinds that carry a pod template (or are a Pod), as accepted on the command line.
+const (
+	KindDeployment  = "Deployment"
+	KindStatefulSet = "StatefulSet"
+	KindDaemonSet   = "DaemonSet"
+	KindReplicaSet  = "ReplicaSet"
+	KindPod         = "Pod"
+)
+
+// Workload is one object whose pods run the images livesync inspects, pins and syncs into.
+type Workload struct {
+	Kind      string
+	Namespace string
+	Name      string
+	// Object is the typed object as read from the API server.
+	Object runtime.Object
+	// Spec is the pod spec of the template (or of the Pod itself).
+	Spec *corev1.PodSpec
+	// Selector selects the workload's pods.
+	Selector labels.Selector
+	// Annotations of the workload object (not of the template).
+	Annotations map[string]string
+	// ResourceVersion guards patches against concurrent writers.
+	ResourceVersion string
+}
+
+// Ref returns the kubectl-style reference, e.g. "deployment/web".
+func (w *Workload) Ref() string { return strings.ToLower(w.Kind) + "/" + w.Name }
+
+// Container is one container of a workload's pod template.
+type Container struct {
+	Name       string
+	Init       bool
+	Image      string
+	PullPolicy string
+}
+
+// FromObject builds a Workload from a typed object; kinds without a pod template are refused
+// with a message naming the supported kinds.
+func FromObject(obj runtime.Object) (*Workload, error) {
+	var (
+		w   Workload
+		sel *metav1.LabelSelector
+		om  metav1.ObjectMeta
+	)
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		w.Kind, om, w.Spec, sel = KindDeployment, o.ObjectMeta, &o.Spec.Template.Spec, o.Spec.Selector
+	case *appsv1.StatefulSet:
+		w.Kind, om, w.Spec, sel = KindStatefulSet, o.ObjectMeta, &o.Spec.Template.Spec, o.Spec.Selector
+	case *appsv1.DaemonSet:
+		w.Kind, om, w.Spec, sel = KindDaemonSet, o.ObjectMeta, &o.Spec.Template.Spec, o.Spec.Selector
+	case *appsv1.ReplicaSet:
+		w.Kind, om, w.Spec, sel = KindReplicaSet, o.ObjectMeta, &o.Spec.Template.Spec, o.Spec.Selector
+	case *corev1.Pod:
+		w.Kind, om, w.Spec = KindPod, o.ObjectMeta, &o.Spec
+	default:
+		kind := obj.GetObjectKind().GroupVersionKind().Kind
+		if kind == "" {
+			kind = fmt.Sprintf("%T", obj)
+		}
+		return nil, fmt.Errorf("%s has no pod template: use a deployment, statefulset, daemonset, replicaset or pod", strings.ToLower(kind))
+	}
+	w.Namespace, w.Name, w.Annotations, w.ResourceVersion = om.Namespace, om.Name, om.Annotations, om.ResourceVersion
+	w.Object = obj
+	if w.Kind == KindPod {
+		w.Selector = labels.Everything()
+		return &w, nil
+	}
+	if sel == nil {
+		return nil, fmt.Errorf("%s has no selector", w.Ref())
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return nil, fmt.Errorf("reading the selector of %s: %w", w.Ref(), err)
+	}
+	w.Selector = s
+	return &w, nil
+}
+
+// Containers returns the chosen containers of the template: all of them (init containers
+// first, marked) when names is empty, else the named ones. A missing name is an error listing
+// the containers that exist.
+func (w *Workload) Containers(names []string) ([]Container, error) {
+	var all []Container
+	for _, c := range w.Spec.InitContainers {
+		all = append(all, Container{Name: c.Name, Init: true, Image: c.Image, PullPolicy: string(c.ImagePullPolicy)})
+	}
+	for _, c := range w.Spec.Containers {
+		all = append(all, Container{Name: c.Name, Image: c.Image, PullPolicy: string(c.ImagePullPolicy)})
+	}
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []Container
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		found := false
+		for _, c := range all {
+			if c.Name == n {
+				out = append(out, c)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("container %q not found in %s: it has %s", n, w.Ref(), containerNames(all))
+		}
+	}
+	return out, nil
+}
+
+func containerNames(cs []Container) string {
+	var names []string
+	for _, c := range cs {
+		n := c.Name
+		if c.Init {
+			n += " (init)"
+		}
+		names = append(names, n)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Pods lists the workload's pods, sorted by name. For a Deployment this includes pods of older
+// ReplicaSets that are still terminating or running, which is what a user needs to see.
+func (w *Workload) Pods(ctx context.Context, client kubernetes.Interface) ([]corev1.Pod, error) {
+	opts := metav1.ListOptions{LabelSelector: w.Selector.String()}
+	if w.Kind == KindPod {
+		opts = metav1.ListOptions{FieldSelector: "metadata.name=" + w.Name}
+	}
+	list, err := client.CoreV1().Pods(w.Namespace).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing pods of %s: %w", w.Ref(), err)
+	}
+	pods := list.Items
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	return pods, nil
+}
+
+// ContainerStatus returns the status of the named container (init or regular) of a pod.
+func ContainerStatus(pod *corev1.Pod, name string, init bool) *corev1.ContainerStatus {
+	statuses := pod.Status.ContainerStatuses
+	if init {
+		statuses = pod.Status.InitContainerStatuses
+	}
+	for i := range statuses {
+		if statuses[i].Name == name {
+			return &statuses[i]
+		}
+	}
+	return nil
+}
+
+// PullSecrets returns the names of the template's imagePullSecrets.
+func (w *Workload) PullSecrets() []string {
+	var out []string
+	for _, s := range w.Spec.ImagePullSecrets {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// ServiceAccount returns the template's service account name ("default" when unset).
+func (w *Workload) ServiceAccount() string {
+	if w.Spec.ServiceAccountName != "" {
+		return w.Spec.ServiceAccountName
+	}
+	return "default"
+}

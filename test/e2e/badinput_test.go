@@ -1,0 +1,183 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+)
+
+// TestBadInput: every bad input gets one clear line on stderr, a non-zero exit, and the
+// workload is left exactly as it was.
+func TestBadInput(t *testing.T) {
+	ns := namespace(t)
+	repo := "bad-" + ns
+	pushImage(t, repo, "dev", "app")
+	rv := deployment(t, ns, "web", image(repo, "dev"), 1, corev1.PullIfNotPresent).ResourceVersion
+	ctx := context.Background()
+	if _, err := e.client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "svc"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}, ClusterIP: corev1.ClusterIPNone},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Workloads whose registry cannot answer.
+	deployment(t, ns, "unreachable", image(repo, "dev"), 1, corev1.PullIfNotPresent)
+	patchImage(t, ns, "unreachable", "127.0.0.1:1/nothing:dev")
+
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"workload not found", []string{"refresh", "deploy/nope"}, `deployment "nope" not found in namespace`},
+		{"pod not found", []string{"inspect", "nope"}, `pod "nope" not found`},
+		{"kind without pod template", []string{"refresh", "svc/svc"}, "has no pod template"},
+		{"missing container", []string{"refresh", "deploy/web", "-c", "nope"}, `container "nope" not found in deployment/web: it has app`},
+		{"invalid pull policy", []string{"pull-policy", "deploy/web", "Sometimes"}, "invalid image pull policy"},
+		{"name and selector", []string{"refresh", "deploy/web", "-l", "app=web"}, "use one of them"},
+		{"no workload", []string{"refresh"}, "name a workload"},
+		{"registry unreachable", []string{"refresh", "deploy/unreachable"}, "127.0.0.1:1"},
+		{"invalid output", []string{"inspect", "deploy/web", "-o", "xml"}, "invalid output format"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := livesync(t, append([]string{"-n", ns}, tc.args...)...)
+			assertOneLineError(t, r, tc.want)
+		})
+	}
+	if got := getDeployment(t, ns, "web").ResourceVersion; got != rv {
+		t.Errorf("bad input changed the deployment: resourceVersion %s -> %s", rv, got)
+	}
+
+	t.Run("tag missing", func(t *testing.T) {
+		deployment(t, ns, "missing", image(repo, "dev"), 1, corev1.PullIfNotPresent)
+		patchImage(t, ns, "missing", image(repo, "never-pushed"))
+		before := getDeployment(t, ns, "missing").ResourceVersion
+		r := livesync(t, "-n", ns, "refresh", "deploy/missing")
+		assertOneLineError(t, r, "not found")
+		if getDeployment(t, ns, "missing").ResourceVersion != before {
+			t.Errorf("refresh of a missing tag changed the deployment")
+		}
+		rep := inspectJSON(t, "-n", ns, "deploy/missing")
+		if c := rep.Containers[0]; c.Verdict != "unknown" || c.RegistryError == "" {
+			t.Errorf("inspect of a missing tag: verdict %q, registryError %q", c.Verdict, c.RegistryError)
+		}
+	})
+
+	t.Run("rbac forbids the patch", func(t *testing.T) {
+		kubeconfig := readOnlyKubeconfig(t, ns)
+		pushImage(t, repo, "dev", "app")
+		before := getDeployment(t, ns, "web").ResourceVersion
+		r := run(t, e.binary, "--kubeconfig", kubeconfig, "-n", ns, "refresh", "deploy/web")
+		assertOneLineError(t, r, `"patch" verb on deployments.apps`)
+		if getDeployment(t, ns, "web").ResourceVersion != before {
+			t.Errorf("a forbidden refresh changed the deployment")
+		}
+		// Reading is allowed: inspect works with the same identity.
+		if r := run(t, e.binary, "--kubeconfig", kubeconfig, "-n", ns, "inspect", "deploy/web"); r.code != 0 {
+			t.Errorf("inspect as a read-only user: %s", r)
+		}
+	})
+
+	t.Run("rollout cannot finish", func(t *testing.T) {
+		brokenRepo := "broken-" + ns
+		pushImage(t, brokenRepo, "dev", "app")
+		deployment(t, ns, "broken", image(brokenRepo, "dev"), 1, corev1.PullIfNotPresent)
+		// The new :dev's manifest resolves, but its layer was never uploaded: pulls fail.
+		pushImage(t, brokenRepo, "dev", "app", "--broken")
+		r := livesync(t, "-n", ns, "refresh", "deploy/broken", "--timeout", "40s")
+		if r.code == 0 || !strings.Contains(r.stderr, "ImagePullBackOff") && !strings.Contains(r.stderr, "ErrImagePull") {
+			t.Fatalf("want an error naming ImagePullBackOff: %s", r)
+		}
+	})
+}
+
+func assertOneLineError(t *testing.T, r result, want string) {
+	t.Helper()
+	if r.code == 0 {
+		t.Fatalf("want a non-zero exit: %s", r)
+	}
+	msg := strings.TrimSpace(r.stderr)
+	if strings.Count(msg, "\n") != 0 || !strings.HasPrefix(msg, "error: ") {
+		t.Errorf("want one line starting with \"error: \": %s", r)
+	}
+	if !strings.Contains(msg, want) {
+		t.Errorf("want %q in the error: %s", want, r)
+	}
+}
+
+// patchImage points a deployment's container at another image without waiting.
+func patchImage(t *testing.T, ns, name, img string) {
+	t.Helper()
+	d, err := e.client.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Template.Spec.Containers[0].Image = img
+	if _, err := e.client.AppsV1().Deployments(ns).Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readOnlyKubeconfig writes a kubeconfig for a ServiceAccount that may read deployments and
+// pods but not patch them.
+func readOnlyKubeconfig(t *testing.T, ns string) string {
+	t.Helper()
+	ctx := context.Background()
+	c := e.client
+	if _, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "reader"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "replicasets", "statefulsets", "daemonsets"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		},
+	}
+	if _, err := c.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "reader", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := clientcmd.LoadFromFile(e.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := admin.Clusters[admin.Contexts[admin.CurrentContext].Cluster]
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = cluster
+	cfg.AuthInfos["reader"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["reader"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "reader", Namespace: ns}
+	cfg.CurrentContext = "reader"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(fmt.Errorf("kubeconfig not written: %w", err))
+	}
+	return path
+}
