@@ -35,6 +35,10 @@ var _ Executor = (*LocalExecutor)(nil)
 // NewBusyboxExecutor fills dir with links to busybox's applets, except those
 // in without (e.g. "sha256sum" to test an image without it), and returns an
 // executor that runs with only dir on PATH.
+//
+// A busybox built with FEATURE_SH_STANDALONE (Debian's busybox-static) runs
+// its own applets whatever PATH says, so when without names tools other than
+// sh, sh is the host's /bin/sh instead, which does honour PATH.
 func NewBusyboxExecutor(busybox, dir string, without ...string) (*LocalExecutor, error) {
 	out, err := exec.Command(busybox, "--list").Output()
 	if err != nil {
@@ -44,7 +48,11 @@ func NewBusyboxExecutor(busybox, dir string, without ...string) (*LocalExecutor,
 		if slices.Contains(without, applet) {
 			continue
 		}
-		if err := os.Symlink(busybox, filepath.Join(dir, applet)); err != nil {
+		target := busybox
+		if applet == "sh" && len(without) > 0 {
+			target = "/bin/sh"
+		}
+		if err := os.Symlink(target, filepath.Join(dir, applet)); err != nil {
 			return nil, fmt.Errorf("linking applet %q: %w", applet, err)
 		}
 	}

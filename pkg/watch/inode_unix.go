@@ -11,7 +11,7 @@ import (
 // after a rename over it, from one left alone.
 func inode(fi fs.FileInfo) uint64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Ino) //nolint:unconvert // int64 on some platforms
+		return uint64(st.Ino)
 	}
 	return 0
 }

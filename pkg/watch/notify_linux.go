@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ func probeWatch(dir string) error {
 		return nil
 	}
 	defer unix.Close(fd)
-	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE); err == unix.ENOSPC {
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE); errors.Is(err, unix.ENOSPC) {
 		return err
 	}
 	return nil

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# e2e.sh runs test/e2e against a real cluster. With KUBECONFIG and LIVESYNC_E2E_REGISTRY set it
+# uses that cluster and registry; otherwise it brings the local cluster up (hack/localcluster) and,
+# if it was not already running, tears it down again when the tests end, pass or fail.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+lc=hack/localcluster
+bin="$($lc/build.sh)"
+export LIVESYNC_KUBECTL="${LIVESYNC_KUBECTL:-$bin/kubectl}"
+export LIVESYNC_LCIMAGE="${LIVESYNC_LCIMAGE:-$bin/lcimage}"
+export LIVESYNC_BINARY="${LIVESYNC_BINARY:-$PWD/bin/kubectl-livesync}"
+
+if [[ -n "${KUBECONFIG:-}" && -n "${LIVESYNC_E2E_REGISTRY:-}" ]]; then
+  echo "e2e: using KUBECONFIG=$KUBECONFIG and registry $LIVESYNC_E2E_REGISTRY" >&2
+else
+  # shellcheck source=hack/localcluster/lib.sh
+  source $lc/lib.sh
+  if [[ ! -f "$LC_DIR/$LC_MARK" ]] || [[ "${LIVESYNC_E2E_FRESH:-}" == 1 ]]; then
+    trap '$lc/down.sh' EXIT
+  fi
+  KUBECONFIG="$($lc/up.sh | tail -n 1)"
+  export KUBECONFIG LIVESYNC_E2E_REGISTRY="$LC_REGISTRY"
+fi
+start=$SECONDS
+status=0
+go test -tags e2e -count=1 -timeout 45m ${E2E_RUN:+-run "$E2E_RUN"} -v ./test/e2e/ || status=$?
+echo "e2e: finished in $((SECONDS - start))s" >&2
+exit "$status"

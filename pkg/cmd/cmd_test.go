@@ -1,0 +1,74 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+// execute runs the root command with args against a kubeconfig that points nowhere, so any
+// test that reaches the cluster fails loudly: these tests cover what happens before that.
+func execute(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+	cmd := NewCmdLiveSync(streams)
+	cmd.SetArgs(append([]string{"--kubeconfig", "/nonexistent/kubeconfig", "--server", "https://127.0.0.1:1"}, args...))
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+func TestHelpSaysKubectlLivesync(t *testing.T) {
+	out, _, err := execute(t, "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kubectl livesync", "inspect", "refresh", "pull-policy", "restore", "--context", "--namespace", "--as"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+	out, _, _ = execute(t, "refresh", "--help")
+	if !strings.Contains(out, "kubectl livesync refresh") {
+		t.Errorf("subcommand help lacks its kubectl name:\n%s", out)
+	}
+}
+
+func TestValidationBeforeTheCluster(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pull-policy", "deploy/web", "Sometimes"}, `invalid image pull policy "Sometimes"`},
+		{[]string{"pull-policy", "Always"}, "name a workload"},
+		{[]string{"refresh", "deploy/web", "--watch", "--dry-run"}, "cannot be combined"},
+		{[]string{"refresh", "deploy/web", "--watch", "--interval", "10ms"}, "too short"},
+		{[]string{"inspect", "deploy/web", "-o", "xml"}, "invalid output format"},
+		{[]string{"restore"}, "name a workload"},
+		{[]string{"version", "-o", "xml"}, "invalid output format"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, _, err := execute(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want %q", err, tc.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestVersionJSON(t *testing.T) {
+	out, _, err := execute(t, "version", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]string
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v["version"] == "" || v["platform"] == "" {
+		t.Errorf("version -o json = %q, %v", out, err)
+	}
+}

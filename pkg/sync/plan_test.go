@@ -1,0 +1,235 @@
+package sync
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// syncedIndex returns the index of a target that has everything under m.
+func syncedIndex(t *testing.T, m *mapping) *Index {
+	t.Helper()
+	idx := NewIndex()
+	p, err := plan(m, idx, nil, true)
+	must(t, err)
+	idx.apply(p, archiveResult{})
+	return idx
+}
+
+func TestPlan(t *testing.T) {
+	base := map[string]string{
+		"a.txt": "a", "d/x": "x", "d/y/z": "z", "keep": "k", "sub/": "",
+	}
+	tests := []struct {
+		name        string
+		change      func(t *testing.T, dir string)
+		hints       []string
+		rescan      bool
+		wantCopies  []string
+		wantDeletes []string
+		wantTouched []string
+	}{
+		{name: "new file", hints: []string{"new"},
+			change:     func(t *testing.T, d string) { writeTree(t, d, map[string]string{"new": "n"}) },
+			wantCopies: []string{"new"}},
+		{name: "modified file", hints: []string{"a.txt"},
+			change:     func(t *testing.T, d string) { must(t, os.WriteFile(filepath.Join(d, "a.txt"), []byte("aaa"), 0o644)) },
+			wantCopies: []string{"a.txt"}},
+		{name: "chmod", hints: []string{"a.txt"},
+			change:     func(t *testing.T, d string) { must(t, os.Chmod(filepath.Join(d, "a.txt"), 0o755)) },
+			wantCopies: []string{"a.txt"}},
+		{name: "deleted file", hints: []string{"a.txt"},
+			change:      func(t *testing.T, d string) { must(t, os.Remove(filepath.Join(d, "a.txt"))) },
+			wantDeletes: []string{"a.txt"}},
+		{name: "deleted unknown file", hints: []string{"never-synced"}},
+		{name: "rename file", hints: []string{"a.txt", "b.txt"},
+			change: func(t *testing.T, d string) {
+				must(t, os.Rename(filepath.Join(d, "a.txt"), filepath.Join(d, "b.txt")))
+			},
+			wantCopies: []string{"b.txt"}, wantDeletes: []string{"a.txt"}},
+		{name: "rename dir arrives as one event each", hints: []string{"d", "e"},
+			change:     func(t *testing.T, d string) { must(t, os.Rename(filepath.Join(d, "d"), filepath.Join(d, "e"))) },
+			wantCopies: []string{"e", "e/x", "e/y", "e/y/z"}, wantDeletes: []string{"d"}},
+		{name: "dir delete emits no child deletes", hints: []string{"d/y/z", "d/x", "d/y", "d"},
+			change:      func(t *testing.T, d string) { must(t, os.RemoveAll(filepath.Join(d, "d"))) },
+			wantDeletes: []string{"d"}},
+		{name: "file becomes dir", hints: []string{"a.txt"},
+			change: func(t *testing.T, d string) {
+				must(t, os.Remove(filepath.Join(d, "a.txt")))
+				writeTree(t, d, map[string]string{"a.txt/inner": "i"})
+			},
+			wantCopies: []string{"a.txt", "a.txt/inner"}, wantDeletes: []string{"a.txt"}},
+		{name: "dir becomes file, hinted through a child", hints: []string{"d/x"},
+			change: func(t *testing.T, d string) {
+				must(t, os.RemoveAll(filepath.Join(d, "d")))
+				writeTree(t, d, map[string]string{"d": "now a file"})
+			},
+			wantCopies: []string{"d"}, wantDeletes: []string{"d"}},
+		{name: "file becomes symlink", hints: []string{"a.txt"},
+			change: func(t *testing.T, d string) {
+				must(t, os.Remove(filepath.Join(d, "a.txt")))
+				writeTree(t, d, map[string]string{"a.txt@keep": ""})
+			},
+			wantCopies: []string{"a.txt"}, wantDeletes: []string{"a.txt"}},
+		{name: "symlinks inside and outside the root are sent as links", hints: []string{"in", "out", "out/passwd"},
+			change:     func(t *testing.T, d string) { writeTree(t, d, map[string]string{"in@keep": "", "out@/etc": ""}) },
+			wantCopies: []string{"in", "out"}},
+		{name: "new file in new dirs brings its parents", hints: []string{"n1/n2/f"},
+			change:     func(t *testing.T, d string) { writeTree(t, d, map[string]string{"n1/n2/f": "f"}) },
+			wantCopies: []string{"n1", "n1/n2", "n1/n2/f"}},
+		{name: "new file in known dir", hints: []string{"sub/f"},
+			change:     func(t *testing.T, d string) { writeTree(t, d, map[string]string{"sub/f": "f"}) },
+			wantCopies: []string{"sub/f"}},
+		{name: "ignored", hints: []string{"x.swp", "cache/a", "cache"},
+			change:     func(t *testing.T, d string) { writeTree(t, d, map[string]string{"x.swp": "", "cache/a": ""}) },
+			wantCopies: nil},
+		{name: "unchanged", hints: []string{"a.txt", "keep", "d", "sub"}},
+		{name: "touch with same content only refreshes the index", hints: []string{"keep"},
+			change: func(t *testing.T, d string) {
+				later := time.Now().Add(time.Hour)
+				must(t, os.Chtimes(filepath.Join(d, "keep"), later, later))
+			},
+			wantTouched: []string{"keep"}},
+		{name: "touch without a known hash copies", hints: []string{"a.txt"},
+			change: func(t *testing.T, d string) {
+				later := time.Now().Add(time.Hour)
+				must(t, os.Chtimes(filepath.Join(d, "a.txt"), later, later))
+			},
+			wantCopies: []string{"a.txt"}},
+		{name: "invalid hints are dropped", hints: []string{"../etc/passwd", "/abs", "a/./b"}},
+		{name: "rescan diffs the whole tree", rescan: true,
+			change: func(t *testing.T, d string) {
+				must(t, os.Remove(filepath.Join(d, "a.txt")))
+				must(t, os.RemoveAll(filepath.Join(d, "d/y")))
+				writeTree(t, d, map[string]string{"sub/new": "n", "top": "t", "x.swp": ""})
+				must(t, os.WriteFile(filepath.Join(d, "d/x"), []byte("changed"), 0o644))
+			},
+			wantCopies: []string{"d/x", "sub/new", "top"}, wantDeletes: []string{"a.txt", "d/y"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, base)
+			m := testMapping(t, dir, "/app", globMatcher{"*.swp", "cache"})
+			idx := syncedIndex(t, m)
+			e, _ := idx.Get("keep")
+			e.Sum, _ = hashFile(filepath.Join(dir, "keep"))
+			idx.Put("keep", e)
+			if tt.change != nil {
+				tt.change(t, dir)
+			}
+			p, err := plan(m, idx, tt.hints, tt.rescan)
+			must(t, err)
+			var copies []string
+			for _, c := range p.Copies {
+				copies = append(copies, c.Name)
+			}
+			if !slices.Equal(copies, tt.wantCopies) {
+				t.Errorf("copies = %q, want %q", copies, tt.wantCopies)
+			}
+			if !slices.Equal(p.Deletes, tt.wantDeletes) {
+				t.Errorf("deletes = %q, want %q", p.Deletes, tt.wantDeletes)
+			}
+			var touched []string
+			for rel := range p.Touched {
+				touched = append(touched, rel)
+			}
+			if !slices.Equal(touched, tt.wantTouched) {
+				t.Errorf("touched = %q, want %q", touched, tt.wantTouched)
+			}
+			// Once applied, planning the same hints again finds nothing.
+			idx.apply(p, archiveResult{})
+			p, err = plan(m, idx, tt.hints, true)
+			must(t, err)
+			if !p.Empty() {
+				t.Errorf("after apply, rescan still plans %+v", p)
+			}
+		})
+	}
+}
+
+func TestPlanSymlinkTargets(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"in@a/b": "", "out@../../etc/passwd": ""})
+	m := testMapping(t, dir, "/app", nil)
+	p, err := plan(m, NewIndex(), []string{"in", "out"}, false)
+	must(t, err)
+	got := map[string]string{}
+	for _, c := range p.Copies {
+		if c.Type != TypeSymlink {
+			t.Errorf("%s: type %v, want symlink", c.Name, c.Type)
+		}
+		got[c.Name] = c.Link
+	}
+	if got["in"] != "a/b" || got["out"] != "../../etc/passwd" {
+		t.Errorf("links = %v", got)
+	}
+}
+
+func TestPlanRootMissing(t *testing.T) {
+	dir := t.TempDir()
+	m := testMapping(t, filepath.Join(dir, "src"), "/app", nil)
+	idx := NewIndex()
+	idx.Put("a", Entry{Type: TypeFile})
+	_, err := plan(m, idx, []string{""}, false)
+	if !errors.Is(err, errRootMissing) {
+		t.Fatalf("err = %v, want errRootMissing", err)
+	}
+}
+
+func TestPlanFileMapping(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"config.dev.yaml": "a: 1"})
+	m := testMapping(t, filepath.Join(dir, "config.dev.yaml"), "/etc/app/config.yaml", nil)
+	if !m.file || m.remoteDir() != "/etc/app" {
+		t.Fatalf("mapping = %+v", m)
+	}
+	idx := NewIndex()
+	p, err := plan(m, idx, []string{""}, false)
+	must(t, err)
+	if len(p.Copies) != 1 || p.Copies[0].Name != "config.yaml" || p.Copies[0].Rel != "" {
+		t.Fatalf("copies = %+v", p.Copies)
+	}
+	idx.apply(p, archiveResult{})
+	must(t, os.Remove(filepath.Join(dir, "config.dev.yaml")))
+	p, err = plan(m, idx, []string{""}, false)
+	must(t, err)
+	if !slices.Equal(p.Deletes, []string{""}) {
+		t.Fatalf("deletes = %q", p.Deletes)
+	}
+}
+
+func BenchmarkPlan(b *testing.B) {
+	dir := b.TempDir()
+	var hints []string
+	for i := range 1000 {
+		rel := filepath.Join("pkg", string(rune('a'+i%20)), "file"+string(rune('a'+i/20%26))+string(rune('a'+i/520)))
+		must2(b, os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o755))
+		must2(b, os.WriteFile(filepath.Join(dir, rel), []byte("package x\n"), 0o644))
+		hints = append(hints, filepath.ToSlash(rel))
+	}
+	m, err := newMapping(Mapping{Local: LocalPath(dir), Remote: "/app"}, nil)
+	must2(b, err)
+	idx := NewIndex()
+	p, err := plan(m, idx, nil, true)
+	must2(b, err)
+	idx.apply(p, archiveResult{})
+	b.ResetTimer()
+	for b.Loop() {
+		// A touch storm: every file hinted, nothing changed.
+		p, err := plan(m, idx, hints, false)
+		if err != nil || !p.Empty() {
+			b.Fatal(err, p)
+		}
+	}
+}
+
+func must2(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}

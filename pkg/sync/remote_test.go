@@ -1,0 +1,172 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	gosync "sync"
+	"testing"
+)
+
+var testTarget = Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
+
+// countingExecutor counts calls to the executor it wraps.
+type countingExecutor struct {
+	Executor
+	mu    gosync.Mutex
+	calls [][]string
+}
+
+func (c *countingExecutor) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	c.mu.Lock()
+	c.calls = append(c.calls, argv)
+	c.mu.Unlock()
+	return c.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// syncOnce rescans m against idx and applies the plan.
+func syncOnce(t *testing.T, ex Executor, m *mapping, idx *Index) *Plan {
+	t.Helper()
+	p, err := plan(m, idx, nil, true)
+	must(t, err)
+	res, err := apply(context.Background(), ex, testTarget, m, p)
+	must(t, err)
+	idx.apply(p, res.archiveResult)
+	return p
+}
+
+func assertSameTree(t *testing.T, local, remote string) {
+	t.Helper()
+	l, r := readTree(t, local), readTree(t, remote)
+	if !maps.Equal(l, r) {
+		for k, v := range l {
+			if r[k] != v {
+				t.Errorf("%q: remote %q, local %q", k, r[k], v)
+			}
+		}
+		for k, v := range r {
+			if _, ok := l[k]; !ok {
+				t.Errorf("%q: only remote: %q", k, v)
+			}
+		}
+	}
+}
+
+func TestApply(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app", "src")
+			writeTree(t, local, weirdNames)
+			writeTree(t, local, map[string]string{
+				"bin/run": "#!/bin/sh", "empty/": "", "link@bin/run": "", "out@../../../etc/passwd": "",
+				"d/x": "x", "d/y/z": "z", "f": "file",
+			})
+			must(t, os.Chmod(filepath.Join(local, "bin/run"), 0o755))
+			m := testMapping(t, local, remote, nil)
+			idx := NewIndex()
+			syncOnce(t, ex, m, idx)
+			assertSameTree(t, local, remote)
+
+			// Deletes of awkward names, type changes both ways, edits.
+			for n := range weirdNames {
+				must(t, os.RemoveAll(filepath.Join(local, strings.SplitN(n, "/", 2)[0])))
+			}
+			must(t, os.RemoveAll(filepath.Join(local, "d")))
+			must(t, os.WriteFile(filepath.Join(local, "d"), []byte("dir became file"), 0o600))
+			must(t, os.Remove(filepath.Join(local, "f")))
+			writeTree(t, local, map[string]string{"f/inner": "file became dir", "bin/run": "#!/bin/sh\necho hi"})
+			p := syncOnce(t, ex, m, idx)
+			if len(p.Deletes) == 0 {
+				t.Fatal("nothing deleted")
+			}
+			assertSameTree(t, local, remote)
+		})
+	}
+}
+
+func TestApplyManyDeletes(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			local, remote := t.TempDir(), t.TempDir()
+			for i := range 3000 {
+				writeTree(t, local, map[string]string{fmt.Sprintf("file-with-a-rather-long-name-%04d", i): "x"})
+			}
+			writeTree(t, local, map[string]string{"keep": "k"})
+			m := testMapping(t, local, remote, nil)
+			idx := NewIndex()
+			syncOnce(t, ex, m, idx)
+			entries, _ := os.ReadDir(local)
+			for _, e := range entries {
+				if e.Name() != "keep" {
+					must(t, os.Remove(filepath.Join(local, e.Name())))
+				}
+			}
+			writeTree(t, local, map[string]string{"new": "n"})
+			ce := &countingExecutor{Executor: ex}
+			syncOnce(t, ce, m, idx)
+			assertSameTree(t, local, remote)
+			// 3000 × 36 bytes needs four 32 KiB delete chunks: three extra
+			// delete-only execs, then one exec with the rest and the tar.
+			if len(ce.calls) != 4 {
+				t.Errorf("%d execs, want 4", len(ce.calls))
+			}
+			for i, argv := range ce.calls {
+				size := 0
+				for _, a := range argv[6:] {
+					size += len(a) + 1
+				}
+				if size > maxDeleteArgBytes {
+					t.Errorf("exec %d carries %d bytes of deletes", i, size)
+				}
+				if wantMode := map[bool]string{true: "x", false: "d"}[i == len(ce.calls)-1]; argv[5] != wantMode {
+					t.Errorf("exec %d mode %q, want %q", i, argv[5], wantMode)
+				}
+			}
+		})
+	}
+}
+
+func TestApplyMissingTools(t *testing.T) {
+	local := t.TempDir()
+	writeTree(t, local, map[string]string{"a": "a"})
+	m := testMapping(t, local, t.TempDir(), nil)
+	p, err := plan(m, NewIndex(), nil, true)
+	must(t, err)
+
+	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, p)
+	if !errors.Is(err, ErrTarMissing) || !strings.HasPrefix(err.Error(), `tar not found in container "app" of pod "web-1": the image needs sh and tar`) {
+		t.Errorf("without tar: %v", err)
+	}
+	_, err = apply(context.Background(), busybox(t, "sh"), testTarget, m, p)
+	if !errors.Is(err, ErrTarMissing) || !strings.HasPrefix(err.Error(), `sh not found in container "app"`) {
+		t.Errorf("without sh: %v", err)
+	}
+	if IsTransient(err) {
+		t.Error("a missing tool is not transient")
+	}
+	// Deletes alone never need tar.
+	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, &Plan{Deletes: []string{"a"}})
+	must(t, err)
+}
+
+func TestChunkDeletes(t *testing.T) {
+	tests := []struct {
+		paths []string
+		max   int
+		want  string
+	}{
+		{nil, 10, "[[]]"},
+		{[]string{"./a", "./b", "./c"}, 8, "[[./a ./b] [./c]]"},
+		{[]string{"./very-long", "./b"}, 8, "[[./very-long] [./b]]"},
+	}
+	for _, tt := range tests {
+		if got := fmt.Sprint(chunkDeletes(tt.paths, tt.max)); got != tt.want {
+			t.Errorf("chunkDeletes(%q, %d) = %s, want %s", tt.paths, tt.max, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,369 @@
+package watch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rjeczalik/notify"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+const testInterval = time.Second
+
+func newFakeWatcher(t *testing.T, roots []string, opts Options, be backend) Watcher {
+	t.Helper()
+	if opts.PollInterval == 0 {
+		opts.PollInterval = testInterval
+	}
+	w, err := newWatcher(roots, opts, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+// stepUntil advances the fake clock one poll interval at a time until an
+// event for each of paths arrived. A tick that finds the poller busy is
+// dropped by the fake ticker, hence the loop.
+func stepUntil(t *testing.T, clk *clocktesting.FakeClock, w Watcher, paths ...string) []Event {
+	t.Helper()
+	missing := map[string]bool{}
+	for _, p := range paths {
+		missing[p] = true
+	}
+	timeout := time.NewTimer(deadline)
+	defer timeout.Stop()
+	var seen []Event
+	for {
+		clk.Step(testInterval)
+		retry := time.NewTimer(20 * time.Millisecond)
+	read:
+		for {
+			select {
+			case ev := <-w.Events():
+				seen = append(seen, ev)
+				delete(missing, ev.Path)
+				if len(missing) == 0 {
+					retry.Stop()
+					return seen
+				}
+			case err := <-w.Errors():
+				t.Errorf("watcher error: %v", err)
+			case <-retry.C:
+				break read
+			case <-timeout.C:
+				t.Fatalf("no events for %v within %s; saw %v", slices.Sorted(mapsKeys(missing)), deadline, seen)
+			}
+		}
+	}
+}
+
+func mapsKeys(m map[string]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func receiveError(t *testing.T, w Watcher) error {
+	t.Helper()
+	select {
+	case err := <-w.Errors():
+		return err
+	case <-time.After(deadline):
+		t.Fatal("no error reported")
+		return nil
+	}
+}
+
+func checkFallbackError(t *testing.T, err error, root string) {
+	t.Helper()
+	want := fmt.Sprintf(`watching %q: out of inotify watches: raise it with "sudo sysctl fs.inotify.max_user_watches=524288"; falling back to polling every 1s`, root)
+	if err == nil || err.Error() != want {
+		t.Errorf("error = %v\nwant    %s", err, want)
+	}
+	if !errors.Is(err, ErrOutOfWatches) || !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("errors.Is(%v, ErrOutOfWatches / ENOSPC) = false", err)
+	}
+}
+
+func TestOutOfWatchesFallsBackToPolling(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		watchErr error
+		probe    func(string) error
+	}{
+		{"watch fails", syscall.ENOSPC, nil},
+		{"probe fails after a silent partial watch", nil, func(string) error { return syscall.ENOSPC }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			mkdirAll(t, filepath.Join(root, "node_modules"))
+			clk := clocktesting.NewFakeClock(time.Now())
+			fn := &fakeNotify{watchErr: tt.watchErr, probe: tt.probe}
+			w := newFakeWatcher(t, []string{root}, Options{Skip: func(_, rel string, _ bool) bool {
+				if strings.HasPrefix(rel, "node_modules/") {
+					t.Errorf("polling descended into skipped node_modules: %q", rel)
+				}
+				return rel == "node_modules"
+			}}, fn.backend(clk))
+
+			checkFallbackError(t, receiveError(t, w), root)
+			if got := fn.channels(); len(got) != 0 {
+				t.Errorf("notify still watches %v after the fallback", got)
+			}
+			writeFile(t, filepath.Join(root, "node_modules", "x.js"), "x")
+			writeFile(t, filepath.Join(root, "f"), "x")
+			stepUntil(t, clk, w, filepath.Join(root, "f"))
+		})
+	}
+}
+
+// TestOtherWatchErrorsFailNew: only ENOSPC is worth a fallback.
+func TestOtherWatchErrorsFailNew(t *testing.T) {
+	root := t.TempDir()
+	fn := &fakeNotify{watchErr: syscall.EACCES}
+	_, err := newWatcher([]string{root}, Options{}, fn.backend(clocktesting.NewFakeClock(time.Now())))
+	if !errors.Is(err, syscall.EACCES) || !strings.Contains(err.Error(), fmt.Sprintf("watching %q", root)) {
+		t.Fatalf("err = %v, want EACCES naming the root", err)
+	}
+}
+
+// TestOverflowChannelFull drives the full-channel check with a fake notify:
+// with room left after a receive there is no Rescan, with a full channel
+// (every receive from a 1-slot channel) there is.
+func TestOverflowChannelFull(t *testing.T) {
+	for _, tt := range []struct {
+		buffer     int
+		wantRescan bool
+	}{
+		{buffer: 4, wantRescan: false},
+		{buffer: 1, wantRescan: true},
+	} {
+		t.Run(fmt.Sprint("buffer ", tt.buffer), func(t *testing.T) {
+			root := t.TempDir()
+			fn := &fakeNotify{}
+			w := newFakeWatcher(t, []string{root}, Options{Buffer: tt.buffer}, fn.backend(clocktesting.NewFakeClock(time.Now())))
+			ch := fn.channels()[filepath.Join(root, "...")]
+			ch <- fakeEvent{path: filepath.Join(root, "f"), ev: notify.Write}
+
+			evs := waitFor(t, w, "any event", func(Event) bool { return true })
+			if got := evs[0]; got.Rescan != tt.wantRescan || got.Root != root {
+				t.Errorf("got %+v, want Rescan=%v for root %q", got, tt.wantRescan, root)
+			}
+		})
+	}
+}
+
+func TestOverflowBurstRescansEveryRoot(t *testing.T) {
+	root1, root2 := t.TempDir(), t.TempDir()
+	fn := &fakeNotify{}
+	be := fn.backend(clocktesting.NewFakeClock(time.Now())) // time stands still: one window
+	be.burstLimit = 100
+	w := newFakeWatcher(t, []string{root1, root2}, Options{}, be)
+	ch := fn.channels()[filepath.Join(root1, "...")]
+	for i := range be.burstLimit {
+		ch <- fakeEvent{path: filepath.Join(root1, fmt.Sprint(i)), ev: notify.Create}
+	}
+	rescans := map[string]bool{}
+	waitFor(t, w, "Rescans of both roots", func(ev Event) bool {
+		if ev.Rescan {
+			rescans[ev.Root] = true
+		}
+		return len(rescans) == 2
+	})
+}
+
+func TestBurstWindows(t *testing.T) {
+	start := time.Now()
+	b := burst{limit: 3, window: time.Second}
+	for i, tt := range []struct {
+		at   time.Duration
+		want bool
+	}{
+		{0, false}, {100 * time.Millisecond, false}, {200 * time.Millisecond, true}, // third in the window
+		{300 * time.Millisecond, false}, // only once per window
+		{1200 * time.Millisecond, false}, {1300 * time.Millisecond, false}, // a new window from 1.2s
+		{2200 * time.Millisecond, false}, {2300 * time.Millisecond, false}, {2400 * time.Millisecond, true}, // and from 2.2s
+	} {
+		if got := b.add(start.Add(tt.at)); got != tt.want {
+			t.Errorf("event %d at %s: add = %v, want %v", i, tt.at, got, tt.want)
+		}
+	}
+}
+
+func TestQueue(t *testing.T) {
+	q := newQueue()
+	q.push(item{root: 0, path: "/r/a"})
+	q.push(item{root: 0, path: "/r/b", checked: true})
+	q.push(item{root: 0, path: "/r/a", eventFlags: eventFlags{isDir: true, dirKnown: true, created: true}})
+	q.push(item{root: 0, path: "/r/b"}) // unchecked wins: Skip must still run
+	q.push(item{root: 1, path: "/s/a"})
+
+	want := []item{
+		{root: 0, path: "/r/a", eventFlags: eventFlags{isDir: true, dirKnown: true, created: true}},
+		{root: 0, path: "/r/b"},
+		{root: 1, path: "/s/a"},
+	}
+	for _, w := range want {
+		if got, ok := q.pop(); !ok || got != w {
+			t.Errorf("pop = %+v, %v; want %+v", got, ok, w)
+		}
+	}
+	if got, ok := q.pop(); ok {
+		t.Errorf("pop from empty queue = %+v", got)
+	}
+
+	// A Rescan drops its root's queued paths but keeps directory renames,
+	// other roots' paths, and swallows later paths until it is popped.
+	q.push(item{root: 0, path: "/r/a"})
+	q.push(item{root: 0, path: "/r/moved", eventFlags: eventFlags{movedAway: true}})
+	q.push(item{root: 1, path: "/s/a"})
+	q.push(item{root: 0, rescan: true})
+	q.push(item{root: 0, path: "/r/later"})
+	q.push(item{root: 0, rescan: true})
+	want = []item{
+		{root: 0, path: "/r/moved", eventFlags: eventFlags{movedAway: true}},
+		{root: 1, path: "/s/a"},
+		{root: 0, rescan: true},
+	}
+	for _, w := range want {
+		if got, ok := q.pop(); !ok || got != w {
+			t.Errorf("pop = %+v, %v; want %+v", got, ok, w)
+		}
+	}
+	q.push(item{root: 0, path: "/r/after"}) // the Rescan is out: queue again
+	if got, ok := q.pop(); !ok || got.path != "/r/after" {
+		t.Errorf("pop = %+v, %v; want /r/after", got, ok)
+	}
+
+	q.pushErr(errors.New("one"))
+	q.pushErr(errors.New("two"))
+	for _, w := range []string{"one", "two"} {
+		err, ok := q.peekErr()
+		if !ok || err.Error() != w {
+			t.Errorf("peekErr = %v, %v; want %s", err, ok, w)
+		}
+		q.dropErr()
+	}
+	if _, ok := q.peekErr(); ok {
+		t.Error("peekErr on no errors = true")
+	}
+}
+
+func TestPolling(t *testing.T) {
+	root := t.TempDir()
+	file := filepath.Join(t.TempDir(), "single.txt")
+	writeFile(t, file, "x")
+	for _, name := range []string{"modify.txt", "delete.txt", "chmod.sh", "old.txt", "replace.txt"} {
+		writeFile(t, filepath.Join(root, name), "x")
+	}
+	mkdirAll(t, filepath.Join(root, "node_modules", "react"))
+	var mu sync.Mutex
+	var asked []string
+	clk := clocktesting.NewFakeClock(time.Now())
+	be := (&fakeNotify{}).backend(clk)
+	be.watch = nil // poll only, as NewPolling does
+	w := newFakeWatcher(t, []string{root, file}, Options{Skip: func(_, rel string, _ bool) bool {
+		mu.Lock()
+		asked = append(asked, rel)
+		mu.Unlock()
+		return rel == "node_modules"
+	}}, be)
+	at := func(rel string) string { return filepath.Join(root, filepath.FromSlash(rel)) }
+
+	steps := []struct {
+		name  string
+		do    func() error
+		paths []string
+	}{
+		{"create", func() error { return os.WriteFile(at("new.txt"), nil, 0o644) }, []string{at("new.txt")}},
+		{"modify", func() error { return os.WriteFile(at("modify.txt"), []byte("longer"), 0o644) }, []string{at("modify.txt")}},
+		{"delete", func() error { return os.Remove(at("delete.txt")) }, []string{at("delete.txt")}},
+		{"chmod", func() error { return os.Chmod(at("chmod.sh"), 0o755) }, []string{at("chmod.sh")}},
+		{"rename", func() error { return os.Rename(at("old.txt"), at("renamed.txt")) }, []string{at("old.txt"), at("renamed.txt")}},
+		{"replace same size", func() error { // only the inode differs, as after an atomic save
+			if err := os.WriteFile(at("replace.tmp"), []byte("y"), 0o644); err != nil {
+				return err
+			}
+			fi, err := os.Stat(at("replace.txt"))
+			if err != nil {
+				return err
+			}
+			if err := os.Chtimes(at("replace.tmp"), fi.ModTime(), fi.ModTime()); err != nil {
+				return err
+			}
+			return os.Rename(at("replace.tmp"), at("replace.txt"))
+		}, []string{at("replace.txt")}},
+		{"new tree", func() error {
+			mkdirAll(t, at("a/b"))
+			return os.WriteFile(at("a/b/f"), nil, 0o644)
+		}, []string{at("a"), at("a/b"), at("a/b/f")}},
+		{"single file root", func() error { return os.WriteFile(file, []byte("changed"), 0o644) }, []string{file}},
+	}
+	for _, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			if err := step.do(); err != nil {
+				t.Fatal(err)
+			}
+			stepUntil(t, clk, w, step.paths...)
+		})
+	}
+	writeFile(t, at("node_modules/react/index.js"), "x")
+	writeFile(t, at("sentinel"), "x")
+	stepUntil(t, clk, w, at("sentinel")) // a poll ran after the write
+	mu.Lock()
+	defer mu.Unlock()
+	for _, rel := range asked {
+		if strings.HasPrefix(rel, "node_modules/") {
+			t.Errorf("Skip asked about %q: polling descended into skipped node_modules", rel)
+		}
+	}
+}
+
+func TestFakeWatcher(t *testing.T) {
+	f := NewFakeWatcher()
+	go func() {
+		f.Send(Event{Root: "/r", Path: "/r/a"})
+		f.SendError(errors.New("boom"))
+	}()
+	if ev := <-f.Events(); ev.Path != "/r/a" {
+		t.Errorf("got %+v", ev)
+	}
+	if err := <-f.Errors(); err == nil || err.Error() != "boom" {
+		t.Errorf("got %v", err)
+	}
+
+	blocked := make(chan bool)
+	go func() { blocked <- f.Send(Event{Path: "never read"}) }()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if <-blocked {
+		t.Error("Send with no reader reported delivery after Close")
+	}
+	if f.Send(Event{}) || f.SendError(errors.New("late")) {
+		t.Error("Send after Close reported delivery")
+	}
+	if _, ok := <-f.Events(); ok {
+		t.Error("Events not closed")
+	}
+	if !f.Closed() {
+		t.Error("Closed() = false after Close")
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
