@@ -6,6 +6,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+lc_lock
 if ! lc_leftovers; then
   lc_step "no cluster in $LC_DIR"
   exit 0

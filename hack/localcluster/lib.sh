@@ -21,7 +21,7 @@ LC_APISERVER=https://127.0.0.1:6443
 # The kubelet sets the kernel.* and vm.* ones, the bridge plugin ip_forward; down puts them back.
 LC_SYSCTLS=(net.ipv4.ip_forward kernel.panic kernel.panic_on_oops vm.overcommit_memory vm.panic_on_oom
   kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
-# Stopped in this order; containerd last because removing pods needs it.
+# Every daemon but containerd, which down stops last because removing pods needs it.
 LC_DAEMONS=(kubelet kube-scheduler kube-controller-manager kube-apiserver etcd registry)
 LC_T0=${LC_T0:-$EPOCHREALTIME}
 
@@ -65,7 +65,7 @@ lc_alive() {
     [[ $k == State: ]] && break
   done </proc/"$pid"/status; } 2>/dev/null || return 1
   [[ -n $v && $v != Z ]] || return 1
-  cmd="$(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null)" || return 1
+  cmd="$(tr '\0' ' ' 2>/dev/null </proc/"$pid"/cmdline)" || return 1
   [[ $cmd == *"$LC_DIR"* ]]
 }
 
@@ -121,11 +121,20 @@ lc_crictl() {
   "$LC_DIR/bin/crictl" --runtime-endpoint "unix://$LC_SOCK" --image-endpoint "unix://$LC_SOCK" --timeout 20s "$@"
 }
 
-# lc_start NAME CMD... starts a daemon in its own session, logging to logs/NAME.log.
+# lc_lock waits until no other up.sh or down.sh works on LC_DIR, holding fd 8. The lock file sits
+# beside LC_DIR, which down removes.
+lc_lock() {
+  mkdir -p "$(dirname "$LC_DIR")"
+  exec 8>"$LC_DIR.lock"
+  flock 8
+}
+
+# lc_start NAME CMD... starts a daemon in its own session, logging to logs/NAME.log. The daemon
+# must not inherit the lock: it would hold it as long as it runs.
 lc_start() {
   local name=$1
   shift
-  setsid "$@" </dev/null >>"$LC_DIR/logs/$name.log" 2>&1 &
+  setsid "$@" </dev/null >>"$LC_DIR/logs/$name.log" 2>&1 8>&- &
   echo $! >"$LC_DIR/pids/$name"
 }
 
@@ -152,12 +161,23 @@ lc_down() {
     echo "refusing to clean $LC_DIR: it has no $LC_MARK, so it is not a local cluster's dir" >&2
     return 1
   fi
-  # 1. Everything but containerd, so that nothing recreates pods while they are removed.
+  # 1. Everything but containerd, so that nothing recreates pods while they are removed: clients
+  #    first, then the apiserver (its shutdown hangs while etcd is gone), then its storage.
+  # shellcheck disable=SC2046
+  lc_stop 10 $(lc_pids kubelet kube-scheduler kube-controller-manager)
+  # shellcheck disable=SC2046
+  lc_stop 10 $(lc_pids kube-apiserver)
   # shellcheck disable=SC2046
   lc_stop 10 $(lc_pids "${LC_DAEMONS[@]}")
+  lc_step "down: kubelet, control plane, etcd and registry stopped"
 
   # 2. Pod sandboxes through containerd, which runs CNI DEL and stops containers and shims; after a
-  #    kill -9 of containerd it comes back for this.
+  #    kill -9 of containerd it comes back for this. Shims keep their sockets outside LC_DIR
+  #    (/run/containerd/s/<hash>); each task's bundle names its socket, and a killed shim leaves it.
+  local sockets=() sock
+  for sock in "$LC_DIR"/containerd/state/io.containerd.runtime.v2.task/*/*/address; do
+    [[ -f $sock ]] && sockets+=("$(<"$sock")")
+  done
   if [[ -d $LC_DIR/containerd/root && -x $LC_DIR/bin/crictl ]]; then
     if [[ -z "$(lc_pids containerd)" ]]; then
       rm -f "$LC_SOCK"
@@ -172,10 +192,16 @@ lc_down() {
   fi
   # shellcheck disable=SC2046
   lc_stop 10 $(lc_pids containerd)
+  lc_step "down: pod sandboxes removed, containerd stopped"
 
   # 3. Whatever is left: shims, containers whose shim died, daemons whose pid file is gone.
   # shellcheck disable=SC2046
   lc_stop 5 $(lc_leftover_pids)
+
+  for sock in "${sockets[@]}"; do
+    sock=${sock#unix://}
+    [[ $sock == /run/containerd/s/* ]] && rm -f "$sock"
+  done
 
   # 4. Mounts: the kubelet's (its root dir is an rshared bind mount, so some show twice), the
   #    snapshots, shm and netns of containerd.
@@ -239,5 +265,5 @@ lc_down() {
 
 # lc_iptables prints the rules of iptables and ip6tables without counters and comments.
 lc_iptables() {
-  { iptables-save; ip6tables-save; } 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//'
+  { iptables-save; ip6tables-save; } 2>/dev/null | sed -e '/^#/d' -e 's/\[[0-9]*:[0-9]*\]//'
 }

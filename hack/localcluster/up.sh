@@ -10,6 +10,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+lc_lock
 node="$(lc_node)"
 pki="$LC_DIR/pki"
 kubeconfig="$LC_DIR/kubeconfig"
@@ -35,15 +36,15 @@ fail() {
   exit 1
 }
 
-# wait_for NAME SECONDS CMD... polls CMD until it succeeds, failing early when NAME's process dies.
+# wait_for NAME SECONDS CMD... polls CMD until it succeeds, failing early when a started daemon dies.
 wait_for() {
-  local name=$1 secs=$2 end
+  local name=$1 secs=$2 end f
   shift 2
   end=$((${EPOCHREALTIME/./} + secs * 1000000))
   until "$@" >/dev/null 2>&1; do
-    if [[ -f $LC_DIR/pids/$name && -z "$(lc_pids "$name")" ]]; then
-      fail "$name" "$name exited"
-    fi
+    for f in "$LC_DIR"/pids/*; do
+      lc_alive "$(<"$f")" || fail "${f##*/}" "${f##*/} exited"
+    done
     ((${EPOCHREALTIME/./} < end)) || fail "$name" "$name not ready after ${secs}s"
     sleep 0.1
   done
@@ -89,7 +90,7 @@ ln -sfn "$bin" "$LC_DIR/bin"
 # Host state the cluster changes: sysctls are put back by down, iptables must not change at all.
 for s in "${LC_SYSCTLS[@]}"; do echo "$s=$(sysctl -n "$s")"; done >"$LC_DIR/sysctl.before"
 lc_iptables >"$LC_DIR/iptables.before"
-for d in /var/log/containers /var/lib/cni/results /var/lib/cni; do
+for d in /var/log/containers /var/lib/cni/results /var/lib/cni /run/containerd/s /run/containerd; do
   [[ -e $d ]] || echo "$d"
 done >"$LC_DIR/created-outside"
 
@@ -259,16 +260,6 @@ lc_start kube-apiserver "$bin/kube-apiserver" --etcd-servers http://127.0.0.1:23
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.96.0.0/16 --authorization-mode Node,RBAC --allow-privileged \
   --endpoint-reconciler-type none --enable-priority-and-fairness=false --profiling=false
-lc_start kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$pki/controller-manager.kubeconfig" \
-  --authentication-kubeconfig "$pki/controller-manager.kubeconfig" \
-  --authorization-kubeconfig "$pki/controller-manager.kubeconfig" \
-  --bind-address 127.0.0.1 --cert-dir "$pki/generated" --leader-elect=false --profiling=false \
-  --use-service-account-credentials --root-ca-file "$pki/ca.crt" --cluster-name livesync \
-  --controllers deployment,replicaset,statefulset,daemonset,job,serviceaccount,root-ca-cert-publisher,garbagecollector,namespace,podgc,nodelifecycle,taint-eviction-controller,endpointslice
-lc_start kube-scheduler "$bin/kube-scheduler" --kubeconfig "$pki/scheduler.kubeconfig" \
-  --authentication-kubeconfig "$pki/scheduler.kubeconfig" --authorization-kubeconfig "$pki/scheduler.kubeconfig" \
-  --bind-address 127.0.0.1 --leader-elect=false --profiling=false
-
 wait_for etcd 30 curl -fsS http://127.0.0.1:2379/health
 lc_step "etcd healthy"
 wait_for containerd 30 lc_crictl version
@@ -281,6 +272,16 @@ wait_for registry 30 curl -fsS "http://$LC_REGISTRY/v2/"
 lc_step "registry ready, $LC_PAUSE_IMAGE pushed"
 wait_for kube-apiserver 60 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$LC_APISERVER/readyz"
 lc_step "kube-apiserver ready"
+# Started only now: before RBAC is bootstrapped the controller-manager exits on a forbidden configmap.
+lc_start kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$pki/controller-manager.kubeconfig" \
+  --authentication-kubeconfig "$pki/controller-manager.kubeconfig" \
+  --authorization-kubeconfig "$pki/controller-manager.kubeconfig" \
+  --bind-address 127.0.0.1 --cert-dir "$pki/generated" --leader-elect=false --profiling=false \
+  --use-service-account-credentials --root-ca-file "$pki/ca.crt" --cluster-name livesync \
+  --controllers deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,job-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,garbage-collector-controller,namespace-controller,pod-garbage-collector-controller,node-lifecycle-controller,taint-eviction-controller,endpointslice-controller,clusterrole-aggregation-controller
+lc_start kube-scheduler "$bin/kube-scheduler" --kubeconfig "$pki/scheduler.kubeconfig" \
+  --authentication-kubeconfig "$pki/scheduler.kubeconfig" --authorization-kubeconfig "$pki/scheduler.kubeconfig" \
+  --bind-address 127.0.0.1 --leader-elect=false --profiling=false
 wait_for kubelet 90 node_ready
 lc_step "node $node ready"
 wait_for kube-controller-manager 60 kubectl -n default get serviceaccount default

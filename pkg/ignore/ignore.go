@@ -12,8 +12,10 @@
 //
 // All of them use gitignore(5) syntax and semantics, including "!"
 // negation and the rule that nothing inside an ignored directory can be
-// re-included. On top of that, .git and editor temporary files are always
-// ignored and can't be re-included (see builtin).
+// re-included. On top of that, some names are always ignored and can't be
+// re-included: .git, and the temporary files editors write next to a file
+// (vim's .*.swp, .*.swo…, *.swp, *.swx and 4913; emacs's #*# and .#*;
+// JetBrains' *___jb_tmp___ and *___jb_old___; Kate's *.kate-swp; *~).
 package ignore
 
 import (

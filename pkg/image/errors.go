@@ -83,7 +83,7 @@ func (r *Resolver) classify(ref Reference, err error) error {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
 		return fail(ErrRegistryUnavailable, "registry %q dropped the connection: retry, or check proxies in between", reg)
 	case errors.As(err, &plainErr):
-		return fail(ErrInsecureRefused, "refusing plain HTTP to %q: pass --insecure-registry %s if you trust it", plainErr.host, plainErr.host)
+		return fail(ErrInsecureRefused, "%v", plainErr)
 	case errors.As(err, &httpErr):
 		if kind := statusKind(httpErr); kind != nil {
 			return fail(kind, "%s", advice(ref, kind, httpErr))

@@ -104,9 +104,9 @@ func (r Reference) WithDigest(d string) string {
 // cri-dockerd), "docker.io/library/nginx@sha256:…" (containerd, CRI-O) or a bare
 // "sha256:…". It returns "" when there is none, e.g. before the image was pulled.
 //
-// A bare digest is what containerd reports for an image that never came from a
-// registry (kind load, minikube image load): it is then the image's config digest and
-// will not match any registry digest, which correctly reads as "not what the tag serves".
+// A bare digest can also be the image's config digest, which some runtimes report
+// for images loaded onto the node without a registry (kind load); it then never
+// equals a registry digest, which correctly reads as "not what the tag serves".
 func ImageIDDigest(imageID string) string {
 	s := imageID
 	if _, rest, ok := strings.Cut(s, "://"); ok {

@@ -48,9 +48,13 @@ func WithInsecureRegistries(hosts []string) Option {
 }
 
 // WithTimeout bounds each Resolve call, ping, token and manifest requests together.
-// The default is DefaultTimeout.
+// The default, also kept for d <= 0, is DefaultTimeout.
 func WithTimeout(d time.Duration) Option {
-	return func(r *Resolver) { r.timeout = d }
+	return func(r *Resolver) {
+		if d > 0 {
+			r.timeout = d
+		}
+	}
 }
 
 // WithTransport sets the base HTTP transport, for tests and proxies. The default is a
@@ -77,7 +81,7 @@ func NewResolver(opts ...Option) (*Resolver, error) {
 	r := &Resolver{
 		timeout:   DefaultTimeout,
 		userAgent: "kubectl-livesync",
-		transport: http.DefaultTransport.(*http.Transport).Clone(),
+		transport: defaultTransport(),
 		insecure:  map[string]bool{},
 		keychain:  authn.DefaultKeychain,
 	}
@@ -93,6 +97,15 @@ func NewResolver(opts ...Option) (*Resolver, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// defaultTransport is a private clone of http.DefaultTransport: proxies from the
+// environment and keep-alives, without sharing idle connections with other packages.
+func defaultTransport() http.RoundTripper {
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		return t.Clone()
+	}
+	return http.DefaultTransport
 }
 
 // checkHost rejects the common mistakes of writing a URL or an image instead of a host.
@@ -197,7 +210,7 @@ func headFallback(err error) bool {
 
 // plainHTTPAllowed is the security policy: plain HTTP only to loopback and to the
 // registries the user named. go-containerregistry alone would also use it for
-// RFC 1918 addresses and *.local names, sending credentials in clear text.
+// RFC 1918 addresses and *.localhost names, sending credentials in clear text.
 func (r *Resolver) plainHTTPAllowed(hostport string) bool {
 	hostport = strings.ToLower(hostport)
 	host := hostport
@@ -221,7 +234,7 @@ type plainHTTPGuard struct {
 func (g *plainHTTPGuard) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme == "http" && !g.allowed(req.URL.Host) {
 		if req.Body != nil {
-			req.Body.Close()
+			_ = req.Body.Close() // a RoundTripper owns the body, even when it refuses
 		}
 		return nil, &plainHTTPError{host: req.URL.Host}
 	}

@@ -93,10 +93,10 @@ func TestWriteArchive(t *testing.T) {
 		t.Errorf("result = %+v for %d bytes, %d entries", res, buf.Len(), len(got))
 	}
 	want := map[string]tarEntry{
-		"bin/":   {typ: tar.TypeDir, mode: 0o755},
+		"bin/":    {typ: tar.TypeDir, mode: 0o755},
 		"bin/run": {typ: tar.TypeReg, mode: 0o755, content: "#!/bin/sh"},
-		"empty/": {typ: tar.TypeDir, mode: 0o700},
-		"link":   {typ: tar.TypeSymlink, mode: 0o777, link: "bin/run"},
+		"empty/":  {typ: tar.TypeDir, mode: 0o700},
+		"link":    {typ: tar.TypeSymlink, mode: 0o777, link: "bin/run"},
 	}
 	for name, content := range weirdNames {
 		want[name] = tarEntry{typ: tar.TypeReg, mode: 0o644, content: content}

@@ -88,10 +88,10 @@ type Engine struct {
 // the target's worker goroutine.
 type target struct {
 	Target
-	idx    []*Index
-	ctx    context.Context
-	cancel context.CancelFunc
-	wake   chan struct{}
+	idx     []*Index
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wake    chan struct{}
 	backoff time.Duration
 
 	mu      gosync.Mutex
@@ -375,9 +375,12 @@ func (e *Engine) process(tg *target) {
 	synced, dirty := tg.synced, tg.dirty
 	tg.mu.Unlock()
 
-	var r unitResult
+	var (
+		r       unitResult
+		initial InitialSync
+	)
 	if !synced {
-		r.err = e.initialSync(tg.ctx, tg)
+		initial, r.err = e.initialSync(tg.ctx, tg)
 	} else {
 		r = e.syncBatch(tg, hints, rescan, dirty)
 	}
@@ -397,8 +400,11 @@ func (e *Engine) process(tg *target) {
 		tg.dirty = true
 	}
 	tg.mu.Unlock()
-	if r.err != nil {
+	switch {
+	case r.err != nil:
 		e.reportErr(tg, r.err, !synced)
+	case !synced:
+		e.rep.Report(initial)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -456,9 +462,9 @@ func (e *Engine) syncBatch(tg *target, hints []map[string]struct{}, rescan []boo
 }
 
 // initialSync compares each mapping with the container and sends the
-// difference, then replaces tg's index. It reports InitialSync on success;
-// callers report failures (reportErr). Once and the workers use it.
-func (e *Engine) initialSync(ctx context.Context, tg *target) error {
+// difference, then replaces tg's index. Callers report the outcome (after
+// recording it, so events never run ahead of the state).
+func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, error) {
 	start := e.clk.Now()
 	ev := InitialSync{Target: tg.Target}
 	idxs := make([]*Index, len(e.maps))
@@ -511,13 +517,10 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) error {
 		e.onSync(tg, changed)
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return ev, ctx.Err()
 	}
-	if err == nil {
-		ev.Duration = e.clk.Since(start)
-		e.rep.Report(ev)
-	}
-	return err
+	ev.Duration = e.clk.Since(start)
+	return ev, err
 }
 
 // applyPlan applies p in t with retries, or reports it under DryRun.
@@ -640,12 +643,15 @@ func (e *Engine) Once(ctx context.Context) (bool, error) {
 	for _, tg := range tgs {
 		wg.Go(func() {
 			tg.ctx = ctx
-			if err := e.initialSync(ctx, tg); err != nil {
+			ev, err := e.initialSync(ctx, tg)
+			if err != nil {
 				mu.Lock()
 				ok = false
 				mu.Unlock()
 				e.reportErr(tg, err, true)
+				return
 			}
+			e.rep.Report(ev)
 		})
 	}
 	wg.Wait()

@@ -15,11 +15,33 @@ import (
 )
 
 // recorder collects events.
-type recorder struct{ ch chan Event }
+type recorder struct {
+	ch  chan Event
+	mu  gosync.Mutex
+	all []Event
+}
 
 func newRecorder() *recorder { return &recorder{ch: make(chan Event, 1000)} }
 
-func (r *recorder) Report(ev Event) { r.ch <- ev }
+func (r *recorder) Report(ev Event) {
+	r.mu.Lock()
+	r.all = append(r.all, ev)
+	r.mu.Unlock()
+	r.ch <- ev
+}
+
+// errors returns the Error events so far.
+func (r *recorder) errors() []Error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Error
+	for _, ev := range r.all {
+		if e, ok := ev.(Error); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
 
 // wait returns the next event of type T, failing the test after 20s.
 func wait[T Event](t *testing.T, r *recorder) T {
@@ -106,7 +128,9 @@ func (f *engineFixture) batch(t *testing.T, c Change, waiters int) Batch {
 	return wait[Batch](t, f.rec)
 }
 
-func podTarget(pod string) Target { return Target{Namespace: "ns", Pod: pod, Container: "app", ContainerID: pod + "-1"} }
+func podTarget(pod string) Target {
+	return Target{Namespace: "ns", Pod: pod, Container: "app", ContainerID: pod + "-1"}
+}
 
 func TestEngineTwoTargetsConverge(t *testing.T) {
 	onSync := filepath.Join(t.TempDir(), "on-sync")
@@ -208,8 +232,8 @@ func TestEngineRetriesAndResyncsDirtyTarget(t *testing.T) {
 	if b.Failed != 1 {
 		t.Fatalf("batch = %+v", b)
 	}
-	if ev := wait[Error](t, f.rec); !IsTransient(ev.Err) {
-		t.Errorf("error = %v", ev.Err)
+	if errs := f.rec.errors(); len(errs) != 1 || !IsTransient(errs[0].Err) {
+		t.Errorf("errors = %v, want one transient", errs)
 	}
 	// The target is dirty: the next batch compares the whole tree, so the
 	// file from the failed batch arrives too. (Its own backoff timer waits

@@ -38,6 +38,7 @@ type SyncError struct {
 	transient bool
 }
 
+// Error returns the one-line message: what failed, then the hint.
 func (e *SyncError) Error() string {
 	if e.Hint == "" {
 		return e.Msg

@@ -21,6 +21,7 @@ const (
 	TypeSymlink
 )
 
+// String returns "file", "dir" or "symlink".
 func (t EntryType) String() string {
 	switch t {
 	case TypeFile:

@@ -16,10 +16,10 @@ func TestListRemote(t *testing.T) {
 		ex  func(t *testing.T) Executor
 		alg string
 	}{
-		"busybox":                  {func(t *testing.T) Executor { return busybox(t) }, "sha256sum"},
+		"busybox":                   {func(t *testing.T) Executor { return busybox(t) }, "sha256sum"},
 		"busybox without sha256sum": {func(t *testing.T) Executor { return busybox(t, "sha256sum") }, "md5sum"},
-		"busybox without hashes":   {func(t *testing.T) Executor { return busybox(t, "sha256sum", "md5sum") }, ""},
-		"gnu":                      {func(t *testing.T) Executor { return &LocalExecutor{} }, "sha256sum"},
+		"busybox without hashes":    {func(t *testing.T) Executor { return busybox(t, "sha256sum", "md5sum") }, ""},
+		"gnu":                       {func(t *testing.T) Executor { return &LocalExecutor{} }, "sha256sum"},
 	}
 	for name, v := range variants {
 		t.Run(name, func(t *testing.T) {

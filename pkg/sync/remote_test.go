@@ -170,3 +170,27 @@ func TestChunkDeletes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkApplyOneFile measures a one-file batch end to end on this machine
+// (plan, tar, one busybox `sh -c` + tar exec): the part of the save→visible
+// latency that is not debounce or network.
+func BenchmarkApplyOneFile(b *testing.B) {
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		b.Skip("needs /bin/busybox")
+	}
+	ex, err := NewBusyboxExecutor("/bin/busybox", b.TempDir())
+	must2(b, err)
+	local := b.TempDir()
+	m, err := newMapping(Mapping{Local: LocalPath(local), Remote: RemotePath(b.TempDir())}, nil)
+	must2(b, err)
+	idx := NewIndex()
+	f := filepath.Join(local, "main.go")
+	for i := 0; b.Loop(); i++ {
+		must2(b, os.WriteFile(f, fmt.Appendf(nil, "package main // %d\n", i), 0o644))
+		p, err := plan(m, idx, []string{"main.go"}, false)
+		must2(b, err)
+		res, err := apply(context.Background(), ex, testTarget, m, p)
+		must2(b, err)
+		idx.apply(p, res.archiveResult)
+	}
+}

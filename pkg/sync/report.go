@@ -34,12 +34,12 @@ type InitialSync struct {
 // Batch reports one coalesced batch once every target that was ready when it
 // was cut has applied it (or failed).
 type Batch struct {
-	Changed int      // entries copied, the most in any one target
-	Deleted int      // entries deleted, the most in any one target
-	Names   []string // a few of the remote paths involved
-	Targets int      // targets the batch went to
-	Failed  int      // targets where it failed
-	Bytes   int64    // tar bytes sent, all targets together
+	Changed int           // entries copied, the most in any one target
+	Deleted int           // entries deleted, the most in any one target
+	Names   []string      // a few of the remote paths involved
+	Targets int           // targets the batch went to
+	Failed  int           // targets where it failed
+	Bytes   int64         // tar bytes sent, all targets together
 	Latency time.Duration // first change seen → applied on all targets
 }
 

@@ -22,33 +22,21 @@ func NewFakeWatcher() *FakeWatcher {
 
 // Send delivers ev on Events. It blocks until ev is received or the
 // FakeWatcher is closed, and reports whether ev was received.
-func (f *FakeWatcher) Send(ev Event) bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	select {
-	case <-f.done:
-		return false
-	default:
-	}
-	select {
-	case f.events <- ev:
-		return true
-	case <-f.done:
-		return false
-	}
-}
+func (f *FakeWatcher) Send(ev Event) bool { return send(f, f.events, ev) }
 
 // SendError delivers err on Errors, like Send.
-func (f *FakeWatcher) SendError(err error) bool {
+func (f *FakeWatcher) SendError(err error) bool { return send(f, f.errs, err) }
+
+func send[T any](f *FakeWatcher, ch chan<- T, v T) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	select {
-	case <-f.done:
+	case <-f.done: // ch may be closed already
 		return false
 	default:
 	}
 	select {
-	case f.errs <- err:
+	case ch <- v:
 		return true
 	case <-f.done:
 		return false

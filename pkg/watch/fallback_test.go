@@ -194,7 +194,7 @@ func TestBurstWindows(t *testing.T) {
 		want bool
 	}{
 		{0, false}, {100 * time.Millisecond, false}, {200 * time.Millisecond, true}, // third in the window
-		{300 * time.Millisecond, false}, // only once per window
+		{300 * time.Millisecond, false},                                    // only once per window
 		{1200 * time.Millisecond, false}, {1300 * time.Millisecond, false}, // a new window from 1.2s
 		{2200 * time.Millisecond, false}, {2300 * time.Millisecond, false}, {2400 * time.Millisecond, true}, // and from 2.2s
 	} {
@@ -226,18 +226,22 @@ func TestQueue(t *testing.T) {
 		t.Errorf("pop from empty queue = %+v", got)
 	}
 
-	// A Rescan drops its root's queued paths but keeps directory renames,
-	// other roots' paths, and swallows later paths until it is popped.
+	// A Rescan drops its root's queued hints but keeps what repairs
+	// notify's tree and other roots' items, and swallows later hints until
+	// it is popped.
 	q.push(item{root: 0, path: "/r/a"})
 	q.push(item{root: 0, path: "/r/moved", eventFlags: eventFlags{movedAway: true}})
+	q.push(item{kind: kindRewalk, root: 0, path: "/r/new"})
 	q.push(item{root: 1, path: "/s/a"})
-	q.push(item{root: 0, rescan: true})
+	q.push(item{kind: kindRescan, root: 0})
 	q.push(item{root: 0, path: "/r/later"})
-	q.push(item{root: 0, rescan: true})
+	q.push(item{kind: kindRewatch, root: 0})
+	q.push(item{kind: kindRescan, root: 0})
 	want = []item{
 		{root: 0, path: "/r/moved", eventFlags: eventFlags{movedAway: true}},
 		{root: 1, path: "/s/a"},
-		{root: 0, rescan: true},
+		{kind: kindRescan, root: 0},
+		{kind: kindRewatch, root: 0},
 	}
 	for _, w := range want {
 		if got, ok := q.pop(); !ok || got != w {

@@ -116,18 +116,17 @@ func mkdirAll(t testing.TB, path string) {
 	}
 }
 
-// ourGoroutines lists the running goroutines that belong to a Watcher.
-// notify's own goroutines are global and live as long as the process.
+// ourGoroutines lists the running goroutines a Watcher started: those
+// created by a function of this package other than a test. notify's own
+// goroutines are global and live as long as the process.
 func ourGoroutines() []string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
+	const pkg = "created by github.com/livesync-dev/kubectl-livesync/pkg/watch."
 	var ours []string
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		for _, fn := range []string{"watch.(*watcher).pump", "watch.(*watcher).drain", "watch.(*poller).run", "watch.(*watcher).startNotify.func", "watch.(*watcher).startPolling.func"} {
-			if strings.Contains(g, fn) {
-				ours = append(ours, g)
-				break
-			}
+		if strings.Contains(g, pkg) && !strings.Contains(g, pkg+"Test") {
+			ours = append(ours, g)
 		}
 	}
 	return ours
@@ -139,14 +138,23 @@ type fakeNotify struct {
 	watchErr error                  // returned by every watch
 	probe    func(dir string) error // nil: no probe failure
 	watched  map[chan<- eventInfo]string
+	nwatch   int
 	stops    int
 }
 
-func (f *fakeNotify) backend(clk clock.WithTicker) backend {
+// watches returns how many watches were set up.
+func (f *fakeNotify) watches() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nwatch
+}
+
+func (f *fakeNotify) backend(clk clock.WithTickerAndDelayedExecution) backend {
 	return backend{
 		watch: func(path string, c chan<- eventInfo) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
+			f.nwatch++
 			if f.watchErr != nil {
 				return f.watchErr
 			}
@@ -171,6 +179,7 @@ func (f *fakeNotify) backend(clk clock.WithTicker) backend {
 		clock:       clk,
 		burstLimit:  1 << 30,
 		burstWindow: time.Second,
+		settle:      time.Second,
 	}
 }
 
@@ -212,4 +221,17 @@ func evalDir(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return real
+}
+
+// pendingRewalks lists the directories waiting for their second walk.
+func (w *watcher) pendingRewalks() []string {
+	w.laterMu.Lock()
+	defer w.laterMu.Unlock()
+	var dirs []string
+	for k := range w.later {
+		if k.kind == kindRewalk {
+			dirs = append(dirs, k.path)
+		}
+	}
+	return dirs
 }

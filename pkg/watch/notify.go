@@ -27,5 +27,6 @@ func notifyBackend() backend {
 		clock:       clock.RealClock{},
 		burstLimit:  burstLimit(),
 		burstWindow: time.Second,
+		settle:      time.Second,
 	}
 }

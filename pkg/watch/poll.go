@@ -37,10 +37,12 @@ func (w *watcher) startPolling(r *watchRoot) {
 	p := &poller{w: w, r: r}
 	p.prev = p.scan()
 	t := w.be.clock.NewTicker(w.opts.PollInterval) // before the goroutine: a fake clock may be stepped right away
-	w.wg.Go(func() { p.run(t) })
+	w.wg.Add(1)
+	go p.run(t)
 }
 
 func (p *poller) run(t clock.Ticker) {
+	defer p.w.wg.Done()
 	defer t.Stop()
 	for {
 		select {

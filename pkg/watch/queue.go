@@ -5,19 +5,35 @@ import (
 	"time"
 )
 
-// item is a queued hint, before it becomes an Event.
+// item is a queued hint, before it becomes an Event, or a deferred chore.
 type item struct {
+	kind itemKind
 	root int    // index into watcher.roots
 	path string // absolute, under the root as the user named it
 	eventFlags
 	checked bool // Skip was already consulted (walks do it themselves)
-	rescan  bool
 }
 
+type itemKind uint8
+
+const (
+	kindPath    itemKind = iota // a hint for path
+	kindRescan                  // events of the root may have been lost
+	kindRewalk                  // walk the new directory at path once more
+	kindRewatch                 // rebuild the root's notify watch
+)
+
 type itemKey struct {
+	kind itemKind
 	root int
 	path string
 }
+
+func (it *item) key() itemKey { return itemKey{it.kind, it.root, it.path} }
+
+// keep reports whether a queued Rescan leaves the item alone: the consumer's
+// rescan covers hints and walks, but not repairs of notify's tree.
+func (it *item) keep() bool { return it.kind == kindRewatch || it.movedAway }
 
 // queue is the unbounded, de-duplicating buffer between the goroutines that
 // produce hints (notify drainers, pollers, walks) and the one that hands
@@ -25,7 +41,7 @@ type itemKey struct {
 type queue struct {
 	mu      sync.Mutex
 	items   []*item
-	pending map[itemKey]*item // queued path items, to merge duplicates
+	pending map[itemKey]*item // queued items other than Rescans, to merge duplicates
 	rescans map[int]bool      // roots with a queued Rescan
 	errs    []error
 	ready   chan struct{} // poked after every push
@@ -39,24 +55,23 @@ func newQueue() *queue {
 	}
 }
 
-// push queues it. A path already queued is merged into the queued item. A
-// queued Rescan of the root covers any later path too, since the consumer
-// rescans after it receives the Rescan, and a new Rescan drops the root's
-// queued paths; directory renames are kept because handling them repairs
-// notify's tree.
+// push queues it. An item already queued absorbs it. A queued Rescan of
+// the root covers later items too, since the consumer rescans after it
+// receives the Rescan, and a new Rescan drops the root's queued items;
+// except those that keep().
 func (q *queue) push(it item) {
 	q.mu.Lock()
 	defer q.poke()
 	defer q.mu.Unlock()
-	if it.rescan {
+	if it.kind == kindRescan {
 		if q.rescans[it.root] {
 			return
 		}
 		q.rescans[it.root] = true
 		kept := q.items[:0]
 		for _, old := range q.items {
-			if old.root == it.root && !old.movedAway {
-				delete(q.pending, itemKey{old.root, old.path})
+			if old.root == it.root && !old.keep() {
+				delete(q.pending, old.key())
 				continue
 			}
 			kept = append(kept, old)
@@ -65,11 +80,10 @@ func (q *queue) push(it item) {
 		q.items = append(kept, &it)
 		return
 	}
-	if q.rescans[it.root] && !it.movedAway {
+	if q.rescans[it.root] && !it.keep() {
 		return
 	}
-	k := itemKey{it.root, it.path}
-	if old, ok := q.pending[k]; ok {
+	if old, ok := q.pending[it.key()]; ok {
 		old.isDir = old.isDir || it.isDir
 		old.dirKnown = old.dirKnown || it.dirKnown
 		old.created = old.created || it.created
@@ -77,7 +91,7 @@ func (q *queue) push(it item) {
 		old.checked = old.checked && it.checked
 		return
 	}
-	q.pending[k] = &it
+	q.pending[it.key()] = &it
 	q.items = append(q.items, &it)
 }
 
@@ -91,10 +105,10 @@ func (q *queue) pop() (item, bool) {
 	it := q.items[0]
 	q.items[0] = nil
 	q.items = q.items[1:]
-	if it.rescan {
+	if it.kind == kindRescan {
 		delete(q.rescans, it.root)
 	} else {
-		delete(q.pending, itemKey{it.root, it.path})
+		delete(q.pending, it.key())
 	}
 	return *it, true
 }

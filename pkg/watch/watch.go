@@ -26,19 +26,23 @@
 //     falls into one window. A very fast writer of one big file can trip
 //     this too; a spurious Rescan costs a walk, a missed one a stale file.
 //
-// A pending Rescan makes every older queued event of its root redundant;
-// they are dropped.
+// A queued Rescan makes the root's other queued hints redundant, older ones
+// and newer ones until it is delivered; they are dropped.
 //
 // notify's recursive inotify watch also has races and blind spots, handled
 // here:
 //
 //   - files created in a new directory before notify watches it produce no
 //     event, and a directory moved into the tree produces one event for
-//     itself only: every new directory is walked once and its entries are
-//     emitted (notify issue #172);
+//     itself only: every new directory is walked and its entries are
+//     emitted (notify issue #172). notify adds the watch in a goroutine of
+//     its own, so a file can still slip in between that walk and the watch:
+//     the directory is walked again a second later (one walk per new
+//     subtree);
 //   - a directory renamed away keeps a stale node in notify's tree, so a
 //     directory later created under the old name is never watched (notify
-//     #227): the root's watch is rebuilt, followed by a Rescan;
+//     #227): the root's watch is rebuilt a second after the rename (once for
+//     a burst of renames), followed by a Rescan;
 //   - running out of inotify watches is not reported by a recursive watch
 //     (notify #109): after setting up a root, and for each new directory,
 //     the Watcher probes whether one more watch can be added; when it
@@ -64,7 +68,8 @@ import (
 // Root is one of the roots given to New, made absolute but with symlinks
 // kept as the caller named them; Path is an absolute path under Root, or
 // Root itself. Rescan means events may have been lost: the consumer must
-// rescan Root (Path == Root).
+// rescan Root (Path == Root) after receiving it. Hints that the Rescan made
+// redundant are not sent.
 type Event struct {
 	Root, Path string
 	Rescan     bool
@@ -178,7 +183,10 @@ type backend struct {
 	stop  func(c chan<- eventInfo)
 	// probe reports ENOSPC when no further inotify watch can be added.
 	probe func(dir string) error
-	clock clock.WithTicker
+	clock clock.WithTickerAndDelayedExecution
+	// settle is how long after a new directory appeared it is walked a
+	// second time.
+	settle time.Duration
 	// burstLimit is the event count per burstWindow that counts as a
 	// possible kernel queue overflow.
 	burstLimit  int

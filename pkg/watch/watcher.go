@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"k8s.io/utils/clock"
 )
 
 // watchRoot is one root given to New.
@@ -67,6 +69,9 @@ type watcher struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 	once   sync.Once
+
+	laterMu sync.Mutex
+	later   map[itemKey]clock.Timer // chores waiting for things to settle
 }
 
 func newWatcher(roots []string, opts Options, be backend) (Watcher, error) {
@@ -84,15 +89,18 @@ func newWatcher(roots []string, opts Options, be backend) (Watcher, error) {
 		events: make(chan Event, 128),
 		errs:   make(chan error),
 		done:   make(chan struct{}),
+		later:  map[itemKey]clock.Timer{},
 	}
+	// All roots first: drain goroutines read w.roots.
 	for i, root := range roots {
 		r, err := resolveRoot(root)
 		if err != nil {
-			w.Close()
 			return nil, err
 		}
 		r.idx = i
 		w.roots = append(w.roots, r)
+	}
+	for _, r := range w.roots {
 		if be.watch == nil {
 			w.startPolling(r)
 			continue
@@ -105,7 +113,8 @@ func newWatcher(roots []string, opts Options, be backend) (Watcher, error) {
 			return nil, fmt.Errorf("watching %q: %w", r.path, err)
 		}
 	}
-	w.wg.Go(w.pump)
+	w.wg.Add(1)
+	go w.pump()
 	return w, nil
 }
 
@@ -118,6 +127,11 @@ func (w *watcher) Close() error {
 	w.once.Do(func() {
 		close(w.done)
 		w.wg.Wait() // no goroutine may re-Watch after the Stop below
+		w.laterMu.Lock()
+		for _, t := range w.later {
+			t.Stop()
+		}
+		w.laterMu.Unlock()
 		for _, r := range w.roots {
 			if r.notifying {
 				w.be.stop(r.ch)
@@ -134,7 +148,8 @@ func (w *watcher) Close() error {
 func (w *watcher) startNotify(r *watchRoot) error {
 	if r.ch == nil {
 		r.ch = make(chan eventInfo, w.opts.Buffer)
-		w.wg.Go(func() { w.drain(r, r.ch) })
+		w.wg.Add(1)
+		go w.drain(r, r.ch)
 	}
 	target := filepath.Join(r.real, "...")
 	if r.file {
@@ -165,17 +180,18 @@ func (w *watcher) fallBack(r *watchRoot, err error) {
 // drain moves events from notify's channel into the queue and does nothing
 // slow, because notify drops what doesn't fit in ch.
 func (w *watcher) drain(r *watchRoot, ch <-chan eventInfo) {
+	defer w.wg.Done()
 	for {
 		select {
 		case ei := <-ch:
 			// Only a full channel drops events, and this goroutine is its
 			// only reader: full before this receive means maybe dropped.
 			if len(ch) >= cap(ch)-1 {
-				w.q.push(item{root: r.idx, rescan: true})
+				w.q.push(item{kind: kindRescan, root: r.idx})
 			}
 			if w.burst.add(w.be.clock.Now()) {
 				for _, r := range w.roots {
-					w.q.push(item{root: r.idx, rescan: true})
+					w.q.push(item{kind: kindRescan, root: r.idx})
 				}
 			}
 			p, ok := r.userPath(ei.Path())
@@ -195,6 +211,7 @@ func (w *watcher) drain(r *watchRoot, ch <-chan eventInfo) {
 
 // pump hands queued hints and errors to the consumer.
 func (w *watcher) pump() {
+	defer w.wg.Done()
 	var next Event
 	var have bool
 	for {
@@ -231,8 +248,17 @@ func (w *watcher) nextEvent() (Event, bool) {
 			return Event{}, false
 		}
 		r := w.roots[it.root]
-		if it.rescan {
+		switch it.kind {
+		case kindRescan:
 			return Event{Root: r.path, Path: r.path, Rescan: true}, true
+		case kindRewalk:
+			w.walkNew(r, it.path)
+			continue
+		case kindRewatch:
+			if r.notifying {
+				w.rewatch(r)
+			}
+			continue
 		}
 		if it.created && !it.dirKnown {
 			fi, err := os.Lstat(it.path)
@@ -242,14 +268,17 @@ func (w *watcher) nextEvent() (Event, bool) {
 			continue
 		}
 		if it.movedAway && r.notifying {
-			w.rewatch(r)
+			// Rebuilding costs a walk of the whole tree: once per burst of
+			// renames (npm renames thousands of directories) is enough.
+			w.afterSettling(item{kind: kindRewatch, root: r.idx})
 		}
 		if it.created && it.isDir && r.notifying {
 			if err := w.be.probe(it.path); errors.Is(err, syscall.ENOSPC) {
 				w.fallBack(r, err)
-				w.q.push(item{root: r.idx, rescan: true})
+				w.q.push(item{kind: kindRescan, root: r.idx})
 			} else {
 				w.walkNew(r, it.path)
+				w.rewalkLater(r, it.path)
 			}
 		}
 		return Event{Root: r.path, Path: it.path}, true
@@ -286,10 +315,42 @@ func (w *watcher) walkNew(r *watchRoot, dir string) {
 	})
 }
 
+// rewalkLater queues a second walk of a new directory for when notify has
+// surely added its watch, unless one is due for an ancestor already.
+func (w *watcher) rewalkLater(r *watchRoot, dir string) {
+	w.laterMu.Lock()
+	for p := dir; len(p) > len(r.path); p = filepath.Dir(p) {
+		if _, ok := w.later[itemKey{kindRewalk, r.idx, p}]; ok {
+			w.laterMu.Unlock()
+			return
+		}
+	}
+	w.laterMu.Unlock()
+	w.afterSettling(item{kind: kindRewalk, root: r.idx, path: dir, checked: true})
+}
+
+// afterSettling queues it once the settle time has passed, unless the same
+// chore is waiting already.
+func (w *watcher) afterSettling(it item) {
+	w.laterMu.Lock()
+	defer w.laterMu.Unlock()
+	k := it.key()
+	if _, ok := w.later[k]; ok {
+		return
+	}
+	w.later[k] = w.be.clock.AfterFunc(w.be.settle, func() {
+		w.laterMu.Lock()
+		delete(w.later, k)
+		w.laterMu.Unlock()
+		w.q.push(it)
+	})
+}
+
 // rewatch rebuilds r's notify watch after a directory was renamed away.
 // notify keeps the old name in its tree, so a directory created there
-// later would get no watch (notify #227). Events are lost while the watch
-// is rebuilt, hence the Rescan.
+// later would get no watch (notify #227); a fresh watch walks what is on
+// disk now. Events are lost while the watch is rebuilt, and until then for
+// such a directory, hence the Rescan.
 func (w *watcher) rewatch(r *watchRoot) {
 	w.be.stop(r.ch)
 	r.notifying = false
@@ -301,5 +362,5 @@ func (w *watcher) rewatch(r *watchRoot) {
 			r.path, err, w.opts.PollInterval))
 		w.startPolling(r)
 	}
-	w.q.push(item{root: r.idx, rescan: true})
+	w.q.push(item{kind: kindRescan, root: r.idx})
 }

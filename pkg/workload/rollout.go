@@ -112,7 +112,7 @@ func (wt *Waiter) listWatch(w *Workload) cache.ListerWatcher {
 	sel := fields.OneTermEqualSelector("metadata.name", w.Name).String()
 	apps := wt.Client.AppsV1()
 	ns := w.Namespace
-	return &cache.ListWatch{
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
 			switch w.Kind {
@@ -137,13 +137,13 @@ func (wt *Waiter) listWatch(w *Workload) cache.ListerWatcher {
 			}
 			return nil, fmt.Errorf("no rollout for %s", w.Kind)
 		},
-	}
+	}, wt.Client)
 }
 
 func (wt *Waiter) waitPod(ctx context.Context, w *Workload, targets []PodTarget) error {
 	pods := wt.Client.CoreV1().Pods(w.Namespace)
 	sel := fields.OneTermEqualSelector("metadata.name", w.Name).String()
-	lw := &cache.ListWatch{
+	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
 			return pods.List(ctx, o)
@@ -152,7 +152,7 @@ func (wt *Waiter) waitPod(ctx context.Context, w *Workload, targets []PodTarget)
 			o.FieldSelector = sel
 			return pods.Watch(ctx, o)
 		},
-	}
+	}, wt.Client)
 	last := ""
 	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, nil, func(e watch.Event) (bool, error) {
 		if e.Type == watch.Deleted {

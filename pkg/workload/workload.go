@@ -5,6 +5,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubectl/pkg/cmd/util/podcmd"
 )
 
 // Kinds that carry a pod template (or are a Pod), as accepted on the command line.
@@ -38,6 +40,9 @@ type Workload struct {
 	Selector labels.Selector
 	// Annotations of the workload object (not of the template).
 	Annotations map[string]string
+	// PodAnnotations are the template's (or the Pod's) annotations, where kubectl's
+	// default-container annotation lives.
+	PodAnnotations map[string]string
 	// ResourceVersion guards patches against concurrent writers.
 	ResourceVersion string
 }
@@ -64,14 +69,19 @@ func FromObject(obj runtime.Object) (*Workload, error) {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
 		w.Kind, om, w.Spec, sel = KindDeployment, o.ObjectMeta, &o.Spec.Template.Spec, o.Spec.Selector
+		w.PodAnnotations = o.Spec.Template.Annotations
 	case *appsv1.StatefulSet:
 		w.Kind, om, w.Spec, sel = KindStatefulSet, o.ObjectMeta, &o.Spec.Template.Spec, o.Spec.Selector
+		w.PodAnnotations = o.Spec.Template.Annotations
 	case *appsv1.DaemonSet:
 		w.Kind, om, w.Spec, sel = KindDaemonSet, o.ObjectMeta, &o.Spec.Template.Spec, o.Spec.Selector
+		w.PodAnnotations = o.Spec.Template.Annotations
 	case *appsv1.ReplicaSet:
 		w.Kind, om, w.Spec, sel = KindReplicaSet, o.ObjectMeta, &o.Spec.Template.Spec, o.Spec.Selector
+		w.PodAnnotations = o.Spec.Template.Annotations
 	case *corev1.Pod:
 		w.Kind, om, w.Spec = KindPod, o.ObjectMeta, &o.Spec
+		w.PodAnnotations = o.Annotations
 	default:
 		kind := obj.GetObjectKind().GroupVersionKind().Kind
 		if kind == "" {
@@ -188,4 +198,23 @@ func (w *Workload) ServiceAccount() string {
 		return w.Spec.ServiceAccountName
 	}
 	return "default"
+}
+
+// SyncContainer picks the container to sync into the way kubectl exec does: the named one, else
+// the one the kubectl.kubernetes.io/default-container annotation names, else the first, telling
+// the user on warn ("Defaulted container ...") when there was a choice.
+func (w *Workload) SyncContainer(name string, warn io.Writer) (string, error) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: w.Name, Annotations: w.PodAnnotations}, Spec: *w.Spec}
+	if name != "" {
+		if c, _ := podcmd.FindContainerByName(pod, name); c == nil {
+			all, _ := w.Containers(nil)
+			return "", fmt.Errorf("container %q not found in %s: it has %s", name, w.Ref(), containerNames(all))
+		}
+		return name, nil
+	}
+	c, err := podcmd.FindOrDefaultContainerByName(pod, "", false, warn)
+	if err != nil {
+		return "", fmt.Errorf("choosing a container of %s: %w", w.Ref(), err)
+	}
+	return c.Name, nil
 }

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/elf"
 	"fmt"
 	"io"
 	"os"
@@ -36,6 +37,8 @@ const (
 	// sleepLoop keeps PID 1 alive and ends at once on TERM, so pods stop without the grace period.
 	sleepLoop = `trap "exit 0" TERM; while :; do sleep 1; done`
 	nonroot   = 1000
+	// notarShell is the sh of app-notar: Debian's dash, from the essential package dash.
+	notarShell = "/bin/dash"
 )
 
 // epoch is every timestamp in the images: a rebuild from the same inputs has the same digest.
@@ -81,6 +84,15 @@ func buildImage(o buildOptions) (v1.Image, error) {
 		var err error
 		if files, err = busyboxFiles(o.Busybox, o.Kind == "app-notar"); err != nil {
 			return nil, err
+		}
+		if o.Kind == "app-notar" {
+			// Debian's busybox runs its own applets from sh even without links (FEATURE_SH_STANDALONE),
+			// so its sh would still find tar: this image's sh is dash.
+			dash, err := dynamicFiles(notarShell, "bin/sh")
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, dash...)
 		}
 		cfg.Entrypoint = []string{"/bin/sh", "-c", sleepLoop}
 		if o.Kind == "app-nonroot" {
@@ -138,7 +150,8 @@ func buildImage(o buildOptions) (v1.Image, error) {
 }
 
 // busyboxFiles lays out a minimal root: busybox, one symlink per applet at the path busybox itself
-// names, users root and app (1000), and the usual top-level directories.
+// names (less tar and the busybox shells when noTar), users root and app (1000), and the usual
+// top-level directories.
 func busyboxFiles(busybox string, noTar bool) ([]entry, error) {
 	bin, err := os.ReadFile(busybox)
 	if err != nil {
@@ -161,14 +174,15 @@ func busyboxFiles(busybox string, noTar bool) ([]entry, error) {
 	for _, f := range files {
 		known[f.name] = true
 	}
+	// Without tar, no busybox shell either: each would run the tar applet.
+	skip := map[string]bool{"linuxrc": true} // an initramfs init, of no use here
+	if noTar {
+		skip["tar"], skip["sh"], skip["ash"], skip["hush"] = true, true, true, true
+	}
 	for _, applet := range strings.Fields(string(out)) {
 		applet = strings.TrimPrefix(applet, "/")
-		// linuxrc is the one applet without a directory; an init for initramfs has no use here.
-		if known[applet] || path.Dir(applet) == "." || (noTar && path.Base(applet) == "tar") {
+		if known[applet] || skip[path.Base(applet)] {
 			continue
-		}
-		if d := path.Dir(applet); !known[d] {
-			return nil, fmt.Errorf("busybox applet %q is in an unexpected directory", applet)
 		}
 		known[applet] = true
 		files = append(files, entry{name: applet, typ: tar.TypeSymlink, mode: 0o777, link: "/bin/busybox"})
@@ -176,9 +190,19 @@ func busyboxFiles(busybox string, noTar bool) ([]entry, error) {
 	return files, nil
 }
 
-// newLayer writes files as a gzipped tar layer. Entries are sorted so parents come first and the
-// bytes do not depend on the order busybox lists its applets in.
+// newLayer writes files as a gzipped tar layer, adding missing parent directories (0755 root).
+// Entries are sorted so parents come first and the bytes do not depend on the order of files.
 func newLayer(files []entry) (v1.Layer, error) {
+	have := map[string]bool{}
+	for _, f := range files {
+		have[f.name] = true
+	}
+	for _, f := range files {
+		for d := path.Dir(f.name); d != "." && !have[d]; d = path.Dir(d) {
+			have[d] = true
+			files = append(files, dir(d, 0o755, 0))
+		}
+	}
 	sort.SliceStable(files, func(i, j int) bool { return files[i].name < files[j].name })
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -210,4 +234,66 @@ func newLayer(files []entry) (v1.Layer, error) {
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(data)), nil
 	}, tarball.WithMediaType(types.OCILayer))
+}
+
+// dynamicFiles returns the dynamically linked program bin at path as, with its ELF interpreter and
+// the libraries it needs at the paths they have on this host.
+func dynamicFiles(bin, as string) ([]entry, error) {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return nil, fmt.Errorf("reading %q: %w", bin, err)
+	}
+	defer f.Close()
+	var interp string
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b, err := io.ReadAll(p.Open())
+			if err != nil {
+				return nil, fmt.Errorf("reading the interpreter of %q: %w", bin, err)
+			}
+			interp = strings.TrimRight(string(b), "\x00")
+		}
+	}
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return nil, fmt.Errorf("reading the libraries of %q: %w", bin, err)
+	}
+	paths := map[string]string{bin: as}
+	if interp != "" {
+		paths[interp] = strings.TrimPrefix(interp, "/")
+	}
+	for _, lib := range libs {
+		found := ""
+		for _, d := range libDirs {
+			if _, err := os.Stat(path.Join(d, lib)); err == nil {
+				found = path.Join(d, lib)
+				break
+			}
+		}
+		if found == "" {
+			return nil, fmt.Errorf("library %q of %q not found in %v", lib, bin, libDirs)
+		}
+		paths[found] = strings.TrimPrefix(found, "/")
+	}
+	var out []entry
+	for host, img := range paths {
+		data, err := os.ReadFile(host) // follows symlinks: the image gets plain files
+		if err != nil {
+			return nil, fmt.Errorf("reading %q: %w", host, err)
+		}
+		out = append(out, file(img, 0o755, data))
+	}
+	return out, nil
+}
+
+// libDirs are where the ELF interpreter looks without an ld.so.cache, in its order.
+var libDirs = []string{"/lib/" + multiarch(), "/usr/lib/" + multiarch(), "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
+
+func multiarch() string {
+	switch runtime.GOARCH {
+	case "arm64":
+		return "aarch64-linux-gnu"
+	default:
+		return "x86_64-linux-gnu"
+	}
 }

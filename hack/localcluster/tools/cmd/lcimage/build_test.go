@@ -96,8 +96,9 @@ func TestBuildImage(t *testing.T) {
 
 	notar, _ := build("app-notar", "")
 	fs := files(t, notar)
-	if fs["bin/tar"] != nil || fs["bin/sh"] == nil {
-		t.Errorf("app-notar: want sh without tar, got sh=%v tar=%v", fs["bin/sh"] != nil, fs["bin/tar"] != nil)
+	if fs["bin/tar"] != nil || fs["bin/ash"] != nil || fs["bin/sh"] == nil || fs["bin/sh"].Typeflag != tar.TypeReg {
+		t.Errorf("app-notar: want sh (dash) without tar and busybox shells, got sh=%v tar=%v ash=%v",
+			fs["bin/sh"] != nil, fs["bin/tar"] != nil, fs["bin/ash"] != nil)
 	}
 
 	nonroot, _ := build("app-nonroot", "")

@@ -1,0 +1,52 @@
+package workload
+
+import (
+	"context"
+	"io"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+)
+
+// PodExecutor runs commands in containers through the API server's pods/exec: WebSocket
+// first, SPDY when the server or a proxy cannot upgrade to WebSocket (what kubectl exec does).
+type PodExecutor struct {
+	Config *rest.Config
+	Client kubernetes.Interface
+}
+
+// Exec runs argv in the target container; a non-zero exit is returned as an error with
+// ExitStatus() (client-go's CodeExitError).
+func (x *PodExecutor) Exec(ctx context.Context, t sync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	req := x.Client.CoreV1().RESTClient().Post().
+		Resource("pods").Namespace(t.Namespace).Name(t.Pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{
+			Container: t.Container,
+			Command:   argv,
+			Stdin:     stdin != nil,
+			Stdout:    stdout != nil,
+			Stderr:    stderr != nil,
+		}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(x.Config, http.MethodGet, req.URL().String())
+	if err != nil {
+		return err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(x.Config, http.MethodPost, req.URL())
+	if err != nil {
+		return err
+	}
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return err
+	}
+	return exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+}

@@ -1,0 +1,95 @@
+package workload
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+)
+
+type recordingSink chan string
+
+func (r recordingSink) AddTarget(t sync.Target)    { r <- "add " + t.Pod + " " + t.ContainerID }
+func (r recordingSink) RemoveTarget(t sync.Target) { r <- "remove " + t.Pod }
+
+func (r recordingSink) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case s := <-r:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatal("no target event")
+		return ""
+	}
+}
+
+func runningPod(name, id string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{"app": "web"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "app", ContainerID: id, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		}}},
+	}
+}
+
+func TestTrackerFollowsPodsAndContainerIDs(t *testing.T) {
+	client := fake.NewClientset(runningPod("a", "c://1"), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pending", Namespace: "ns", Labels: map[string]string{"app": "web"}},
+		Status:     corev1.PodStatus{Phase: corev1.PodPending},
+	}, runningPod("other", "c://9"))
+	other, _ := client.CoreV1().Pods("ns").Get(context.Background(), "other", metav1.GetOptions{})
+	other.Labels = map[string]string{"app": "db"}
+	_, _ = client.CoreV1().Pods("ns").Update(context.Background(), other, metav1.UpdateOptions{})
+
+	w, err := FromObject(&appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
+		Spec:       appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := recordingSink(make(chan string, 16))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	synced := make(chan struct{})
+	tr := &Tracker{Client: client, Workload: w, Container: "app", Sink: sink}
+	go tr.Run(ctx, synced)
+	<-synced
+	if got := sink.next(t); got != "add a c://1" {
+		t.Fatalf("first event %q", got)
+	}
+	pods := client.CoreV1().Pods("ns")
+	steps := []struct {
+		do   func() error
+		want string
+	}{
+		{func() error { _, err := pods.Create(ctx, runningPod("b", "c://2"), metav1.CreateOptions{}); return err }, "add b c://2"},
+		{func() error { _, err := pods.Update(ctx, runningPod("a", "c://3"), metav1.UpdateOptions{}); return err }, "add a c://3"},
+		{func() error {
+			p := runningPod("b", "c://2")
+			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+			_, err := pods.Update(ctx, p, metav1.UpdateOptions{})
+			return err
+		}, "remove b"},
+		{func() error { return pods.Delete(ctx, "a", metav1.DeleteOptions{}) }, "remove a"},
+	}
+	for i, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatal(err)
+		}
+		if got := sink.next(t); got != s.want {
+			t.Fatalf("step %d: got %q, want %q", i, got, s.want)
+		}
+	}
+	select {
+	case extra := <-sink:
+		t.Errorf("unexpected event %q", extra)
+	default:
+	}
+}
