@@ -3,6 +3,8 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -77,28 +79,28 @@ func (m *mutateOptions) addFlags(fs *pflag.FlagSet) {
 }
 
 // apply patches the workload (or validates the patch under --dry-run) and waits for the rollout.
-func (m *mutateOptions) apply(ctx context.Context, g *globalOptions, p *workload.Patch, podTargets []workload.PodTarget) error {
+func (m *mutateOptions) apply(ctx context.Context, g *globalOptions, out io.Writer, p *workload.Patch, podTargets []workload.PodTarget) error {
 	w := p.Workload
 	if m.dryRun {
 		if err := workload.Apply(ctx, g.client, p, true); err != nil {
 			return err
 		}
-		writeln(g.Out, "%s: dry run, nothing changed; the API server accepted the patch: %s", w.Ref(), p.Data)
+		writeln(out, "%s: dry run, nothing changed; the API server accepted the patch: %s", w.Ref(), p.Data)
 		return nil
 	}
 	if err := workload.Apply(ctx, g.client, p, false); err != nil {
 		return err
 	}
 	if m.noWait {
-		writeln(g.Out, "%s patched; not waiting for the rollout (--no-wait)", w.Ref())
+		writeln(out, "%s patched; not waiting for the rollout (--no-wait)", w.Ref())
 		return nil
 	}
 	start := time.Now()
-	waiter := &workload.Waiter{Client: g.client, Out: g.Out, Timeout: m.timeout}
+	waiter := &workload.Waiter{Client: g.client, Out: out, Timeout: m.timeout}
 	if err := waiter.Wait(ctx, w, podTargets); err != nil {
 		return err
 	}
-	writeln(g.Out, "%s rolled out in %s", w.Ref(), time.Since(start).Round(100*time.Millisecond))
+	writeln(out, "%s rolled out in %s", w.Ref(), time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
 
@@ -128,4 +130,16 @@ func podTargetsFor(rep *inspect.Report, w *workload.Workload, changes []workload
 
 func noArgsError(use string) error {
 	return fmt.Errorf("name a workload: kubectl livesync %s", use)
+}
+
+// lineWriter turns writes into calls of f, one per line.
+type lineWriter func(string)
+
+func (f lineWriter) Write(b []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if l != "" {
+			f(l)
+		}
+	}
+	return len(b), nil
 }

@@ -104,7 +104,7 @@ func (o *PullPolicyOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := o.mutate.apply(ctx, o.g, patch, nil); err != nil {
+		if err := o.mutate.apply(ctx, o.g, o.g.Out, patch, nil); err != nil {
 			return err
 		}
 	}

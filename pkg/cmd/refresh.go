@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -121,6 +122,24 @@ type refresher struct {
 	resolvers  map[string]inspect.Resolver
 	// quiet suppresses "already current" lines during --watch polling.
 	quiet bool
+	// log, when set, receives each output line instead of stdout (the sync session's reporter).
+	log func(string)
+}
+
+func (r *refresher) say(format string, args ...any) {
+	if r.log != nil {
+		r.log(fmt.Sprintf(format, args...))
+		return
+	}
+	writeln(r.g.Out, format, args...)
+}
+
+// out is where rollout progress goes.
+func (r *refresher) out() io.Writer {
+	if r.log != nil {
+		return lineWriter(r.log)
+	}
+	return r.g.Out
 }
 
 func (r *refresher) refresh(ctx context.Context, w *workload.Workload) error {
@@ -155,12 +174,12 @@ func (r *refresher) refresh(ctx context.Context, w *workload.Workload) error {
 		}
 		if c.Ref.Tag == "" {
 			untagged = append(untagged, c.Name)
-			writeln(r.g.Out, "%s: container %q: image %q is pinned to a digest with no tag to follow; nothing to refresh", w.Ref(), c.Name, c.Image)
+			r.say("%s: container %q: image %q is pinned to a digest with no tag to follow; nothing to refresh", w.Ref(), c.Name, c.Image)
 			continue
 		}
 		if !c.Stale() {
 			if !r.quiet {
-				writeln(r.g.Out, "%s: container %q: current, %s serves %s", w.Ref(), c.Name, c.Ref.WithoutDigest(), inspect.Short(c.RegistryDigest))
+				r.say("%s: container %q: current, %s serves %s", w.Ref(), c.Name, c.Ref.WithoutDigest(), inspect.Short(c.RegistryDigest))
 			}
 			continue
 		}
@@ -175,7 +194,7 @@ func (r *refresher) refresh(ctx context.Context, w *workload.Workload) error {
 				olds = append(olds, inspect.Short(d))
 			}
 		}
-		writeln(r.g.Out, "%s: container %q: %s -> %s", w.Ref(), c.Name, strings.Join(olds, ", "), inspect.Short(c.RegistryDigest))
+		r.say("%s: container %q: %s -> %s", w.Ref(), c.Name, strings.Join(olds, ", "), inspect.Short(c.RegistryDigest))
 		want := c.Ref.WithDigest(c.RegistryDigest)
 		digests[c.Name] = c.RegistryDigest
 		if want != c.Image {
@@ -188,25 +207,25 @@ func (r *refresher) refresh(ctx context.Context, w *workload.Workload) error {
 	}
 	if !stale {
 		if !r.quiet {
-			writeln(r.g.Out, "%s: already current, nothing changed", w.Ref())
+			r.say("%s: already current, nothing changed", w.Ref())
 		}
 		return nil
 	}
 	if len(changes) == 0 {
 		// The spec already pins the new digest; only the rollout is behind.
 		if r.mutate.dryRun || r.mutate.noWait {
-			writeln(r.g.Out, "%s: the spec already pins the new digest; its rollout is in progress", w.Ref())
+			r.say("%s: the spec already pins the new digest; its rollout is in progress", w.Ref())
 			return nil
 		}
-		waiter := &workload.Waiter{Client: r.g.client, Out: r.g.Out, Timeout: r.mutate.timeout}
+		waiter := &workload.Waiter{Client: r.g.client, Out: r.out(), Timeout: r.mutate.timeout}
 		return waiter.Wait(ctx, w, nil)
 	}
 	for _, ch := range changes {
-		writeln(r.g.Out, "%s: pinning container %q to %s", w.Ref(), ch.Container.Name, ch.Image)
+		r.say("%s: pinning container %q to %s", w.Ref(), ch.Container.Name, ch.Image)
 	}
 	p, err := workload.BuildPatch(w, changes, false)
 	if err != nil {
 		return err
 	}
-	return r.mutate.apply(ctx, r.g, p, podTargetsFor(rep, w, changes, digests))
+	return r.mutate.apply(ctx, r.g, r.out(), p, podTargetsFor(rep, w, changes, digests))
 }

@@ -95,7 +95,7 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		if len(diff) == 0 {
 			writeln(o.g.Out, "%s: images and pull policies are already the originals; removing the record", w.Ref())
 		}
-		if err := o.mutate.apply(ctx, o.g, p, targets); err != nil {
+		if err := o.mutate.apply(ctx, o.g, o.g.Out, p, targets); err != nil {
 			return err
 		}
 	}

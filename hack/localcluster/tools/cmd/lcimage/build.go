@@ -30,6 +30,9 @@ type buildOptions struct {
 	Marker  string // content of /etc/livesync-build; empty means no such file
 	Busybox string // static busybox binary for the app kinds
 	Pause   string // pause binary for the pause kind
+	// Broken pushes only the manifest (its config and marker layer never reach the registry):
+	// the tag resolves to a digest, but every pull of it fails, as a half-pushed image does.
+	Broken bool
 }
 
 const (
@@ -68,7 +71,11 @@ func buildAndPush(ctx context.Context, ref name.Reference, o buildOptions) (v1.H
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+	push := remote.Write
+	if o.Broken {
+		push = func(ref name.Reference, img v1.Image, opts ...remote.Option) error { return remote.Put(ref, img, opts...) }
+	}
+	if err := push(ref, img, remote.WithContext(ctx)); err != nil {
 		return v1.Hash{}, fmt.Errorf("pushing %q: %w", ref, err)
 	}
 	return img.Digest()

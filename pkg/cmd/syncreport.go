@@ -1,0 +1,201 @@
+package cmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	gosync "sync"
+	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+)
+
+// syncReporter prints the engine's events: one human line per event, or NDJSON with -o json.
+// The NDJSON shapes are documented in the README and are a contract for editors and scripts.
+type syncReporter struct {
+	out, errOut io.Writer
+	json        bool
+
+	mu      gosync.Mutex
+	targets map[string]bool
+	batches int
+	files   int
+	bytes   int64
+	errors  int
+	started time.Time
+}
+
+func newSyncReporter(out, errOut io.Writer, asJSON bool) *syncReporter {
+	return &syncReporter{out: out, errOut: errOut, json: asJSON, targets: map[string]bool{}, started: time.Now()}
+}
+
+type jsonTarget struct {
+	Namespace   string `json:"namespace"`
+	Pod         string `json:"pod"`
+	Container   string `json:"container"`
+	ContainerID string `json:"containerID,omitempty"`
+}
+
+func toJSONTarget(t sync.Target) *jsonTarget {
+	return &jsonTarget{Namespace: t.Namespace, Pod: t.Pod, Container: t.Container, ContainerID: t.ContainerID}
+}
+
+// jsonEvent is one NDJSON line; fields not used by a type are omitted.
+type jsonEvent struct {
+	Type      string      `json:"type"`
+	Time      string      `json:"time"`
+	Target    *jsonTarget `json:"target,omitempty"`
+	Files     *int        `json:"files,omitempty"`
+	Changed   *int        `json:"changed,omitempty"`
+	Deleted   *int        `json:"deleted,omitempty"`
+	Names     []string    `json:"names,omitempty"`
+	Targets   *int        `json:"targets,omitempty"`
+	Failed    *int        `json:"failed,omitempty"`
+	Bytes     *int64      `json:"bytes,omitempty"`
+	LatencyMs *float64    `json:"latencyMs,omitempty"`
+	Duration  *float64    `json:"durationMs,omitempty"`
+	Copy      []string    `json:"copy,omitempty"`
+	Delete    []string    `json:"delete,omitempty"`
+	Error     string      `json:"error,omitempty"`
+	Hint      string      `json:"hint,omitempty"`
+	Message   string      `json:"message,omitempty"`
+}
+
+func ms(d time.Duration) *float64 {
+	v := float64(d.Microseconds()) / 1000
+	return &v
+}
+
+// Report implements sync.Reporter.
+func (r *syncReporter) Report(ev sync.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch e := ev.(type) {
+	case sync.TargetAdded:
+		r.targets[e.Target.String()] = true
+		r.emit(jsonEvent{Type: "target-added", Target: toJSONTarget(e.Target)}, "+ %s (container %s)", e.Target, shortID(e.Target.ContainerID))
+	case sync.TargetRemoved:
+		delete(r.targets, e.Target.String())
+		r.emit(jsonEvent{Type: "target-removed", Target: toJSONTarget(e.Target)}, "- %s", e.Target)
+	case sync.InitialSync:
+		if e.Err != nil {
+			r.errors++
+			r.emitErr(jsonEvent{Type: "initial-sync", Target: toJSONTarget(e.Target), Error: e.Err.Error()}, "initial sync of %s failed: %v", e.Target, e.Err)
+			return
+		}
+		r.files += e.Files
+		r.bytes += e.Bytes
+		r.emit(jsonEvent{Type: "initial-sync", Target: toJSONTarget(e.Target), Files: &e.Files, Deleted: &e.Deleted, Bytes: &e.Bytes, Duration: ms(e.Duration)},
+			"synced %s: %d sent, %d deleted, %s in %s", e.Target, e.Files, e.Deleted, humanBytes(e.Bytes), e.Duration.Round(time.Millisecond))
+	case sync.Batch:
+		r.batches++
+		r.files += e.Changed
+		r.bytes += e.Bytes
+		line := fmt.Sprintf("%d changed, %d deleted", e.Changed, e.Deleted)
+		if len(e.Names) > 0 {
+			line += " (" + strings.Join(e.Names, ", ") + ")"
+		}
+		r.emit(jsonEvent{Type: "batch", Changed: &e.Changed, Deleted: &e.Deleted, Names: e.Names, Targets: &e.Targets, Failed: &e.Failed, Bytes: &e.Bytes, LatencyMs: ms(e.Latency)},
+			"%s -> %d/%d containers, %s in %s", line, e.Targets-e.Failed, e.Targets, humanBytes(e.Bytes), e.Latency.Round(time.Millisecond))
+	case sync.Error:
+		r.errors++
+		r.emitErr(jsonEvent{Type: "error", Target: toJSONTarget(e.Target), Error: e.Err.Error(), Hint: e.Hint}, "error: %s: %v", e.Target, e.Err)
+	case sync.DryRun:
+		r.emit(jsonEvent{Type: "dry-run", Target: toJSONTarget(e.Target), Copy: e.Copy, Delete: e.Delete},
+			"dry run %s: would copy %d, delete %d%s", e.Target, len(e.Copy), len(e.Delete), listing(e.Copy, e.Delete))
+	}
+}
+
+func listing(copies, deletes []string) string {
+	var b strings.Builder
+	for _, c := range copies {
+		b.WriteString("\n  copy   " + c)
+	}
+	for _, d := range deletes {
+		b.WriteString("\n  delete " + d)
+	}
+	return b.String()
+}
+
+// refreshed reports what a --refresh or --follow-tag did, one line at a time.
+func (r *syncReporter) refreshed(line string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.emit(jsonEvent{Type: "refresh", Message: line}, "%s", line)
+}
+
+func (r *syncReporter) warn(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.emitErr(jsonEvent{Type: "error", Error: err.Error()}, "warning: %v", err)
+}
+
+func (r *syncReporter) watching(roots []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.json {
+		fmt.Fprintf(r.errOut, "watching %s; Ctrl-C to stop\n", strings.Join(roots, ", "))
+	}
+}
+
+func (r *syncReporter) targetCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.targets)
+}
+
+// summary prints what the session did, when it ends.
+func (r *syncReporter) summary() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.json {
+		return
+	}
+	fmt.Fprintf(r.errOut, "livesync: %d containers, %d batches, %d files, %s sent, %d errors in %s\n",
+		len(r.targets), r.batches, r.files, humanBytes(r.bytes), r.errors, time.Since(r.started).Round(time.Second))
+}
+
+func (r *syncReporter) emit(ev jsonEvent, format string, args ...any) {
+	if r.json {
+		r.writeJSON(r.out, ev)
+		return
+	}
+	fmt.Fprintf(r.out, format+"\n", args...)
+}
+
+func (r *syncReporter) emitErr(ev jsonEvent, format string, args ...any) {
+	if r.json {
+		r.writeJSON(r.out, ev)
+		return
+	}
+	fmt.Fprintf(r.errOut, format+"\n", args...)
+}
+
+func (r *syncReporter) writeJSON(w io.Writer, ev jsonEvent) {
+	ev.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(ev)
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func shortID(id string) string {
+	if i := strings.Index(id, "://"); i >= 0 {
+		id = id[i+3:]
+	}
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return id
+}
