@@ -77,13 +77,10 @@ func writeCompletion(root *cobra.Command, w io.Writer, shell string) error {
 // arguments, -c, -n, --context and the fixed values of some flags. It keys on command and flag
 // names so the command files stay free of completion code.
 func registerCompletions(root *cobra.Command, g *globalOptions) {
-	root.ValidArgsFunction = g.completeTarget(cobra.NoFileCompletions)
-	if f := root.LocalNonPersistentFlags(); f.Lookup("container") != nil {
-		// After the workload come LOCAL:REMOTE mappings: complete local paths.
-		root.ValidArgsFunction = g.completeTarget(func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			return nil, cobra.ShellCompDirectiveDefault
-		})
-	}
+	// After the workload come LOCAL:REMOTE mappings: complete local paths.
+	root.ValidArgsFunction = g.completeTarget(func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return nil, cobra.ShellCompDirectiveDefault
+	})
 	for _, c := range root.Commands() {
 		switch c.Name() {
 		case "inspect", "refresh", "restore":
@@ -143,7 +140,7 @@ func isKind(s string) bool { return kindAliases[strings.ToLower(s)] }
 // TYPE NAME, a bare pod name, or an optional TYPE with -l) and whether that name is complete.
 func splitTarget(args []string, selector string) (n int, done bool) {
 	if len(args) == 0 {
-		return 0, selector != "" && false
+		return 0, false
 	}
 	first := args[0]
 	switch {
@@ -161,14 +158,28 @@ func splitTarget(args []string, selector string) (n int, done bool) {
 	}
 }
 
+// splitMappings separates the LOCAL:REMOTE mappings of the sync command from the workload
+// arguments; no TYPE/NAME contains a colon.
+func splitMappings(args []string) (target, mappings []string) {
+	for _, a := range args {
+		if strings.Contains(a, ":") {
+			mappings = append(mappings, a)
+		} else {
+			target = append(target, a)
+		}
+	}
+	return target, mappings
+}
+
 // completeTarget completes the workload part of the arguments from the cluster and hands the
 // rest to after.
 func (g *globalOptions) completeTarget(after cobra.CompletionFunc) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		selector, _ := cmd.Flags().GetString("selector")
-		n, done := splitTarget(args, selector)
+		target, rest := splitMappings(args)
+		n, done := splitTarget(target, selector)
 		if done {
-			return after(cmd, args[n:], toComplete)
+			return after(cmd, append(target[n:], rest...), toComplete)
 		}
 		if selector != "" {
 			// An optional TYPE, or what follows the workload.
@@ -182,12 +193,13 @@ func (g *globalOptions) completeTarget(after cobra.CompletionFunc) cobra.Complet
 			return g.completeNames(cmd, kind, kind+"/", name), cobra.ShellCompDirectiveNoFileComp
 		}
 		// KIND/ or a bare pod name; no space after "deployment/" so its names can follow.
+		dir := cobra.ShellCompDirectiveNoFileComp
 		var comps []cobra.Completion
 		for _, k := range filterPrefix(workloadKinds, toComplete) {
 			comps = append(comps, k+"/")
+			dir |= cobra.ShellCompDirectiveNoSpace
 		}
-		comps = append(comps, g.completeNames(cmd, "pods", "", toComplete)...)
-		return comps, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+		return append(comps, g.completeNames(cmd, "pods", "", toComplete)...), dir
 	}
 }
 
@@ -222,14 +234,9 @@ func (g *globalOptions) completeNames(cmd *cobra.Command, kind, prefix, toComple
 // arguments name.
 func (g *globalOptions) completeContainers(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 	selector, _ := cmd.Flags().GetString("selector")
-	var target []string
-	for _, a := range args {
-		if !strings.Contains(a, ":") { // LOCAL:REMOTE mappings of the sync command
-			target = append(target, a)
-		}
-	}
+	target, _ := splitMappings(args)
 	n, done := splitTarget(target, selector)
-	if !done || (n == 0 && selector == "") || !g.completeForCompletion() {
+	if (!done && selector == "") || !g.completeForCompletion() {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	ws, err := workload.Resolve(g.builder(), g.namespace, target[:n], selector)

@@ -58,17 +58,27 @@ func (g *globalOptions) logf(level int, format string, args ...any) {
 
 // NewCmdLiveSync returns the root command, `kubectl livesync`, with every subcommand.
 func NewCmdLiveSync(streams genericiooptions.IOStreams) *cobra.Command {
-	g := &globalOptions{
+	return newCmdRoot(&globalOptions{
 		configFlags: genericclioptions.NewConfigFlags(true),
 		IOStreams:   streams,
-	}
+	})
+}
+
+// newCmdRoot builds the command tree around g; tests pass a g with fake clients.
+func newCmdRoot(g *globalOptions) *cobra.Command {
+	streams := g.IOStreams
 	cmd := newCmdSync(g)
+	if cmd.Args == nil {
+		// Without a validator cobra takes the first argument for an unknown subcommand, and
+		// neither `kubectl livesync deploy/x ./src:/app` nor its completion would work.
+		cmd.Args = cobra.ArbitraryArgs
+	}
 	cmd.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl livesync"}
 	cmd.SilenceUsage = true
 	cmd.SilenceErrors = true
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
-	cmd.CompletionOptions.HiddenDefaultCmd = true
+	cmd.CompletionOptions.DisableDefaultCmd = true // replaced by newCmdCompletion
 
 	flags := cmd.PersistentFlags()
 	g.configFlags.AddFlags(flags)
@@ -80,7 +90,9 @@ func NewCmdLiveSync(streams genericiooptions.IOStreams) *cobra.Command {
 		newCmdPullPolicy(g),
 		newCmdRestore(g),
 		newCmdVersion(g),
+		newCmdCompletion(),
 	)
+	registerCompletions(cmd, g)
 	return cmd
 }
 

@@ -73,6 +73,8 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 
   # Machine-readable events (NDJSON) for editors and scripts
   kubectl livesync deploy/my-app ./src:/app -o json`,
+		// Arbitrary args: the first one is a workload, not a subcommand.
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 && o.target.selector == "" {
 				return cmd.Help()
@@ -128,7 +130,7 @@ func (o *SyncOptions) Validate() error {
 	}
 	o.args = wargs
 	if len(o.mappings) == 0 {
-		return errors.New("name at least one LOCAL:REMOTE mapping, e.g. kubectl livesync deploy/my-app ./src:/app")
+		return fmt.Errorf("%q is not a command, and no LOCAL:REMOTE mapping was given: e.g. kubectl livesync deploy/my-app ./src:/app, or see kubectl livesync --help", strings.Join(wargs, " "))
 	}
 	if err := sync.ValidateMappings(o.mappings); err != nil {
 		return err

@@ -89,6 +89,9 @@ func (r *syncReporter) Report(ev sync.Event) {
 		r.emit(jsonEvent{Type: "initial-sync", Target: toJSONTarget(e.Target), Files: &e.Files, Deleted: &e.Deleted, Bytes: &e.Bytes, Duration: ms(e.Duration)},
 			"synced %s: %d sent, %d deleted, %s in %s", e.Target, e.Files, e.Deleted, humanBytes(e.Bytes), e.Duration.Round(time.Millisecond))
 	case sync.Batch:
+		if e.Changed == 0 && e.Deleted == 0 && e.Failed == 0 {
+			return // events that changed nothing (e.g. a directory's mtime) are noise
+		}
 		r.batches++
 		r.files += e.Changed
 		r.bytes += e.Bytes
