@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubectl/pkg/scheme"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -210,7 +211,7 @@ func (g *globalOptions) completeNames(cmd *cobra.Command, kind, prefix, toComple
 		return nil
 	}
 	selector, _ := cmd.Flags().GetString("selector")
-	infos, err := g.builder().Unstructured().
+	infos, err := g.builder().WithScheme(scheme.Scheme, scheme.Scheme.PrioritizedVersionsAllGroups()...).
 		NamespaceParam(g.namespace).DefaultNamespace().
 		ResourceTypeOrNameArgs(true, kind).
 		LabelSelectorParam(selector).
