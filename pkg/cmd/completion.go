@@ -87,7 +87,7 @@ func registerCompletions(root *cobra.Command, g *globalOptions) {
 		case "inspect", "refresh", "restore":
 			c.ValidArgsFunction = g.completeTarget(cobra.NoFileCompletions)
 		case "pull-policy":
-			c.ValidArgsFunction = g.completeTarget(cobra.FixedCompletions(pullPolicies, cobra.ShellCompDirectiveNoFileComp))
+			c.ValidArgsFunction = g.completeTarget(fixedValues(pullPolicies))
 		}
 	}
 
@@ -112,11 +112,11 @@ func registerCompletions(root *cobra.Command, g *globalOptions) {
 		}
 		for name, values := range fixed {
 			if local.Lookup(name) != nil {
-				_ = c.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+				_ = c.RegisterFlagCompletionFunc(name, fixedValues(values))
 			}
 		}
 		if values, ok := outputs[c.Name()]; ok && local.Lookup("output") != nil {
-			_ = c.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+			_ = c.RegisterFlagCompletionFunc("output", fixedValues(values))
 		}
 	}
 }
@@ -188,7 +188,7 @@ func (g *globalOptions) completeTarget(after cobra.CompletionFunc) cobra.Complet
 			return append(filterPrefix(workloadKinds, toComplete), comps...), dir
 		}
 		if n == 1 {
-			return g.completeNames(cmd, args[0], "", toComplete), cobra.ShellCompDirectiveNoFileComp
+			return g.completeNames(cmd, target[0], "", toComplete), cobra.ShellCompDirectiveNoFileComp
 		}
 		if kind, name, ok := strings.Cut(toComplete, "/"); ok {
 			return g.completeNames(cmd, kind, kind+"/", name), cobra.ShellCompDirectiveNoFileComp
@@ -321,6 +321,13 @@ func (g *globalOptions) completeForCompletion() bool {
 		return false
 	}
 	return true
+}
+
+// fixedValues completes one of values, like cobra.FixedCompletions but filtered by what is typed.
+func fixedValues(values []string) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return filterPrefix(values, toComplete), cobra.ShellCompDirectiveNoFileComp
+	}
 }
 
 func filterPrefix(values []string, prefix string) []cobra.Completion {

@@ -92,7 +92,7 @@ func (f *fakeCluster) serve(req *http.Request) (*http.Response, error) {
 	case name != "" && len(items) == 1:
 		body = items[0]
 	case name != "":
-		return &http.Response{StatusCode: http.StatusNotFound, Header: jsonHeader(), Body: io.NopCloser(strings.NewReader(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))}, nil
+		return &http.Response{StatusCode: http.StatusNotFound, Header: jsonHeader(), Body: io.NopCloser(strings.NewReader(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","message":"not found","code":404}`))}, nil
 	case res == "pods":
 		l := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
 		for _, o := range items {
@@ -193,7 +193,7 @@ func TestComplete(t *testing.T) {
 	}{
 		{"subcommands, kinds and pods", []string{""},
 			append(append([]string{"completion", "help", "inspect", "pull-policy", "refresh", "restore", "version"}, kinds...), "web-7d9f-abcde", "worker-5c4b-fghij"), ":6"},
-		{"subcommand prefix", []string{"pu"}, []string{"pull-policy"}, ":6"},
+		{"subcommand prefix", []string{"pu"}, []string{"pull-policy"}, ":4"},
 		{"kind prefix", []string{"inspect", "dep"}, []string{"deployment/"}, ":6"},
 		{"bare pod names get a space", []string{"inspect", "wo"}, []string{"worker-5c4b-fghij"}, ":4"},
 		{"names after KIND/", []string{"inspect", "deployment/w"}, []string{"deployment/web", "deployment/worker"}, ":4"},

@@ -8,6 +8,8 @@ import (
 	gosync "sync"
 	"time"
 
+	"k8s.io/cli-runtime/pkg/printers"
+
 	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
 )
 
@@ -16,6 +18,9 @@ import (
 type syncReporter struct {
 	out, errOut io.Writer
 	json        bool
+	// tty draws initial-sync progress on one self-overwriting line of errOut.
+	tty      bool
+	progress bool // a progress line is on screen
 
 	mu      gosync.Mutex
 	targets map[string]bool
@@ -27,7 +32,8 @@ type syncReporter struct {
 }
 
 func newSyncReporter(out, errOut io.Writer, asJSON bool) *syncReporter {
-	return &syncReporter{out: out, errOut: errOut, json: asJSON, targets: map[string]bool{}, started: time.Now()}
+	return &syncReporter{out: out, errOut: errOut, json: asJSON, tty: !asJSON && printers.IsTerminal(errOut),
+		targets: map[string]bool{}, started: time.Now()}
 }
 
 type jsonTarget struct {
@@ -104,6 +110,10 @@ func (r *syncReporter) Report(ev sync.Event) {
 	case sync.Error:
 		r.errors++
 		r.emitErr(jsonEvent{Type: "error", Target: toJSONTarget(e.Target), Error: e.Err.Error(), Hint: e.Hint}, "error: %s: %v", e.Target, e.Err)
+	case sync.Progress:
+		if r.tty {
+			r.drawProgress(e)
+		}
 	case sync.DryRun:
 		r.emit(jsonEvent{Type: "dry-run", Target: toJSONTarget(e.Target), Copy: e.Copy, Delete: e.Delete},
 			"dry run %s: would copy %d, delete %d%s", e.Target, len(e.Copy), len(e.Delete), listing(e.Copy, e.Delete))
@@ -159,7 +169,27 @@ func (r *syncReporter) summary() {
 		len(r.targets), r.batches, r.files, humanBytes(r.bytes), r.errors, time.Since(r.started).Round(time.Second))
 }
 
+// drawProgress shows files, bytes, rate and ETA of an initial sync on one line.
+func (r *syncReporter) drawProgress(p sync.Progress) {
+	rate := float64(p.Bytes) / p.Elapsed.Seconds()
+	line := fmt.Sprintf("syncing %s: %d files, %s/%s, %s/s", p.Target, p.Files, humanBytes(p.Bytes), humanBytes(p.TotalBytes), humanBytes(int64(rate)))
+	if p.TotalBytes > p.Bytes && rate > 0 {
+		line += fmt.Sprintf(", ETA %s", time.Duration(float64(p.TotalBytes-p.Bytes)/rate*float64(time.Second)).Round(time.Second))
+	}
+	fmt.Fprintf(r.errOut, "\r\033[K%s", line)
+	r.progress = true
+}
+
+// clearProgress removes the progress line before any other output.
+func (r *syncReporter) clearProgress() {
+	if r.progress {
+		fmt.Fprint(r.errOut, "\r\033[K")
+		r.progress = false
+	}
+}
+
 func (r *syncReporter) emit(ev jsonEvent, format string, args ...any) {
+	r.clearProgress()
 	if r.json {
 		r.writeJSON(r.out, ev)
 		return
@@ -168,6 +198,7 @@ func (r *syncReporter) emit(ev jsonEvent, format string, args ...any) {
 }
 
 func (r *syncReporter) emitErr(ev jsonEvent, format string, args ...any) {
+	r.clearProgress()
 	if r.json {
 		r.writeJSON(r.out, ev)
 		return

@@ -79,12 +79,12 @@ func TestBuildVerdicts(t *testing.T) {
 		verdict image.Verdict
 		stale   bool
 	}{
-		{"stale", "127.0.0.1:5000/app:dev", []*corev1.Pod{pod("a", "127.0.0.1:5000/app@" + d1), pod("b", "docker-pullable://127.0.0.1:5000/app@" + d1)}, image.VerdictStale, true},
-		{"current", "127.0.0.1:5000/app:dev", []*corev1.Pod{pod("a", "127.0.0.1:5000/app@" + d2)}, image.VerdictCurrent, false},
-		{"mixed", "127.0.0.1:5000/app:dev", []*corev1.Pod{pod("a", "127.0.0.1:5000/app@" + d1), pod("b", "127.0.0.1:5000/app@" + d2)}, image.VerdictMixed, true},
-		{"pinned", "127.0.0.1:5000/app:dev@" + d2, []*corev1.Pod{pod("a", "127.0.0.1:5000/app@" + d2)}, image.VerdictPinned, false},
-		{"pinned to an old digest", "127.0.0.1:5000/app:dev@" + d1, []*corev1.Pod{pod("a", "127.0.0.1:5000/app@" + d1)}, image.VerdictStale, true},
-		{"registry error", "127.0.0.1:5000/other:dev", []*corev1.Pod{pod("a", "x@" + d1)}, image.VerdictUnknown, false},
+		{"stale", "127.0.0.1:5000/app:dev", []*corev1.Pod{pod("a", "127.0.0.1:5000/app@"+d1), pod("b", "docker-pullable://127.0.0.1:5000/app@"+d1)}, image.VerdictStale, true},
+		{"current", "127.0.0.1:5000/app:dev", []*corev1.Pod{pod("a", "127.0.0.1:5000/app@"+d2)}, image.VerdictCurrent, false},
+		{"mixed", "127.0.0.1:5000/app:dev", []*corev1.Pod{pod("a", "127.0.0.1:5000/app@"+d1), pod("b", "127.0.0.1:5000/app@"+d2)}, image.VerdictMixed, true},
+		{"pinned", "127.0.0.1:5000/app:dev@" + d2, []*corev1.Pod{pod("a", "127.0.0.1:5000/app@"+d2)}, image.VerdictPinned, false},
+		{"pinned to an old digest", "127.0.0.1:5000/app:dev@" + d1, []*corev1.Pod{pod("a", "127.0.0.1:5000/app@"+d1)}, image.VerdictStale, true},
+		{"registry error", "127.0.0.1:5000/other:dev", []*corev1.Pod{pod("a", "x@"+d1)}, image.VerdictUnknown, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -442,7 +442,7 @@ func (e *Engine) syncBatch(tg *target, hints []map[string]struct{}, rescan []boo
 			return r
 		}
 		e.warn(tg, p.Warnings)
-		res, err := e.applyPlan(tg.ctx, tg.Target, m, p)
+		res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p)
 		if err != nil {
 			r.err = err
 			return r
@@ -497,7 +497,9 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			}
 			p, idx := planInitial(m, local, l, e.cfg.Initial)
 			if !p.Empty() || l == nil || !l.exists {
-				res, err := e.applyPlan(ctx, tg.Target, m, p)
+				pe := &progressExecutor{Executor: e.exec, clk: e.clk, start: start, report: func(p Progress) { e.rep.Report(p) },
+					base: Progress{Target: tg.Target, Files: len(p.Copies), TotalBytes: planBytes(p)}}
+				res, err := e.applyPlan(ctx, pe, tg.Target, m, p)
 				if err != nil {
 					return err
 				}
@@ -524,7 +526,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 }
 
 // applyPlan applies p in t with retries, or reports it under DryRun.
-func (e *Engine) applyPlan(ctx context.Context, t Target, m *mapping, p *Plan) (applyResult, error) {
+func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan) (applyResult, error) {
 	if e.cfg.DryRun {
 		ev := DryRun{Target: t}
 		for _, c := range p.Copies {
@@ -540,7 +542,7 @@ func (e *Engine) applyPlan(ctx context.Context, t Target, m *mapping, p *Plan) (
 	}
 	var res applyResult
 	err := e.retry.do(ctx, e.clk, func() (err error) {
-		res, err = apply(ctx, e.exec, t, m, p)
+		res, err = apply(ctx, ex, t, m, p)
 		return err
 	})
 	return res, err

@@ -1,0 +1,64 @@
+package cmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+)
+
+func TestSyncReporterNDJSON(t *testing.T) {
+	var out, errOut bytes.Buffer
+	r := newSyncReporter(&out, &errOut, true)
+	tg := sync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "containerd://abc"}
+	r.Report(sync.TargetAdded{Target: tg})
+	r.Report(sync.InitialSync{Target: tg, Files: 3, Bytes: 2048, Duration: 1500 * time.Microsecond})
+	r.Report(sync.Batch{Changed: 1, Names: []string{"/app/a"}, Targets: 1, Bytes: 512, Latency: 80 * time.Millisecond})
+	r.Report(sync.Batch{}) // changed nothing: not printed
+	r.Report(sync.Error{Target: tg, Err: errors.New("tar not found"), Hint: "the image needs sh and tar"})
+	r.Report(sync.TargetRemoved{Target: tg})
+	r.refreshed("pinned")
+	r.Report(sync.DryRun{Target: tg, Copy: []string{"/app/a"}, Delete: []string{"/app/b"}})
+	r.Report(sync.Progress{Target: tg}) // drawn on terminals only
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run"}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), out.String())
+	}
+	for i, l := range lines {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("line %d is not JSON: %q", i, l)
+		}
+		if ev["type"] != want[i] || ev["time"] == "" {
+			t.Errorf("line %d: type %v, want %s", i, ev["type"], want[i])
+		}
+	}
+	var b map[string]any
+	_ = json.Unmarshal([]byte(lines[2]), &b)
+	if b["latencyMs"] != 80.0 || b["changed"] != 1.0 || b["bytes"] != 512.0 {
+		t.Errorf("batch = %v", b)
+	}
+	if errOut.Len() != 0 {
+		t.Errorf("-o json wrote to stderr: %q", errOut.String())
+	}
+}
+
+func TestSyncReporterText(t *testing.T) {
+	var out, errOut bytes.Buffer
+	r := newSyncReporter(&out, &errOut, false)
+	tg := sync.Target{Namespace: "ns", Pod: "web-1", Container: "app"}
+	r.Report(sync.Batch{Changed: 2, Deleted: 1, Names: []string{"/app/a", "/app/b"}, Targets: 2, Failed: 1, Bytes: 3 << 20, Latency: 120 * time.Millisecond})
+	r.Report(sync.Error{Target: tg, Err: errors.New("permission denied")})
+	r.summary()
+	if got := out.String(); got != "2 changed, 1 deleted (/app/a, /app/b) -> 1/2 containers, 3.0 MiB in 120ms\n" {
+		t.Errorf("batch line = %q", got)
+	}
+	if !strings.Contains(errOut.String(), "error: ns/web-1/app: permission denied") || !strings.Contains(errOut.String(), "1 batches") {
+		t.Errorf("stderr = %q", errOut.String())
+	}
+}
