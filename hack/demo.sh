@@ -40,6 +40,36 @@ say "restore puts back the image and pull policy livesync changed"
 show kubectl livesync -n $ns restore deploy/my-app
 show kubectl -n $ns get deployment my-app -o jsonpath='{.spec.template.spec.containers[0].image}{"  "}{.spec.template.spec.containers[0].imagePullPolicy}{"\n"}'
 
+say "Live sync: local edits reach every replica, deletes included"
+src="$(mktemp -d)"
+printf '<h1>hello</h1>\n' >"$src/index.html"
+mkdir -p "$src/static" && printf 'body{}\n' >"$src/static/site.css"
+printf '$ kubectl livesync -n %s deploy/my-app %s:/app &\n' $ns "$src"
+kubectl livesync -n $ns deploy/my-app "$src:/app" &
+sync_pid=$!
+trap 'kill -INT $sync_pid 2>/dev/null || true' EXIT
+pods() { kubectl -n $ns get pods -l app=my-app --field-selector=status.phase=Running -o name; }
+converged() {
+  local p
+  for p in $(pods); do
+    [[ "$(kubectl -n $ns exec "$p" -- sh -c "$1" 2>/dev/null)" == "$2" ]] || return 1
+  done
+}
+until converged 'cat /app/index.html' '<h1>hello</h1>'; do sleep 0.2; done
+sleep 0.5
+printf '\n$ echo "<h1>edited</h1>" > %s/index.html; rm -r %s/static\n' "$src" "$src"
+printf '<h1>edited</h1>\n' >"$src/index.html"
+rm -r "$src/static"
+until converged 'cat /app/index.html; ls /app' $'<h1>edited</h1>\nindex.html'; do sleep 0.1; done
+for p in $(pods); do
+  printf '$ kubectl exec %s -- sh -c "cat /app/index.html; ls /app"\n' "${p#pod/}"
+  kubectl -n $ns exec "$p" -- sh -c 'cat /app/index.html; ls /app'
+done
+kill -INT $sync_pid
+wait $sync_pid || true
+trap - EXIT
+rm -rf "$src"
+
 say "Done. The cluster is still up:"
 cat <<EOM
   export KUBECONFIG=$KUBECONFIG PATH=$PWD/bin:$bin:\$PATH

@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -45,7 +46,7 @@ func flagsTable(b *strings.Builder, title string, fs *pflag.FlagSet) {
 		switch f.DefValue {
 		case "", "false", "[]", "0", "0s":
 		default:
-			def = "`" + f.DefValue + "`"
+			def = "`" + homeToTilde(f.DefValue) + "`"
 		}
 		rows = append(rows, fmt.Sprintf("| `%s` | %s | %s |", flag, def, mdCell(usage)))
 	})
@@ -53,6 +54,14 @@ func flagsTable(b *strings.Builder, title string, fs *pflag.FlagSet) {
 		return
 	}
 	fmt.Fprintf(b, "#### %s\n\n| flag | default | meaning |\n|---|---|---|\n%s\n\n", title, strings.Join(rows, "\n"))
+}
+
+// homeToTilde keeps defaults such as --cache-dir the same on every machine.
+func homeToTilde(s string) string {
+	if home, err := os.UserHomeDir(); err == nil && home != "" && strings.HasPrefix(s, home) {
+		return "~" + strings.TrimPrefix(s, home)
+	}
+	return s
 }
 
 // mdCell keeps a usage string inside one Markdown table cell.
