@@ -37,13 +37,7 @@ current, stale, mixed, pinned or unknown.`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.args = args
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			if err := o.g.complete(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return o.g.run(cmd, o)
 		},
 	}
 	o.target.addFlags(cmd.Flags(), "container to inspect (repeatable); default: every container, init containers included")

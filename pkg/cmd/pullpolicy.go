@@ -36,13 +36,7 @@ the workload that owns it instead.`,
 		Args: cobra.RangeArgs(1, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.policy, o.args = args[len(args)-1], args[:len(args)-1]
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			if err := o.g.complete(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return o.g.run(cmd, o)
 		},
 	}
 	o.target.addFlags(cmd.Flags(), "container to change (repeatable); default: every container")

@@ -46,13 +46,7 @@ replica runs the same bytes, whatever its node has cached. Undo with "kubectl li
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.args = args
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			if err := o.g.complete(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return o.g.run(cmd, o)
 		},
 	}
 	o.target.addFlags(cmd.Flags(), "container to refresh (repeatable); default: every container whose tag moved")

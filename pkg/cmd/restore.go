@@ -33,18 +33,20 @@ remove the annotation and wait for the rollout. Nothing recorded: says so and ch
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.args = args
-			if len(args) == 0 && o.target.selector == "" {
-				return noArgsError("restore deploy/my-app")
-			}
-			if err := o.g.complete(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return o.g.run(cmd, o)
 		},
 	}
 	cmd.Flags().StringVarP(&o.target.selector, "selector", "l", "", "label selector (e.g. -l app=web) instead of a name")
 	o.mutate.addFlags(cmd.Flags())
 	return cmd
+}
+
+// Validate checks the arguments before anything talks to the cluster.
+func (o *RestoreOptions) Validate() error {
+	if len(o.args) == 0 && o.target.selector == "" {
+		return noArgsError("restore deploy/my-app")
+	}
+	return nil
 }
 
 // Run restores every named workload.

@@ -3,6 +3,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -47,6 +48,24 @@ func (g *globalOptions) complete() error {
 		g.builder = func() *resource.Builder { return resource.NewBuilder(g.configFlags) }
 	}
 	return nil
+}
+
+// runner is the Validate/Run half of the Options pattern every command follows.
+type runner interface {
+	Validate() error
+	Run(ctx context.Context) error
+}
+
+// run validates the flags, then completes the clients, then runs: bad input is refused before
+// anything reaches the cluster.
+func (g *globalOptions) run(cmd *cobra.Command, r runner) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	if err := g.complete(); err != nil {
+		return err
+	}
+	return r.Run(cmd.Context())
 }
 
 // logf prints a diagnostic line to stderr when -v is at least level.

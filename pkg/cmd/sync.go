@@ -80,13 +80,7 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 				return cmd.Help()
 			}
 			o.args = args
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			if err := o.g.complete(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
+			return o.g.run(cmd, o)
 		},
 	}
 	f := cmd.Flags()

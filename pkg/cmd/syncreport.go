@@ -188,22 +188,23 @@ func (r *syncReporter) clearProgress() {
 	}
 }
 
+// emit prints an event as NDJSON on stdout, or as a line on stdout.
 func (r *syncReporter) emit(ev jsonEvent, format string, args ...any) {
-	r.clearProgress()
-	if r.json {
-		r.writeJSON(r.out, ev)
-		return
-	}
-	fmt.Fprintf(r.out, format+"\n", args...)
+	r.print(r.out, ev, format, args...)
 }
 
+// emitErr prints an event as NDJSON on stdout, or as a line on stderr.
 func (r *syncReporter) emitErr(ev jsonEvent, format string, args ...any) {
+	r.print(r.errOut, ev, format, args...)
+}
+
+func (r *syncReporter) print(text io.Writer, ev jsonEvent, format string, args ...any) {
 	r.clearProgress()
 	if r.json {
 		r.writeJSON(r.out, ev)
 		return
 	}
-	fmt.Fprintf(r.errOut, format+"\n", args...)
+	fmt.Fprintf(text, format+"\n", args...)
 }
 
 func (r *syncReporter) writeJSON(w io.Writer, ev jsonEvent) {
