@@ -19,6 +19,7 @@ test: verify test-unit e2e
 ## test-unit: unit tests and integration tests that need no cluster (real OCI registry on 127.0.0.1)
 test-unit:
 	$(GO) test -race -count=1 ./...
+	cd hack/localcluster/tools && $(GO) test -count=1 ./...
 
 ## verify: gofmt, go vet and the house rules on imports
 verify:

@@ -5,14 +5,19 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 lc=hack/localcluster
-bin="$($lc/build.sh)"
-export LIVESYNC_KUBECTL="${LIVESYNC_KUBECTL:-$bin/kubectl}"
-export LIVESYNC_LCIMAGE="${LIVESYNC_LCIMAGE:-$bin/lcimage}"
 export LIVESYNC_BINARY="${LIVESYNC_BINARY:-$PWD/bin/kubectl-livesync}"
 
 if [[ -n "${KUBECONFIG:-}" && -n "${LIVESYNC_E2E_REGISTRY:-}" ]]; then
   echo "e2e: using KUBECONFIG=$KUBECONFIG and registry $LIVESYNC_E2E_REGISTRY" >&2
+  # Another cluster needs no Kubernetes build: the image builder alone, and the user's kubectl.
+  if [[ -z "${LIVESYNC_LCIMAGE:-}" ]]; then
+    LIVESYNC_LCIMAGE="$PWD/bin/lcimage"
+    (cd $lc/tools && go build -o "$LIVESYNC_LCIMAGE" ./cmd/lcimage)
+  fi
+  export LIVESYNC_LCIMAGE LIVESYNC_KUBECTL="${LIVESYNC_KUBECTL:-$(command -v kubectl)}"
 else
+  bin="$($lc/build.sh)"
+  export LIVESYNC_KUBECTL="${LIVESYNC_KUBECTL:-$bin/kubectl}" LIVESYNC_LCIMAGE="${LIVESYNC_LCIMAGE:-$bin/lcimage}"
   # shellcheck source=hack/localcluster/lib.sh
   source $lc/lib.sh
   if [[ ! -f "$LC_DIR/$LC_MARK" ]] || [[ "${LIVESYNC_E2E_FRESH:-}" == 1 ]]; then
