@@ -7,6 +7,9 @@ unformatted="$(gofmt -l cmd pkg test hack)"
 if [[ -n "$unformatted" ]]; then
   echo "gofmt needed on:"; echo "$unformatted"; fail=1
 fi
+if ! go mod tidy -diff >/dev/null; then
+  echo "go.mod/go.sum are not tidy: run go mod tidy"; fail=1
+fi
 go vet ./...
 go vet -tags e2e ./test/...
 # only_in PATTERN DIR: the import PATTERN may appear only in DIR.
