@@ -73,7 +73,9 @@ func buildAndPush(ctx context.Context, ref name.Reference, o buildOptions) (v1.H
 	}
 	push := remote.Write
 	if o.Broken {
-		push = func(ref name.Reference, img v1.Image, opts ...remote.Option) error { return remote.Put(ref, img, opts...) }
+		push = func(ref name.Reference, img v1.Image, opts ...remote.Option) error {
+			return remote.Put(ref, img, opts...)
+		}
 	}
 	if err := push(ref, img, remote.WithContext(ctx)); err != nil {
 		return v1.Hash{}, fmt.Errorf("pushing %q: %w", ref, err)
