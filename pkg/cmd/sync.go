@@ -234,7 +234,7 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer watcher.Close()
+	defer func() { _ = watcher.Close() }()
 	changes := make(chan sync.Change, 1024)
 	go pump(ctx, watcher, roots, matchers, changes, rep)
 	if o.followTag {

@@ -44,10 +44,6 @@ func dowild(p, text string) int {
 			if pi == len(p) || tc != p[pi] { // a trailing backslash matches nothing
 				return wmNoMatch
 			}
-		default:
-			if tc != pc {
-				return wmNoMatch
-			}
 		case '?':
 			if tc == '/' {
 				return wmNoMatch
@@ -195,6 +191,10 @@ func dowild(p, text string) int {
 			}
 		endClass:
 			if matched == negated || tc == '/' {
+				return wmNoMatch
+			}
+		default:
+			if tc != pc {
 				return wmNoMatch
 			}
 		}

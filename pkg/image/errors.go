@@ -124,18 +124,18 @@ func statusKind(e *transport.Error) error {
 
 // advice is the second half of the user's sentence: what happened, what to do.
 func advice(ref Reference, kind error, e *transport.Error) string {
-	switch kind {
-	case ErrUnauthorized:
+	switch {
+	case errors.Is(kind, ErrUnauthorized):
 		login := "docker login " + ref.Registry
 		if ref.Registry == dockerHub {
 			login = "docker login"
 		}
 		return fmt.Sprintf("%v: log in with %q or add an imagePullSecret", kind, login)
-	case ErrForbidden:
+	case errors.Is(kind, ErrForbidden):
 		return fmt.Sprintf("%v: your credentials for %s may not pull %s; check the account's permissions", kind, ref.Registry, ref.Repository)
-	case ErrNotFound:
+	case errors.Is(kind, ErrNotFound):
 		return fmt.Sprintf("tag %q not found in %s: push it, or check the image name", ref.Tag, ref.Name())
-	case ErrRateLimited:
+	case errors.Is(kind, ErrRateLimited):
 		return fmt.Sprintf("%v by %s: wait a minute, or log in to raise the limit", kind, ref.Registry)
 	default:
 		return fmt.Sprintf("registry %q answered %d %s: retry later", ref.Registry, e.StatusCode, http.StatusText(e.StatusCode))

@@ -85,7 +85,7 @@ func TestClassify(t *testing.T) {
 				t.Errorf("classify lost the cause: %v", got)
 			}
 			for _, kind := range []error{ErrUnauthorized, ErrForbidden, ErrNotFound, ErrRateLimited, ErrRegistryUnavailable, ErrInsecureRefused, ErrNoTag} {
-				if is := errors.Is(got, kind); is != (kind == tt.kind) {
+				if is := errors.Is(got, kind); is != errors.Is(tt.kind, kind) {
 					t.Errorf("errors.Is(%v, %v) = %v", got, kind, is)
 				}
 			}

@@ -32,11 +32,9 @@ func ValidFormat(f string) error {
 func Print(out io.Writer, format string, reports []*Report) error {
 	switch format {
 	case FormatJSON, FormatYAML:
-		var v any = reports
+		var v any = map[string]any{"items": reports}
 		if len(reports) == 1 {
 			v = reports[0]
-		} else {
-			v = map[string]any{"items": reports}
 		}
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {

@@ -64,7 +64,7 @@ func TestClassify(t *testing.T) {
 			}
 		})
 	}
-	if err := classify(context.Canceled, testTarget, "x", "/app", ""); err != context.Canceled {
+	if err := classify(context.Canceled, testTarget, "x", "/app", ""); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancellation classified as %v", err)
 	}
 }
@@ -122,7 +122,7 @@ func TestRetry(t *testing.T) {
 				}
 				fc.Step(time.Nanosecond)
 			}
-			if err := <-done; !errors.Is(err, tt.wantErr) && err != tt.wantErr {
+			if err := <-done; !errors.Is(err, tt.wantErr) {
 				t.Errorf("err = %v, want %v", err, tt.wantErr)
 			}
 			if tries != tt.wantTries {

@@ -94,7 +94,7 @@ func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan) (app
 	}
 	r, wait := streamArchive(p.Copies)
 	err := execScript(ctx, ex, t, "copying files", dir, applyArgv(dir, true, last), r)
-	r.Close()
+	_ = r.Close()
 	ares, aerr := wait()
 	res.archiveResult = ares
 	if aerr != nil && !errors.Is(aerr, io.ErrClosedPipe) {

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -204,15 +203,6 @@ type fakeEvent struct {
 func (e fakeEvent) Event() notify.Event { return e.ev }
 func (e fakeEvent) Path() string        { return e.path }
 func (e fakeEvent) Sys() any            { return e.sys }
-
-func sortedPaths(evs []Event) []string {
-	var ps []string
-	for _, ev := range evs {
-		ps = append(ps, ev.Path)
-	}
-	slices.Sort(ps)
-	return slices.Compact(ps)
-}
 
 func evalDir(t *testing.T, dir string) string {
 	t.Helper()

@@ -109,7 +109,7 @@ func newWatcher(roots []string, opts Options, be backend) (Watcher, error) {
 		case errors.Is(err, syscall.ENOSPC):
 			w.fallBack(r, err)
 		case err != nil:
-			w.Close()
+			_ = w.Close()
 			return nil, fmt.Errorf("watching %q: %w", r.path, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -127,9 +128,7 @@ func run(t *testing.T, bin string, args ...string) result {
 }
 
 func asExit(err error, ee **exec.ExitError) bool {
-	x, ok := err.(*exec.ExitError)
-	*ee = x
-	return ok
+	return errors.As(err, ee)
 }
 
 // pushImage builds an image of the given kind ("app", "app-notar", "app-nonroot") with a

@@ -189,7 +189,7 @@ func remoteTree(ns, pod, container, root string) (tree, error) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("reading %s of %s: %v: %s", root, pod, err, errb.String())
+		return nil, fmt.Errorf("reading %s of %s: %w: %s", root, pod, err, errb.String())
 	}
 	tr := tree{}
 	r := tar.NewReader(&out)
