@@ -175,6 +175,12 @@ func TestSyncErrors(t *testing.T) {
 	}
 	// The same container syncs fine into a directory its user owns.
 	mustLivesync(t, "-n", ns, "deploy/nonroot", local+":/home/app/src", "--once")
+
+	// A user who may read pods but not exec into them is told which RBAC verbs are missing.
+	r = run(t, e.binary, "--kubeconfig", readOnlyKubeconfig(t, ns), "-n", ns, "deploy/nonroot", local+":/home/app/src", "--once")
+	if r.code == 0 || !strings.Contains(r.stderr, "pods/exec") {
+		t.Errorf("want an error naming pods/exec: %s", r)
+	}
 }
 
 // TestSyncFollowTag: a push of a new :dev during a session is pinned and rolled out, and the
