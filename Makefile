@@ -12,9 +12,10 @@ LDFLAGS  := -s -w -X $(PKG)/pkg/version.Version=$(VERSION) -X $(PKG)/pkg/version
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kubectl-livesync
+	install -m 0755 cmd/kubectl_complete-livesync/kubectl_complete-livesync bin/
 
 ## test: unit + integration (in-process registry) + e2e on the local cluster
-test: verify test-unit e2e
+test: verify verify-docs test-unit krew-test e2e
 
 ## test-unit: unit tests and integration tests that need no cluster (real OCI registry on 127.0.0.1)
 test-unit:
@@ -45,3 +46,42 @@ cluster-up:
 
 cluster-down:
 	hack/localcluster/down.sh
+
+## bench: latency, throughput, fan-out and watcher cost against the baselines, on the local
+## cluster (~10 min; not part of make test). Table on stdout, rows in _output/bench.json.
+.PHONY: bench
+bench: build
+	test/bench/run.sh $(BENCH_ARGS)
+
+## install: bin/kubectl-livesync and its completion shim into $(PREFIX)/bin, where kubectl finds them
+PREFIX ?= /usr/local
+.PHONY: install dist dist-manifest verify-dist krew-test docs verify-docs
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) bin/kubectl_complete-livesync $(DESTDIR)$(PREFIX)/bin/
+
+## dist: reproducible release archives of all six platforms + dist/checksums.txt (hack/release.sh)
+dist:
+	hack/release.sh
+
+## dist-manifest: rebuild the archives and rewrite plugins/livesync.yaml with their sums
+dist-manifest:
+	hack/release.sh --update-manifest
+
+## verify-dist: the committed plugins/livesync.yaml carries the sums of `make dist` (opt-in, slow cold)
+verify-dist:
+	hack/release.sh --check-manifest
+	hack/krew-test.sh --committed
+
+## krew-test: validate both krew manifests, krew-install this platform's archive, kubectl livesync
+## version and bash completion through kubectl (krew built from the module proxy)
+krew-test:
+	hack/krew-test.sh
+
+## docs: regenerate the flags tables in README.md from the cobra commands
+docs:
+	$(GO) run ./hack/gendocs README.md
+
+## verify-docs: README.md's flags tables match the commands
+verify-docs:
+	hack/verify-docs.sh

@@ -2,7 +2,7 @@
 # deps.sh installs the Debian packages the local cluster and its tests need. Idempotent: when every
 # package is already installed it touches neither apt nor the network.
 set -euo pipefail
-pkgs=(containerd runc containernetworking-plugins busybox-static openssl iproute2 iptables curl procps)
+pkgs=(containerd runc containernetworking-plugins busybox-static openssl iproute2 iptables curl procps bash-completion)
 missing=()
 for p in "${pkgs[@]}"; do
   if [[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" != installed ]]; then

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/kubectl/pkg/scheme"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
@@ -92,9 +93,9 @@ func registerCompletions(root *cobra.Command, g *globalOptions) {
 	}
 
 	_ = root.RegisterFlagCompletionFunc("namespace", g.completeNamespaces)
-	_ = root.RegisterFlagCompletionFunc("context", g.completeKubeconfig(contextNames))
-	_ = root.RegisterFlagCompletionFunc("cluster", g.completeKubeconfig(clusterNames))
-	_ = root.RegisterFlagCompletionFunc("user", g.completeKubeconfig(userNames))
+	_ = root.RegisterFlagCompletionFunc("context", g.completeKubeconfig(func(c clientcmdapi.Config) []string { return sortedKeys(c.Contexts) }))
+	_ = root.RegisterFlagCompletionFunc("cluster", g.completeKubeconfig(func(c clientcmdapi.Config) []string { return sortedKeys(c.Clusters) }))
+	_ = root.RegisterFlagCompletionFunc("user", g.completeKubeconfig(func(c clientcmdapi.Config) []string { return sortedKeys(c.AuthInfos) }))
 
 	fixed := map[string][]string{
 		"initial":     {"upload", "mirror", "none"},
@@ -207,7 +208,7 @@ func (g *globalOptions) completeTarget(after cobra.CompletionFunc) cobra.Complet
 // completeNames lists the names of kind in the namespace that start with toComplete, each
 // prefixed with prefix.
 func (g *globalOptions) completeNames(cmd *cobra.Command, kind, prefix, toComplete string) []cobra.Completion {
-	if !isKind(kind) || !g.completeForCompletion() {
+	if !isKind(kind) || !g.clientsForCompletion() {
 		return nil
 	}
 	selector, _ := cmd.Flags().GetString("selector")
@@ -237,7 +238,7 @@ func (g *globalOptions) completeContainers(cmd *cobra.Command, args []string, to
 	selector, _ := cmd.Flags().GetString("selector")
 	target, _ := splitMappings(args)
 	n, done := splitTarget(target, selector)
-	if (!done && selector == "") || !g.completeForCompletion() {
+	if (!done && selector == "") || !g.clientsForCompletion() {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	ws, err := workload.Resolve(g.builder(), g.namespace, target[:n], selector)
@@ -261,7 +262,7 @@ func (g *globalOptions) completeContainers(cmd *cobra.Command, args []string, to
 }
 
 func (g *globalOptions) completeNamespaces(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	if !g.completeForCompletion() {
+	if !g.clientsForCompletion() {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	ctx := cmd.Context()
@@ -281,38 +282,21 @@ func (g *globalOptions) completeNamespaces(cmd *cobra.Command, _ []string, toCom
 	return filterPrefix(names, toComplete), cobra.ShellCompDirectiveNoFileComp
 }
 
-type kubeconfigLister func(g *globalOptions) ([]string, error)
-
-func contextNames(g *globalOptions) ([]string, error) {
-	cfg, err := g.configFlags.ToRawKubeConfigLoader().RawConfig()
-	return sortedKeys(cfg.Contexts), err
-}
-
-func clusterNames(g *globalOptions) ([]string, error) {
-	cfg, err := g.configFlags.ToRawKubeConfigLoader().RawConfig()
-	return sortedKeys(cfg.Clusters), err
-}
-
-func userNames(g *globalOptions) ([]string, error) {
-	cfg, err := g.configFlags.ToRawKubeConfigLoader().RawConfig()
-	return sortedKeys(cfg.AuthInfos), err
-}
-
-// completeKubeconfig completes names read from the kubeconfig alone, without the cluster.
-func (g *globalOptions) completeKubeconfig(list kubeconfigLister) cobra.CompletionFunc {
+// completeKubeconfig completes the names of one section of the kubeconfig, without the cluster.
+func (g *globalOptions) completeKubeconfig(section func(clientcmdapi.Config) []string) cobra.CompletionFunc {
 	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		names, err := list(g)
+		cfg, err := g.configFlags.ToRawKubeConfigLoader().RawConfig()
 		if err != nil {
 			cobra.CompErrorln(fmt.Sprintf("reading kubeconfig: %v", err))
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return filterPrefix(names, toComplete), cobra.ShellCompDirectiveNoFileComp
+		return filterPrefix(section(cfg), toComplete), cobra.ShellCompDirectiveNoFileComp
 	}
 }
 
-// completeForCompletion builds the clients like every command does, with a short default
+// clientsForCompletion builds the clients like every command does, with a short default
 // request timeout so that an unreachable cluster does not hang the shell.
-func (g *globalOptions) completeForCompletion() bool {
+func (g *globalOptions) clientsForCompletion() bool {
 	if t := g.configFlags.Timeout; t != nil && (*t == "" || *t == "0") {
 		*t = completionTimeout
 	}

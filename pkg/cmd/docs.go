@@ -53,7 +53,7 @@ func flagsTable(b *strings.Builder, title string, fs *pflag.FlagSet) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "#### %s\n\n| flag | default | meaning |\n|---|---|---|\n%s\n\n", title, strings.Join(rows, "\n"))
+	fmt.Fprintf(b, "### %s\n\n| flag | default | meaning |\n|---|---|---|\n%s\n\n", title, strings.Join(rows, "\n"))
 }
 
 // homeToTilde keeps defaults such as --cache-dir the same on every machine.

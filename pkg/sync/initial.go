@@ -44,7 +44,10 @@ func ParseInitialMode(s string) (InitialMode, error) {
 // Output is a stream of NUL-terminated tokens, unambiguous for any name:
 //
 //	LS1 <hash tool or ""> <"dir" | "none" when $1 (or $1/$2) is missing>
-//	then per chunk of names that find hands to listChunkScript:
+//	then per chunk of names that find hands to listChunkScript (regular
+//	files first, then everything else, so that no shell loop has to pick
+//	the files to hash out of a chunk: rebuilding "$@" one name at a time
+//	is quadratic, 18 s for 10,000 names in busybox sh):
 //	C <name>...                     names as found, "./"-prefixed
 //	S <stat lines>                  "%f %s %Y %n\n" per name stat could read
 //	L [<name> <readlink output>]... symlink targets
@@ -70,21 +73,20 @@ fi
 cd "$1" || exit
 for c in find stat; do command -v $c >/dev/null 2>&1 || { echo "livesync: $c not found" >&2; exit 127; }; done
 printf 'LS1\0%s\0dir\0' "$h"
-find "$start" -mindepth $min -exec sh -c "$3" sh "$h" {} +
+find "$start" -mindepth $min -type f -exec sh -c "$3" sh "$h" {} +
+find "$start" -mindepth $min ! -type f -exec sh -c "$3" sh "" {} +
 printf 'END\0'
 `
 
-// listChunkScript lists one chunk of names handed over by find (see listScript).
+// listChunkScript lists one chunk of names handed over by find (see
+// listScript); $1 is the hash tool for a chunk of regular files, else "".
 const listChunkScript = `h=$1; shift
 printf 'C\0'; printf '%s\0' "$@"
 printf 'S\0'; stat -c '%f %s %Y %n' "$@" 2>/dev/null; printf '\0'
 printf 'L\0'
 for f; do if [ -L "$f" ]; then printf '%s\0' "$f"; readlink "$f" 2>/dev/null; printf '\0'; fi; done
 printf 'H\0'
-if [ -n "$h" ]; then
-  for f; do shift; if [ -f "$f" ] && [ ! -L "$f" ]; then set -- "$@" "$f"; fi; done
-  [ $# -eq 0 ] || $h "$@" 2>/dev/null
-fi
+[ -z "$h" ] || $h "$@" 2>/dev/null
 printf '\0'
 `
 

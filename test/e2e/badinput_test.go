@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -135,32 +133,39 @@ func patchImage(t *testing.T, ns, name, img string) {
 }
 
 // readOnlyKubeconfig writes a kubeconfig for a ServiceAccount that may read deployments and
-// pods but not patch them.
+// pods but not patch them, nor exec into pods.
 func readOnlyKubeconfig(t *testing.T, ns string) string {
 	t.Helper()
-	ctx := context.Background()
-	c := e.client
-	if _, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.Role{
+	return roleKubeconfig(t, ns, &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Name: "reader"},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "replicasets", "statefulsets", "daemonsets"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		},
+	})
+}
+
+// roleKubeconfig creates the Role, a ServiceAccount of the same name bound to it, and writes a
+// kubeconfig that authenticates as that ServiceAccount.
+func roleKubeconfig(t *testing.T, ns string, role *rbacv1.Role) string {
+	t.Helper()
+	ctx := context.Background()
+	c := e.client
+	name := role.Name
+	if _, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := c.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "reader"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: ns}},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "reader", &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	tok, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,18 +173,14 @@ func readOnlyKubeconfig(t *testing.T, ns string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cluster := admin.Clusters[admin.Contexts[admin.CurrentContext].Cluster]
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["c"] = cluster
-	cfg.AuthInfos["reader"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
-	cfg.Contexts["reader"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "reader", Namespace: ns}
-	cfg.CurrentContext = "reader"
+	cfg.Clusters["c"] = admin.Clusters[admin.Contexts[admin.CurrentContext].Cluster]
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: "c", AuthInfo: name, Namespace: ns}
+	cfg.CurrentContext = name
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatal(fmt.Errorf("kubeconfig not written: %w", err))
 	}
 	return path
 }

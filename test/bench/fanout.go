@@ -1,0 +1,228 @@
+//go:build bench
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	gosync "sync"
+	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+)
+
+// measureFanout is item 5: one session on a 1-replica and one on a 5-replica deployment, saves
+// alternating between them, each timed by the session's own batch latency (first change seen →
+// applied in every replica). Paired with the cluster's own fan-out cost: `true` exec'd into 5
+// pods at once vs into 1.
+func (b *bench) measureFanout(ctx context.Context) error {
+	type side struct {
+		name string
+		n    int
+		dir  string
+		s    *session
+		ts   []sync.Target
+		lat  []time.Duration
+	}
+	sides := []*side{{name: "fan1", n: 1}, {name: "fan5", n: 5}}
+	for _, sd := range sides {
+		sd.dir = filepath.Join(b.tmp, sd.name)
+		if err := os.MkdirAll(sd.dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(sd.dir, "edit.txt"), []byte("start\n"), 0o644); err != nil {
+			return err
+		}
+		var err error
+		if sd.ts, err = b.c.targets(ctx, sd.name, sd.n); err != nil {
+			return err
+		}
+		if sd.s, err = b.c.startSession("deploy/"+sd.name, sd.dir+":/app"); err != nil {
+			return err
+		}
+		defer sd.s.stop()
+		for range sd.n {
+			if _, err := sd.s.next("initial-sync", 2*time.Minute); err != nil {
+				return err
+			}
+		}
+	}
+	var raw1, raw5 []time.Duration
+	seed := uint64(time.Now().UnixNano())
+	for i := -2; i < b.edits/2; i++ {
+		for k := range sides {
+			sd := sides[(k+i+2)%2]
+			seed++
+			if err := os.WriteFile(filepath.Join(sd.dir, "edit.txt"), textContent(seed, 100+i%50), 0o644); err != nil {
+				return err
+			}
+			ev, err := sd.s.next("batch", 30*time.Second)
+			if err != nil {
+				return err
+			}
+			if ev.Targets != sd.n || ev.Failed != 0 {
+				return fmt.Errorf("%s: a batch went to %d targets, %d failed", sd.name, ev.Targets, ev.Failed)
+			}
+			if i >= 0 {
+				sd.lat = append(sd.lat, time.Duration(ev.LatencyMs*float64(time.Millisecond)))
+			}
+			time.Sleep(time.Duration(50+b.rnd.IntN(50)) * time.Millisecond)
+			sd.s.drain()
+		}
+		d1, err := parallelFloor(ctx, b.c, sides[0].ts)
+		if err != nil {
+			return err
+		}
+		d5, err := parallelFloor(ctx, b.c, sides[1].ts)
+		if err != nil {
+			return err
+		}
+		if i >= 0 {
+			raw1, raw5 = append(raw1, d1), append(raw5, d5)
+		}
+	}
+	cpu, wall, err := execCPU(ctx, b.c, sides[0].ts[0], b.edits/2)
+	if err != nil {
+		return err
+	}
+	one, five := sides[0].lat, sides[1].lat
+	b.logf("batch 1 replica ms: %s", fmtDurations(one))
+	b.logf("batch 5 replicas ms: %s", fmtDurations(five))
+	b.logf("exec true ×1 ms: %s; ×5 parallel: %s", fmtDurations(raw1), fmtDurations(raw5))
+	n := fmt.Sprintf(" (n=%d)", len(five))
+	b.res.pair("batch time, 5 replicas, p50"+n, msec(median(five)), "ms", "1 replica", msec(median(one))).
+		target("≤ 1.5× one replica", msec(median(five)) <= 1.5*msec(median(one)))
+	b.res.pair("cluster limit: `true` exec'd into 5 pods at once, p50"+n, msec(median(raw5)), "ms", "into 1 pod", msec(median(raw1)))
+	b.res.pair(fmt.Sprintf("CPU per `true` exec: runc+shim, containerd, kubelet, apiserver, client (n=%d)", b.edits/2), msec(cpu), "ms", "its wall time", msec(wall))
+	return nil
+}
+
+// execCPU runs n sequential `true` execs into t and returns the CPU time they cost per exec in
+// the processes on the exec path (the pod's shim with the runc processes it reaps, containerd,
+// the kubelet, the apiserver and this process), and their mean wall time. Other work in those
+// daemons counts too, so it is an upper bound.
+func execCPU(ctx context.Context, c *cluster, t sync.Target, n int) (cpu, wall time.Duration, err error) {
+	shim, err := shimOf(strings.TrimPrefix(t.ContainerID, "containerd://"))
+	if err != nil {
+		return 0, 0, err
+	}
+	sample := func() int64 {
+		total := int64(0)
+		for _, pid := range append(pidsOf("containerd", "kubelet", "kube-apiserver"), shim, os.Getpid()) {
+			total += procTicks(pid, true)
+		}
+		return total
+	}
+	before := sample()
+	start := time.Now()
+	for range n {
+		if _, err := c.floor(ctx, t); err != nil {
+			return 0, 0, err
+		}
+	}
+	wall = time.Since(start) / time.Duration(n)
+	cpu = time.Duration(sample()-before) * (time.Second / clockTicks) / time.Duration(n)
+	return cpu, wall, nil
+}
+
+// shimOf finds the containerd shim of a container: the parent of the container's first process,
+// which is the process in the container's cgroup whose parent is not.
+func shimOf(containerID string) (int, error) {
+	in := map[int]int{} // pid → ppid
+	for _, pid := range allPids() {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil && strings.Contains(string(b), containerID) {
+			in[pid] = procPPID(pid)
+		}
+	}
+	for _, ppid := range in {
+		if _, ok := in[ppid]; !ok && ppid > 1 {
+			return ppid, nil
+		}
+	}
+	return 0, fmt.Errorf("no process of container %s found on this machine", containerID)
+}
+
+func allPids() []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// pidsOf returns the processes with one of the given command names.
+func pidsOf(names ...string) []int {
+	var out []int
+	for _, pid := range allPids() {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && slices.Contains(names, strings.TrimSpace(string(b))) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func statFields(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+}
+
+func procPPID(pid int) int {
+	f := statFields(pid)
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// procTicks returns the user+system CPU of pid in clock ticks, with its reaped children's
+// when children is set.
+func procTicks(pid int, children bool) int64 {
+	f := statFields(pid)
+	if len(f) < 15 {
+		return 0
+	}
+	last := 12
+	if children {
+		last = 14
+	}
+	var n int64
+	for i := 11; i <= last; i++ {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		n += v
+	}
+	return n
+}
+
+// parallelFloor execs `true` into every target at once and returns when the last returned.
+func parallelFloor(ctx context.Context, c *cluster, ts []sync.Target) (time.Duration, error) {
+	start := time.Now()
+	var (
+		wg      gosync.WaitGroup
+		mu      gosync.Mutex
+		lastErr error
+	)
+	for _, t := range ts {
+		wg.Go(func() {
+			if _, err := c.floor(ctx, t); err != nil {
+				mu.Lock()
+				lastErr = err
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), lastErr
+}

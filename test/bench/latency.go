@@ -1,0 +1,183 @@
+//go:build bench
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+)
+
+// latencyRun is one save→visible series against one synced container.
+type latencyRun struct {
+	c      *cluster
+	t      sync.Target
+	s      *session
+	p      *probe
+	local  string
+	remote string
+	seed   uint64
+}
+
+// startLatency syncs local into /app of deploy/name with the given extra flags and starts the
+// probe in its container.
+func (b *bench) startLatency(ctx context.Context, name, local string, flags ...string) (*latencyRun, error) {
+	ts, err := b.c.targets(ctx, name, 1)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.c.uploadProbe(ctx, ts[0], b.probeBin); err != nil {
+		return nil, err
+	}
+	s, err := b.c.startSession(append([]string{"deploy/" + name, local + ":/app"}, flags...)...)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.next("initial-sync", 2*time.Minute); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return &latencyRun{c: b.c, t: ts[0], s: s, p: b.c.startProbe(ctx, ts[0]), local: local, remote: "/app", seed: uint64(time.Now().UnixNano())}, nil
+}
+
+func (l *latencyRun) stop() {
+	l.p.close()
+	l.s.stop()
+}
+
+// save writes files (rel → content) locally, as an editor or a tool would, and returns the
+// time from the first write to the moment the probe saw the last of them in the container,
+// then waits for the session to report the batch so the next save starts from idle.
+func (l *latencyRun) save(rels []string, files map[string][]byte) (time.Duration, error) {
+	exp := make([]expect, len(rels))
+	for i, r := range rels {
+		exp[i] = expect{path: path.Join(l.remote, r), data: files[r]}
+	}
+	if err := l.p.arm(exp); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for _, r := range rels {
+		if err := os.WriteFile(filepath.Join(l.local, r), files[r], 0o644); err != nil {
+			return 0, err
+		}
+	}
+	at, err := l.p.arrival(time.Minute)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := l.s.next("batch", 30*time.Second); err != nil {
+		return 0, err
+	}
+	time.Sleep(20 * time.Millisecond) // let a split batch show up before draining
+	l.s.drain()
+	return at.Sub(start), nil
+}
+
+func (l *latencyRun) text(n int) []byte {
+	l.seed++
+	return textContent(l.seed, n)
+}
+
+// measureLatency is items 1 and 2 of the issue: the exec floor and save→visible for one small
+// file, interleaved pair by pair (the order alternates, so drift cancels); then a 50-file burst
+// and a 5 MB file, each paired with a plain `tar -x` exec of the same bytes.
+func (b *bench) measureLatency(ctx context.Context) error {
+	local := filepath.Join(b.tmp, "latency")
+	if err := os.MkdirAll(filepath.Join(local, "burst"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(local, "edit.txt"), []byte("start\n"), 0o644); err != nil {
+		return err
+	}
+	l, err := b.startLatency(ctx, "lat", local)
+	if err != nil {
+		return err
+	}
+	defer l.stop()
+
+	var floors, saves []time.Duration
+	for i := -3; i < b.edits; i++ { // three warm-up pairs
+		var f, s time.Duration
+		if i%2 == 0 {
+			f, err = l.c.floor(ctx, l.t)
+		}
+		if err == nil {
+			s, err = l.save([]string{"edit.txt"}, map[string][]byte{"edit.txt": l.text(64 + i%200)})
+		}
+		if err == nil && i%2 != 0 {
+			f, err = l.c.floor(ctx, l.t)
+		}
+		if err != nil {
+			return fmt.Errorf("edit %d: %w", i, err)
+		}
+		if i >= 0 {
+			floors, saves = append(floors, f), append(saves, s)
+		}
+		time.Sleep(time.Duration(30+b.rnd.IntN(70)) * time.Millisecond)
+	}
+	b.logf("floor ms: %s", fmtDurations(floors))
+	b.logf("save  ms: %s", fmtDurations(saves))
+	f50, f95 := percentile(floors, 50), percentile(floors, 95)
+	s50, s95 := percentile(saves, 50), percentile(saves, 95)
+	n := fmt.Sprintf(" (n=%d)", len(saves))
+	b.res.add("exec floor: `true` via client-go, p50"+n, msec(f50), "ms")
+	b.res.add("exec floor: `true` via client-go, p95"+n, msec(f95), "ms")
+	lim50 := 1.5*msec(f50) + 50
+	b.res.pair("save→visible, 1 small file, p50"+n, msec(s50), "ms", "exec floor p50", msec(f50)).
+		target(fmt.Sprintf("≤ 1.5×floor+50ms = %.0f ms", lim50), msec(s50) <= lim50)
+	lim95 := 2*msec(f95) + 100
+	b.res.pair("save→visible, 1 small file, p95"+n, msec(s95), "ms", "exec floor p95", msec(f95)).
+		target(fmt.Sprintf("≤ 2×floor+100ms = %.0f ms", lim95), msec(s95) <= lim95)
+	b.quietLatency = append(b.quietLatency, quietPoint{quiet: 50 * time.Millisecond, p50: s50, floor: f50, n: len(saves)})
+
+	// A 50-file burst (a formatter or a branch switch), paired with tar -x of the same files.
+	if _, err := l.c.sh(ctx, l.t, "mkdir -p /tmp/base", nil); err != nil {
+		return err
+	}
+	var bursts, burstBase []time.Duration
+	for i := range b.reps * 3 {
+		files := map[string][]byte{}
+		var rels []string
+		for j := range 50 {
+			rel := fmt.Sprintf("burst/b%02d.txt", j)
+			rels = append(rels, rel)
+			files[rel] = l.text(200 + (j*97)%3000)
+		}
+		s, err := l.save(rels, files)
+		if err != nil {
+			return fmt.Errorf("burst %d: %w", i, err)
+		}
+		base, err := l.c.tarExec(ctx, l.t, "/tmp/base", tarOf(rels, files))
+		if err != nil {
+			return fmt.Errorf("burst baseline %d: %w", i, err)
+		}
+		bursts, burstBase = append(bursts, s), append(burstBase, base)
+	}
+	b.logf("burst ms: %s; tar -x ms: %s", fmtDurations(bursts), fmtDurations(burstBase))
+	b.res.pair(fmt.Sprintf("save→visible, 50-file burst, p50 (n=%d)", len(bursts)), msec(median(bursts)), "ms", "`tar -x` exec of the same 50 files", msec(median(burstBase)))
+
+	// One 5 MB file, paired with tar -x of it.
+	var bigs, bigBase []time.Duration
+	for i := range b.reps + 2 {
+		data := content(l.seed+uint64(i)*7919, 5<<20)
+		files := map[string][]byte{"big.bin": data}
+		s, err := l.save([]string{"big.bin"}, files)
+		if err != nil {
+			return fmt.Errorf("5 MB file %d: %w", i, err)
+		}
+		base, err := l.c.tarExec(ctx, l.t, "/tmp/base", tarOf([]string{"big.bin"}, files))
+		if err != nil {
+			return fmt.Errorf("5 MB baseline %d: %w", i, err)
+		}
+		bigs, bigBase = append(bigs, s), append(bigBase, base)
+	}
+	b.logf("5MB ms: %s; tar -x ms: %s", fmtDurations(bigs), fmtDurations(bigBase))
+	b.res.pair(fmt.Sprintf("save→visible, one 5 MB file, p50 (n=%d)", len(bigs)), msec(median(bigs)), "ms", "`tar -x` exec of the same file", msec(median(bigBase)))
+	return nil
+}

@@ -1,0 +1,177 @@
+//go:build bench
+
+// Command bench measures kubectl-livesync against its baselines on a real cluster (see
+// PERFORMANCE.md): the exec floor and save→visible latency, initial sync and re-sync
+// throughput, fan-out, and the watcher on a 100,000-file tree, plus the Go micro-benchmarks.
+// Every ratio pairs two figures measured in the same run, interleaved, so machine noise
+// cancels; nothing here is a timed assertion. It prints one table and writes the same rows as
+// JSON. Run it with `make bench`.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type bench struct {
+	c            *cluster
+	res          results
+	tmp          string
+	probeBin     string
+	initialTree  string
+	initialBytes int64
+	watchTree    string
+	rnd          *rand.Rand
+	start        time.Time
+
+	edits     int
+	reps      int
+	idle      time.Duration
+	benchtime string
+
+	quietLatency []quietPoint
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+var phases = []string{"micro", "latency", "quiet", "fanout", "initial", "resync", "watcher"}
+
+func main() {
+	b := &bench{rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), start: time.Now()}
+	var (
+		kubeconfig = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
+		kubectl    = flag.String("kubectl", "kubectl", "kubectl binary for the baselines")
+		lcimage    = flag.String("lcimage", "lcimage", "lcimage binary (hack/localcluster) to build the test image")
+		registry   = flag.String("registry", "127.0.0.1:5000", "registry that this machine and the node reach")
+		binary     = flag.String("binary", "bin/kubectl-livesync", "kubectl-livesync binary under test")
+		out        = flag.String("out", "_output/bench.json", "where to write the rows as JSON")
+		md         = flag.String("md", "_output/bench.md", "where to write the table as Markdown (\"\" for nowhere)")
+		only       = flag.String("only", strings.Join(phases, ","), "comma-separated phases to run: "+strings.Join(phases, ","))
+	)
+	flag.IntVar(&b.edits, "edits", 60, "single-file saves (and exec floors) to pair; fan-out uses half")
+	flag.IntVar(&b.reps, "reps", 3, "repetitions of the slow measurements (initial sync, watcher ready)")
+	flag.DurationVar(&b.idle, "idle", 30*time.Second, "idle CPU measurement window")
+	flag.StringVar(&b.benchtime, "benchtime", "1s", "go test -benchtime for the micro-benchmarks")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := b.run(ctx, *kubeconfig, *kubectl, *lcimage, *registry, *binary, strings.Split(*only, ",")); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		if len(b.res) == 0 {
+			os.Exit(1)
+		}
+		defer os.Exit(1)
+	}
+	b.res.print(os.Stdout)
+	if err := b.res.writeJSON(*out); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	if *md != "" {
+		f, err := os.Create(*md)
+		if err == nil {
+			b.res.markdown(f)
+			err = f.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
+	}
+	b.logf("wrote %s", *out)
+}
+
+func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry, binary string, only []string) (err error) {
+	want := func(p string) bool { return slices.Contains(only, p) }
+	if want("micro") {
+		b.logf("micro-benchmarks")
+		if err := b.measureMicro(ctx); err != nil {
+			return err
+		}
+	}
+	if !slices.ContainsFunc(phases[1:], want) {
+		return nil
+	}
+	if binary, err = filepath.Abs(binary); err != nil {
+		return err
+	}
+	if b.c, err = newCluster(kubeconfig, kubectl, lcimage, registry, binary); err != nil {
+		return err
+	}
+	if b.tmp, err = os.MkdirTemp("", "livesync-bench-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(b.tmp)
+	if err := b.c.setUp(ctx); err != nil {
+		return err
+	}
+	defer b.c.tearDown()
+	b.logf("namespace %s", b.c.ns)
+	deployments := []struct {
+		name     string
+		replicas int32
+		emptyDir string
+		phases   []string
+	}{
+		{"lat", 1, "", []string{"latency", "quiet"}},
+		{"big", 1, "/app", []string{"initial", "resync"}},
+		{"fan1", 1, "", []string{"fanout"}},
+		{"fan5", 5, "", []string{"fanout"}},
+		{"w", 1, "", []string{"watcher"}},
+	}
+	for _, d := range deployments {
+		if slices.ContainsFunc(d.phases, want) {
+			if err := b.c.deploy(ctx, d.name, d.replicas, d.emptyDir); err != nil {
+				return err
+			}
+		}
+	}
+	if b.probeBin, err = buildProbe(ctx, b.tmp); err != nil {
+		return err
+	}
+	if want("initial") || want("resync") {
+		b.initialTree = filepath.Join(b.tmp, "initial")
+		if b.initialBytes, err = initialTree(b.initialTree); err != nil {
+			return err
+		}
+		b.logf("initial tree: 10,000 files, %.1f MiB", mib(b.initialBytes))
+	}
+	if want("watcher") {
+		b.watchTree = filepath.Join(b.tmp, "watch")
+		if err := watchTree(b.watchTree); err != nil {
+			return err
+		}
+		b.logf("watch tree: 100,000 files")
+	}
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"latency", b.measureLatency},
+		{"quiet", b.measureQuiet},
+		{"fanout", b.measureFanout},
+		{"initial", b.measureInitial},
+		{"resync", b.measureResync},
+		{"watcher", b.measureWatcher},
+	}
+	for _, s := range steps {
+		if !want(s.name) {
+			continue
+		}
+		b.logf("%s", s.name)
+		if err := s.fn(ctx); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	return nil
+}
