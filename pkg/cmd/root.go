@@ -87,11 +87,6 @@ func NewCmdLiveSync(streams genericiooptions.IOStreams) *cobra.Command {
 func newCmdRoot(g *globalOptions) *cobra.Command {
 	streams := g.IOStreams
 	cmd := newCmdSync(g)
-	if cmd.Args == nil {
-		// Without a validator cobra takes the first argument for an unknown subcommand, and
-		// neither `kubectl livesync deploy/x ./src:/app` nor its completion would work.
-		cmd.Args = cobra.ArbitraryArgs
-	}
 	cmd.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl livesync"}
 	cmd.SilenceUsage = true
 	cmd.SilenceErrors = true
@@ -101,7 +96,7 @@ func newCmdRoot(g *globalOptions) *cobra.Command {
 
 	flags := cmd.PersistentFlags()
 	g.configFlags.AddFlags(flags)
-	flags.IntVarP(&g.verbosity, "v", "v", 0, "log level: 1 shows registry auth and target changes, 2 every exec")
+	flags.IntVarP(&g.verbosity, "v", "v", 0, "log level: 1 shows why registry auth fell back to local credentials")
 
 	cmd.AddCommand(
 		newCmdInspect(g),
