@@ -236,6 +236,19 @@ func waitDeploymentReady(t *testing.T, ns, name string) {
 	})
 }
 
+// settle waits until a deployment is available and its old pods are gone, so the controller
+// has nothing left to write and the resourceVersion stays put.
+func settle(t *testing.T, ns, name string) {
+	t.Helper()
+	waitDeploymentReady(t, ns, name)
+	want := int(*getDeployment(t, ns, name).Spec.Replicas)
+	waitFor(t, "old pods of "+name+" gone", 2*time.Minute, func() (bool, error) {
+		list, err := e.client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + name})
+		return err == nil && len(list.Items) == want, err
+	})
+	waitDeploymentReady(t, ns, name)
+}
+
 // runningPods lists the pods matching the selector that are not terminating.
 func runningPods(t *testing.T, ns, selector string) []corev1.Pod {
 	t.Helper()

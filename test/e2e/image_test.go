@@ -72,14 +72,15 @@ func TestSeedScenario(t *testing.T) {
 		t.Errorf("original after refresh = %+v", o)
 	}
 
-	// A second refresh has nothing to do.
-	rv := dep.ResourceVersion
+	// A second refresh has nothing to do. The controller may still write status while old
+	// pods terminate, so compare the spec's generation, not the resourceVersion.
+	gen := dep.Generation
 	r = mustLivesync(t, "-n", ns, "refresh", "deploy/web")
 	if !strings.Contains(r.stdout, "already current") {
 		t.Errorf("second refresh: %s", r)
 	}
-	if got := getDeployment(t, ns, "web").ResourceVersion; got != rv {
-		t.Errorf("second refresh changed the deployment: resourceVersion %s -> %s", rv, got)
+	if got := getDeployment(t, ns, "web").Generation; got != gen {
+		t.Errorf("second refresh changed the deployment: generation %d -> %d", gen, got)
 	}
 
 	mustLivesync(t, "-n", ns, "restore", "deploy/web", "--timeout", "2m")
@@ -117,6 +118,7 @@ func TestPullPolicyAndDryRun(t *testing.T) {
 	}
 
 	mustLivesync(t, "-n", ns, "pull-policy", "deploy/web", "Always", "--timeout", "2m")
+	settle(t, ns, "web")
 	dep := getDeployment(t, ns, "web")
 	if p := dep.Spec.Template.Spec.Containers[0].ImagePullPolicy; p != corev1.PullAlways {
 		t.Fatalf("policy after pull-policy = %s", p)
