@@ -12,6 +12,7 @@ if ! go mod tidy -diff >/dev/null; then
 fi
 go vet ./...
 go vet -tags e2e ./test/...
+go vet -tags bench ./test/bench/
 # only_in PATTERN DIR: the import PATTERN may appear only in DIR.
 only_in() {
   local hits

@@ -59,7 +59,7 @@ func main() {
 		md         = flag.String("md", "_output/bench.md", "where to write the table as Markdown (\"\" for nowhere)")
 		only       = flag.String("only", strings.Join(phases, ","), "comma-separated phases to run: "+strings.Join(phases, ","))
 	)
-	flag.IntVar(&b.edits, "edits", 60, "single-file saves (and exec floors) to pair; fan-out uses half")
+	flag.IntVar(&b.edits, "edits", 60, "single-file saves (and exec floors) to pair; fan-out and the quiet-window latencies use a third")
 	flag.IntVar(&b.reps, "reps", 3, "repetitions of the slow measurements (initial sync, watcher ready)")
 	flag.DurationVar(&b.idle, "idle", 30*time.Second, "idle CPU measurement window")
 	flag.StringVar(&b.benchtime, "benchtime", "1s", "go test -benchtime for the micro-benchmarks")
