@@ -10,11 +10,13 @@ import (
 )
 
 // syncedIndex returns the index of a target that has everything under m.
-func syncedIndex(t *testing.T, m *mapping) *Index {
+func syncedIndex(t testing.TB, m *mapping) *Index {
 	t.Helper()
 	idx := NewIndex()
 	p, err := plan(m, idx, nil, true)
-	must(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	idx.apply(p, archiveResult{})
 	return idx
 }
@@ -213,10 +215,7 @@ func BenchmarkPlan(b *testing.B) {
 	}
 	m, err := newMapping(Mapping{Local: LocalPath(dir), Remote: "/app"}, nil)
 	must2(b, err)
-	idx := NewIndex()
-	p, err := plan(m, idx, nil, true)
-	must2(b, err)
-	idx.apply(p, archiveResult{})
+	idx := syncedIndex(b, m)
 	b.ResetTimer()
 	for b.Loop() {
 		// A touch storm: every file hinted, nothing changed.

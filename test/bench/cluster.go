@@ -7,11 +7,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -152,12 +154,24 @@ func (c *cluster) floor(ctx context.Context, t sync.Target) (time.Duration, erro
 	return time.Since(start), err
 }
 
-// tarExec extracts a tar built in memory with `tar -x` in dir of t, the least any tool can do
-// to move those bytes: the transfer baseline of bursts and big files.
-func (c *cluster) tarExec(ctx context.Context, t sync.Target, dir string, tarball []byte) (time.Duration, error) {
+// tarExec extracts files (rel → content) with one `tar -x` exec into dir of t, the least any
+// tool can do to move those bytes: the transfer baseline of bursts and big files. It is timed
+// like the tool, from the start to the moment p sees the last file in the container.
+func (c *cluster) tarExec(ctx context.Context, t sync.Target, p *probe, dir string, rels []string, files map[string][]byte) (time.Duration, error) {
+	exp := make([]expect, len(rels))
+	for i, r := range rels {
+		exp[i] = expect{path: path.Join(dir, r), data: files[r]}
+	}
+	if err := p.arm(exp); err != nil {
+		return 0, err
+	}
+	tarball := tarOf(rels, files)
 	start := time.Now()
-	err := c.exec.Exec(ctx, t, []string{"tar", "-x", "-o", "-f", "-", "-C", dir}, bytes.NewReader(tarball), io.Discard, io.Discard)
-	return time.Since(start), err
+	if err := c.exec.Exec(ctx, t, []string{"tar", "-x", "-o", "-f", "-", "-C", dir}, bytes.NewReader(tarball), io.Discard, io.Discard); err != nil {
+		return 0, err
+	}
+	at, err := p.arrival(time.Minute)
+	return at.Sub(start), err
 }
 
 // buildProbe compiles the in-container probe as a static binary.
@@ -193,7 +207,8 @@ func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error))
 }
 
 func exitDetail(err error) error {
-	if ee, ok := err.(*exec.ExitError); ok && len(ee.Stderr) > 0 {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
 		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
 	}
 	return err

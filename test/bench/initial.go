@@ -48,7 +48,7 @@ func (b *bench) measureInitial(ctx context.Context) error {
 		}},
 	}
 	times := map[string][]time.Duration{}
-	for rep := range b.reps {
+	for rep := range b.initialReps {
 		for k := range copiers {
 			cp := copiers[(k+rep)%len(copiers)]
 			dest := fmt.Sprintf("/tmp/cmp/%s-%d", strings.ReplaceAll(cp.name, " ", ""), rep)
@@ -80,7 +80,7 @@ func (b *bench) measureInitial(ctx context.Context) error {
 	ls, tp, kc := median(times["livesync"]), median(times["tar pipe"]), median(times["kubectl cp"])
 	// The machine's load drifts by more than the difference between the tools, so the ratio is
 	// the median of the per-repetition ratios (each pair ran back to back), not of the medians.
-	n := fmt.Sprintf(", %d files / %.0f MiB (n=%d; ratio: median of per-pair ratios)", 10_000, mib(b.initialBytes), b.reps)
+	n := fmt.Sprintf(", %d files / %.0f MiB (n=%d; ratio: median of per-pair ratios)", 10_000, mib(b.initialBytes), b.initialReps)
 	rt := pairRatio(times["livesync"], times["tar pipe"])
 	r := b.res.pair("initial sync vs tar pipe"+n, secs(ls), "s", "tar -c | kubectl exec -i -- tar -x", secs(tp))
 	r.Ratio = ref(rt)

@@ -141,7 +141,7 @@ func (b *bench) measureLatency(ctx context.Context) error {
 		return err
 	}
 	var bursts, burstBase []time.Duration
-	for i := range b.reps * 3 {
+	for i := range b.reps * 5 {
 		files := map[string][]byte{}
 		var rels []string
 		for j := range 50 {
@@ -153,7 +153,7 @@ func (b *bench) measureLatency(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("burst %d: %w", i, err)
 		}
-		base, err := l.c.tarExec(ctx, l.t, "/tmp/base", tarOf(rels, files))
+		base, err := l.c.tarExec(ctx, l.t, l.p, "/tmp/base", rels, files)
 		if err != nil {
 			return fmt.Errorf("burst baseline %d: %w", i, err)
 		}
@@ -164,14 +164,14 @@ func (b *bench) measureLatency(ctx context.Context) error {
 
 	// One 5 MB file, paired with tar -x of it.
 	var bigs, bigBase []time.Duration
-	for i := range b.reps + 2 {
+	for i := range b.reps * 3 {
 		data := content(l.seed+uint64(i)*7919, 5<<20)
 		files := map[string][]byte{"big.bin": data}
 		s, err := l.save([]string{"big.bin"}, files)
 		if err != nil {
 			return fmt.Errorf("5 MB file %d: %w", i, err)
 		}
-		base, err := l.c.tarExec(ctx, l.t, "/tmp/base", tarOf([]string{"big.bin"}, files))
+		base, err := l.c.tarExec(ctx, l.t, l.p, "/tmp/base", []string{"big.bin"}, files)
 		if err != nil {
 			return fmt.Errorf("5 MB baseline %d: %w", i, err)
 		}

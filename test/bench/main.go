@@ -33,10 +33,11 @@ type bench struct {
 	rnd          *rand.Rand
 	start        time.Time
 
-	edits     int
-	reps      int
-	idle      time.Duration
-	benchtime string
+	edits       int
+	reps        int
+	initialReps int
+	idle        time.Duration
+	benchtime   string
 
 	quietLatency []quietPoint
 }
@@ -60,7 +61,8 @@ func main() {
 		only       = flag.String("only", strings.Join(phases, ","), "comma-separated phases to run: "+strings.Join(phases, ","))
 	)
 	flag.IntVar(&b.edits, "edits", 60, "single-file saves (and exec floors) to pair; fan-out and the quiet-window latencies use a third")
-	flag.IntVar(&b.reps, "reps", 3, "repetitions of the slow measurements (initial sync, watcher ready)")
+	flag.IntVar(&b.reps, "reps", 3, "repetitions of the slower measurements (watcher ready; bursts and 5 MB files ×5 and ×3)")
+	flag.IntVar(&b.initialReps, "initial-reps", 4, "repetitions of each initial-sync copy")
 	flag.DurationVar(&b.idle, "idle", 30*time.Second, "idle CPU measurement window")
 	flag.StringVar(&b.benchtime, "benchtime", "1s", "go test -benchtime for the micro-benchmarks")
 	flag.Parse()
@@ -111,7 +113,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 	if b.tmp, err = os.MkdirTemp("", "livesync-bench-"); err != nil {
 		return err
 	}
-	defer os.RemoveAll(b.tmp)
+	defer func() { _ = os.RemoveAll(b.tmp) }()
 	if err := b.c.setUp(ctx); err != nil {
 		return err
 	}

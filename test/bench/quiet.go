@@ -184,7 +184,7 @@ func eventTimes(tmp string, op *operation) ([]time.Time, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	if op.setup != nil {
 		if err := op.setup(dir); err != nil {
 			return nil, err
@@ -212,7 +212,7 @@ func eventTimes(tmp string, op *operation) ([]time.Time, error) {
 		}
 	}()
 	if err := op.run(dir); err != nil {
-		w.Close()
+		_ = w.Close()
 		return nil, err
 	}
 	// Wait for a second of silence: the watcher re-walks new directories after one second.
@@ -228,7 +228,7 @@ func eventTimes(tmp string, op *operation) ([]time.Time, error) {
 			break
 		}
 	}
-	w.Close()
+	_ = w.Close()
 	<-done
 	// The second walk of new directories repeats hints a second later; the engine finds
 	// nothing to send for them, so they are not part of the operation.

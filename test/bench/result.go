@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -64,6 +65,9 @@ func round(v float64) float64 {
 	return math.Round(v*10000) / 10000
 }
 
+// num formats a value without exponents.
+func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
 func (rs results) print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tVALUE\tBASELINE\tBASELINE VALUE\tRATIO\tTARGET\tMET")
@@ -71,7 +75,7 @@ func (rs results) print(w io.Writer) {
 		base, bval, ratio, tgt, met := "-", "-", "-", "-", "-"
 		if r.Baseline != nil {
 			base = *r.Baseline
-			bval = fmt.Sprintf("%g %s", *r.BaselineValue, r.Unit)
+			bval = num(*r.BaselineValue) + " " + r.Unit
 		}
 		if r.Ratio != nil {
 			ratio = fmt.Sprintf("%.2f", *r.Ratio)
@@ -80,9 +84,9 @@ func (rs results) print(w io.Writer) {
 			tgt = *r.Target
 			met = map[bool]string{true: "yes", false: "NO"}[*r.Met]
 		}
-		fmt.Fprintf(tw, "%s\t%g %s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Value, r.Unit, base, bval, ratio, tgt, met)
+		fmt.Fprintf(tw, "%s\t%s %s\t%s\t%s\t%s\t%s\t%s\n", r.Name, num(r.Value), r.Unit, base, bval, ratio, tgt, met)
 	}
-	tw.Flush()
+	_ = tw.Flush()
 }
 
 // markdown prints the table as README-ready Markdown.
@@ -92,7 +96,7 @@ func (rs results) markdown(w io.Writer) {
 	for _, r := range rs {
 		base, ratio, tgt, met := "", "", "", ""
 		if r.Baseline != nil {
-			base = fmt.Sprintf("%s: %g %s", *r.Baseline, *r.BaselineValue, r.Unit)
+			base = fmt.Sprintf("%s: %s %s", *r.Baseline, num(*r.BaselineValue), r.Unit)
 		}
 		if r.Ratio != nil {
 			ratio = fmt.Sprintf("%.2f", *r.Ratio)
@@ -101,7 +105,11 @@ func (rs results) markdown(w io.Writer) {
 			tgt = *r.Target
 			met = map[bool]string{true: "yes", false: "**no**"}[*r.Met]
 		}
-		fmt.Fprintf(w, "| %s | %g %s | %s | %s | %s | %s |\n", r.Name, r.Value, r.Unit, base, ratio, tgt, met)
+		cells := []string{r.Name, num(r.Value) + " " + r.Unit, base, ratio, tgt, met}
+		for i, c := range cells {
+			cells[i] = strings.ReplaceAll(c, "|", `\|`)
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
 }
 

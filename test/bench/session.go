@@ -44,14 +44,14 @@ type event struct {
 type session struct {
 	cmd    *exec.Cmd
 	events chan event
-	done   chan error
+	done   chan struct{} // closed once the process exited
 	mu     gosync.Mutex
 	stderr bytes.Buffer
 	once   gosync.Once
 }
 
 func (c *cluster) startSession(args ...string) (*session, error) {
-	s := &session{events: make(chan event, 4096), done: make(chan error, 1)}
+	s := &session{events: make(chan event, 4096), done: make(chan struct{})}
 	s.cmd = exec.Command(c.binary, append([]string{"--kubeconfig", c.kubeconfig, "-n", c.ns, "-o", "json"}, args...)...)
 	s.cmd.Stderr = lockedWriter{&s.mu, &s.stderr}
 	out, err := s.cmd.StdoutPipe()
@@ -71,7 +71,8 @@ func (c *cluster) startSession(args ...string) (*session, error) {
 			}
 		}
 		close(s.events)
-		s.done <- s.cmd.Wait()
+		_ = s.cmd.Wait() // its exit status says nothing the events did not
+		close(s.done)
 	}()
 	return s, nil
 }
@@ -181,13 +182,13 @@ func (c *cluster) startProbe(ctx context.Context, t sync.Target) *probe {
 	return p
 }
 
-func (p *probe) close() { p.in.Close() }
+func (p *probe) close() { _ = p.in.Close() }
 
 func (p *probe) line(timeout time.Duration) (string, error) {
 	select {
 	case l, ok := <-p.lines:
 		if !ok {
-			return "", fmt.Errorf("probe ended: %v", <-p.errc)
+			return "", fmt.Errorf("probe ended: %w", <-p.errc)
 		}
 		if strings.HasPrefix(l, "E ") {
 			return "", fmt.Errorf("probe: %s", l[2:])

@@ -43,7 +43,7 @@ func main() {
 	out := bufio.NewWriter(os.Stdout)
 	reply := func(format string, args ...any) {
 		fmt.Fprintf(out, format+"\n", args...)
-		out.Flush()
+		_ = out.Flush()
 	}
 	for in.Scan() {
 		f := strings.Fields(in.Text())
@@ -60,7 +60,7 @@ func main() {
 			parts := strings.SplitN(in.Text(), " ", 3)
 			if len(parts) != 3 {
 				reply("E bad line %q", in.Text())
-				continue
+				os.Exit(2) // the request is out of step now
 			}
 			size, _ := strconv.ParseInt(parts[0], 10, 64)
 			sum, _ := hex.DecodeString(parts[1])
