@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 )
@@ -164,16 +163,7 @@ func TestPlanInitial(t *testing.T) {
 				t.Fatal(warns)
 			}
 			p, idx := planInitial(m, tree, l, tt.mode)
-			var copies []string
-			for _, c := range p.Copies {
-				copies = append(copies, c.Name)
-			}
-			if !slices.Equal(copies, tt.wantCopies) {
-				t.Errorf("copies = %q, want %q", copies, tt.wantCopies)
-			}
-			if !slices.Equal(p.Deletes, tt.wantDeletes) {
-				t.Errorf("deletes = %q, want %q", p.Deletes, tt.wantDeletes)
-			}
+			assertPlan(t, p, tt.wantCopies, tt.wantDeletes)
 			if e, ok := idx.Get("same-content"); tt.hashes && (!ok || e.Sum == nil) {
 				t.Errorf("same-content not indexed with its hash: %+v", e)
 			}

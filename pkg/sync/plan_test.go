@@ -125,16 +125,7 @@ func TestPlan(t *testing.T) {
 			}
 			p, err := plan(m, idx, tt.hints, tt.rescan)
 			must(t, err)
-			var copies []string
-			for _, c := range p.Copies {
-				copies = append(copies, c.Name)
-			}
-			if !slices.Equal(copies, tt.wantCopies) {
-				t.Errorf("copies = %q, want %q", copies, tt.wantCopies)
-			}
-			if !slices.Equal(p.Deletes, tt.wantDeletes) {
-				t.Errorf("deletes = %q, want %q", p.Deletes, tt.wantDeletes)
-			}
+			assertPlan(t, p, tt.wantCopies, tt.wantDeletes)
 			var touched []string
 			for rel := range p.Touched {
 				touched = append(touched, rel)
@@ -230,5 +221,20 @@ func must2(b *testing.B, err error) {
 	b.Helper()
 	if err != nil {
 		b.Fatal(err)
+	}
+}
+
+// assertPlan checks a plan's copies (by tar name) and deletes, in order.
+func assertPlan(t *testing.T, p *Plan, wantCopies, wantDeletes []string) {
+	t.Helper()
+	var copies []string
+	for _, c := range p.Copies {
+		copies = append(copies, c.Name)
+	}
+	if !slices.Equal(copies, wantCopies) {
+		t.Errorf("copies = %q, want %q", copies, wantCopies)
+	}
+	if !slices.Equal(p.Deletes, wantDeletes) {
+		t.Errorf("deletes = %q, want %q", p.Deletes, wantDeletes)
 	}
 }
