@@ -3,12 +3,10 @@ package sync
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"path"
 	"slices"
-	"strings"
 	gosync "sync"
 	"time"
 
@@ -31,9 +29,22 @@ type Config struct {
 	// OnSync, if set, runs as `sh -c OnSync` in a target after every applied
 	// batch and after its initial sync. LIVESYNC_CHANGED holds the changed
 	// remote paths, absolute and newline-separated; when they would exceed
-	// 32 KiB it holds the affected remote directories instead. A failure is
-	// reported and otherwise ignored.
+	// 32 KiB it holds the affected remote directories instead. It runs off
+	// the sync path, one run at a time per target: batches applied during a
+	// run are coalesced into one follow-up run with the union of their paths.
+	// Each run is reported as an OnSync event; a failure is otherwise ignored.
 	OnSync string
+	// OnSyncTimeout bounds each run of OnSync; then its exec is closed (what
+	// the command started keeps running in the container) and the run is
+	// reported as timed out. Default DefaultOnSyncTimeout.
+	OnSyncTimeout time.Duration
+	// ExecTimeout bounds every exec that lists or copies files: one that
+	// moves no byte on any stream for ExecTimeout is cancelled and fails with
+	// ErrTimeout, which is transient (retried, then the target is re-synced).
+	// A transfer that keeps moving is never cut off. A listing also gets the
+	// time to hash the local tree at a conservative rate, since it prints
+	// nothing while hashing. Default DefaultExecTimeout.
+	ExecTimeout time.Duration
 	// DryRun lists (as DryRun events) what would be copied and deleted, and
 	// changes nothing; the read-only listing of an initial sync still runs.
 	DryRun bool
@@ -66,7 +77,7 @@ const (
 // Engine syncs the mappings into every target: an initial sync per new
 // target, then each batch of changes.
 type Engine struct {
-	exec    Executor
+	exec    *boundedExecutor
 	cfg     Config
 	maps    []*mapping
 	initErr error
@@ -74,6 +85,8 @@ type Engine struct {
 	rep     *lockedReporter
 	retry   RetryPolicy
 	log     *slog.Logger
+
+	onSyncExec *boundedExecutor // on-sync commands, with slots of their own
 
 	mu       gosync.Mutex
 	targets  map[string]*target
@@ -93,6 +106,7 @@ type target struct {
 	cancel  context.CancelFunc
 	wake    chan struct{}
 	backoff time.Duration
+	runner  *onSyncRunner // nil without an on-sync command
 
 	mu      gosync.Mutex
 	hints   []map[string]struct{}
@@ -117,6 +131,12 @@ func New(exec Executor, cfg Config, opts ...Option) *Engine {
 	if cfg.Parallelism <= 0 {
 		cfg.Parallelism = 8
 	}
+	if cfg.ExecTimeout <= 0 {
+		cfg.ExecTimeout = DefaultExecTimeout
+	}
+	if cfg.OnSyncTimeout <= 0 {
+		cfg.OnSyncTimeout = DefaultOnSyncTimeout
+	}
 	e := &Engine{
 		cfg: cfg, clk: clock.RealClock{}, rep: &lockedReporter{}, retry: DefaultRetry,
 		log:     slog.New(slog.DiscardHandler),
@@ -125,7 +145,12 @@ func New(exec Executor, cfg Config, opts ...Option) *Engine {
 	for _, o := range opts {
 		o(e)
 	}
-	e.exec = &boundedExecutor{Executor: exec, sem: make(chan struct{}, cfg.Parallelism)}
+	e.exec = &boundedExecutor{Executor: exec, sem: make(chan struct{}, cfg.Parallelism), clk: e.clk,
+		limit: limit{d: cfg.ExecTimeout, idle: true}}
+	// On-sync commands get slots of their own: one that holds its exec open
+	// until its timeout must not hold up file transfers.
+	e.onSyncExec = &boundedExecutor{Executor: exec, sem: make(chan struct{}, cfg.Parallelism), clk: e.clk,
+		limit: limit{d: cfg.OnSyncTimeout}}
 	for i, m := range cfg.Mappings {
 		var match Matcher
 		if i < len(cfg.Matchers) {
@@ -188,6 +213,7 @@ func (e *Engine) dropLocked(tg *target) {
 
 func (e *Engine) startLocked(tg *target) {
 	tg.ctx, tg.cancel = context.WithCancel(e.runCtx)
+	tg.runner = e.startOnSync(tg.ctx, tg, &e.wg)
 	e.wg.Add(1)
 	go e.work(tg)
 	tg.signal()
@@ -209,8 +235,9 @@ func (tg *target) signal() {
 }
 
 // Run syncs until ctx is done (it returns ctx.Err()) or changes is closed (it
-// returns nil once every target has applied what was pending). Targets added
-// before Run get their initial sync first.
+// returns nil once every target has applied what was pending, and run or timed
+// out the on-sync command). Targets added before Run get their initial sync
+// first.
 func (e *Engine) Run(ctx context.Context, changes <-chan Change) error {
 	if e.initErr != nil {
 		return e.initErr
@@ -336,6 +363,7 @@ func (e *Engine) doneLocked(seq uint64, key string, r unitResult) {
 
 func (e *Engine) work(tg *target) {
 	defer e.wg.Done()
+	defer tg.runner.close()
 	for {
 		var (
 			timer  clock.Timer
@@ -484,8 +512,9 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				continue
 			}
 			var l *listing
+			lex := e.exec.within(listLimit(e.cfg.ExecTimeout, treeBytes(local)))
 			err = e.retry.do(ctx, e.clk, func() (err error) {
-				l, err = listRemote(ctx, e.exec, tg.Target, m)
+				l, err = listRemote(ctx, lex, tg.Target, m)
 				return err
 			})
 			if ctx.Err() != nil {
@@ -561,27 +590,9 @@ func (e *Engine) requeue(tg *target, i int, raced map[string]struct{}) {
 	tg.signal()
 }
 
-const maxChangedEnv = 32 << 10
-
-// onSync runs the OnSync command in tg with the changed remote paths.
+// onSync hands the changed remote paths to tg's on-sync runner, if any.
 func (e *Engine) onSync(tg *target, changed []string) {
-	if e.cfg.OnSync == "" || e.cfg.DryRun {
-		return
-	}
-	list := strings.Join(changed, "\n")
-	if len(list) > maxChangedEnv {
-		var dirs []string
-		for _, m := range e.maps {
-			dirs = append(dirs, string(m.Remote))
-		}
-		list = strings.Join(dirs, "\n")
-	}
-	argv := []string{"sh", "-c", `export LIVESYNC_CHANGED="$1"; exec sh -c "$2"`, "livesync-on-sync", list, e.cfg.OnSync}
-	stderr := &tailBuffer{max: 4 << 10}
-	if err := e.exec.Exec(tg.ctx, tg.Target, argv, nil, io.Discard, stderr); err != nil && tg.ctx.Err() == nil {
-		err = fmt.Errorf("running the on-sync command %q in %s: %w: %s", e.cfg.OnSync, tg, err, lastLine(stderr.String(), ""))
-		e.rep.Report(Error{Target: tg.Target, Err: err})
-	}
+	tg.runner.submit(changed)
 }
 
 // reportErr reports err for tg unless it is the same as the last one: as a
@@ -625,8 +636,10 @@ func remotePaths(m *mapping, p *Plan) []string {
 }
 
 // Once runs the initial sync of every current target, in parallel (execs are
-// bounded by Parallelism), and reports whether all of them converged. It is
-// for one-shot use (--once); don't combine it with Run.
+// bounded by Parallelism), and reports whether all of them converged. It
+// returns once the on-sync runs the initial syncs started have finished or
+// timed out; their outcome is reported, not part of the result. It is for
+// one-shot use (--once); don't combine it with Run.
 func (e *Engine) Once(ctx context.Context) (bool, error) {
 	if e.initErr != nil {
 		return false, e.initErr
@@ -645,6 +658,8 @@ func (e *Engine) Once(ctx context.Context) (bool, error) {
 	for _, tg := range tgs {
 		wg.Go(func() {
 			tg.ctx = ctx
+			tg.runner = e.startOnSync(ctx, tg, &wg)
+			defer tg.runner.close()
 			ev, err := e.initialSync(ctx, tg)
 			if err != nil {
 				mu.Lock()
@@ -660,10 +675,20 @@ func (e *Engine) Once(ctx context.Context) (bool, error) {
 	return ok && ctx.Err() == nil, ctx.Err()
 }
 
-// boundedExecutor limits concurrent execs across all targets.
+// boundedExecutor limits concurrent execs across all targets and bounds each
+// one by its limit, which starts once the exec has its slot.
 type boundedExecutor struct {
 	Executor
-	sem chan struct{}
+	sem   chan struct{}
+	clk   clock.Clock
+	limit limit
+}
+
+// within returns b with another limit, sharing b's slots.
+func (b *boundedExecutor) within(l limit) *boundedExecutor {
+	c := *b
+	c.limit = l
+	return &c
 }
 
 func (b *boundedExecutor) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -673,5 +698,5 @@ func (b *boundedExecutor) Exec(ctx context.Context, t Target, argv []string, std
 		return ctx.Err()
 	}
 	defer func() { <-b.sem }()
-	return b.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+	return execWithin(ctx, b.clk, b.limit, b.Executor, t, argv, stdin, stdout, stderr)
 }

@@ -61,6 +61,31 @@ func wait[T Event](t *testing.T, r *recorder) T {
 	}
 }
 
+// waitCount yields until at least n events of type T were reported, and
+// returns them all; unlike wait it sees events that wait skipped.
+func waitCount[T Event](t *testing.T, r *recorder, n int) []T {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var out []T
+		r.mu.Lock()
+		for _, ev := range r.all {
+			if e, ok := ev.(T); ok {
+				out = append(out, e)
+			}
+		}
+		r.mu.Unlock()
+		if len(out) >= n {
+			return out
+		}
+		if time.Now().After(deadline) {
+			var zero T
+			t.Fatalf("%d %T events, want %d", len(out), zero, n)
+		}
+		runtime.Gosched()
+	}
+}
+
 // waitForNWaiters yields until n timers wait on fc.
 func waitForNWaiters(t *testing.T, fc *clocktesting.FakeClock, n int) {
 	t.Helper()
@@ -83,9 +108,18 @@ type engineFixture struct {
 	done      chan error
 	e         *Engine
 	cancel    context.CancelFunc
+
+	seenOnSync int
 }
 
 func newEngineFixture(t *testing.T, cfg Config, opts ...Option) *engineFixture {
+	t.Helper()
+	return newWrappedFixture(t, cfg, nil, opts...)
+}
+
+// newWrappedFixture is newEngineFixture with the engine's executor wrapped
+// by wrap (nil: not wrapped), for failure injection.
+func newWrappedFixture(t *testing.T, cfg Config, wrap func(Executor) Executor, opts ...Option) *engineFixture {
 	t.Helper()
 	f := &engineFixture{
 		local: t.TempDir(), sandboxes: map[string]string{},
@@ -103,7 +137,11 @@ func newEngineFixture(t *testing.T, cfg Config, opts ...Option) *engineFixture {
 	}
 	writeTree(t, f.local, map[string]string{"a": "a", "d/x": "x", "with space/ü": "u"})
 	cfg.Mappings = []Mapping{{Local: LocalPath(f.local), Remote: "/app"}}
-	f.e = New(f.ex, cfg, append([]Option{WithClock(f.fc), WithReporter(f.rec)}, opts...)...)
+	var ex Executor = f.ex
+	if wrap != nil {
+		ex = wrap(ex)
+	}
+	f.e = New(ex, cfg, append([]Option{WithClock(f.fc), WithReporter(f.rec)}, opts...)...)
 	return f
 }
 
@@ -118,6 +156,21 @@ func (f *engineFixture) run(t *testing.T) {
 }
 
 func (f *engineFixture) remote(pod string) string { return filepath.Join(f.sandboxes[pod], "app") }
+
+// onSyncs waits until n more OnSync events than seen so far were reported
+// (in any order with other events) and fails on one that did not exit 0.
+func (f *engineFixture) onSyncs(t *testing.T, n int) []OnSync {
+	t.Helper()
+	evs := waitCount[OnSync](t, f.rec, f.seenOnSync+n)
+	out := evs[f.seenOnSync:]
+	f.seenOnSync += n
+	for _, ev := range out {
+		if ev.Err != nil || ev.ExitCode != 0 {
+			t.Errorf("on-sync = %+v", ev)
+		}
+	}
+	return out
+}
 
 // batch sends one change and releases it through the quiet window.
 func (f *engineFixture) batch(t *testing.T, c Change, waiters int) Batch {
@@ -143,6 +196,9 @@ func TestEngineTwoTargetsConverge(t *testing.T) {
 			t.Fatalf("initial sync = %+v", ev)
 		}
 	}
+	// On-sync runs off the batch path, with its own timer on the clock: let
+	// it finish before the batch windows are stepped.
+	f.onSyncs(t, 2)
 	assertSameTree(t, f.local, f.remote("web-1"))
 	assertSameTree(t, f.local, f.remote("web-2"))
 
@@ -153,6 +209,7 @@ func TestEngineTwoTargetsConverge(t *testing.T) {
 	if b.Targets != 2 || b.Failed != 0 || b.Changed != 2 || b.Deleted != 1 || b.Latency != DefaultQuiet {
 		t.Errorf("batch = %+v", b)
 	}
+	f.onSyncs(t, 2)
 	assertSameTree(t, f.local, f.remote("web-1"))
 	assertSameTree(t, f.local, f.remote("web-2"))
 

@@ -23,6 +23,10 @@ var (
 	// ErrTargetGone: the pod or container went away mid-exec. Transient; the
 	// target is usually removed soon after.
 	ErrTargetGone = errors.New("container is gone")
+	// ErrTimeout: an exec ran past its deadline (see Config.ExecTimeout) and
+	// was cancelled: a frozen or overloaded container, or a dead connection.
+	// Transient.
+	ErrTimeout = errors.New("remote call timed out")
 )
 
 // SyncError is a classified failure of one exec in one target. Its message is
@@ -96,6 +100,10 @@ func classify(err error, t Target, op string, dir RemotePath, stderr string) err
 		uid = m[1]
 	}
 	switch {
+	case errors.Is(err, ErrTimeout):
+		se.Kind, se.transient = ErrTimeout, true
+		se.Msg = fmt.Sprintf("%s in %s %v", op, where, err)
+		se.Hint = "the container may be frozen or overloaded; livesync will retry and re-sync"
 	case apierrors.IsForbidden(err) || strings.Contains(msg, "forbidden") && strings.Contains(msg, "exec"):
 		se.Kind = ErrExecForbidden
 		se.Msg = fmt.Sprintf("%s: not allowed to exec into pod %q in namespace %q", op, t.Pod, t.Namespace)
@@ -155,15 +163,20 @@ func lastLine(s, def string) string {
 type tailBuffer struct {
 	b   []byte
 	max int
+	cut bool // bytes were dropped
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.b = append(t.b, p...)
 	if len(t.b) > 2*t.max {
 		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+		t.cut = true
 	}
 	return len(p), nil
 }
+
+// truncated reports whether String misses the start of what was written.
+func (t *tailBuffer) truncated() bool { return t.cut || len(t.b) > t.max }
 
 func (t *tailBuffer) String() string {
 	if len(t.b) > t.max {

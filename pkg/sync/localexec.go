@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	gosync "sync"
 )
 
 // LocalExecutor runs argv on this machine instead of in a container: the
@@ -80,9 +81,75 @@ func (l *LocalExecutor) Exec(ctx context.Context, t Target, argv []string, stdin
 			return fmt.Errorf("exec: %q: executable file not found in $PATH", argv[0])
 		}
 	}
-	cmd := exec.CommandContext(ctx, name, argv[1:]...)
-	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, stdin, stdout, stderr
-	err := cmd.Run()
+	cmd := exec.Command(name, argv[1:]...)
+	cmd.Env, cmd.Stdin = env, stdin
+	ownGroup(cmd)
+	// The output goes through pipes of our own: with a writer that is not an
+	// *os.File, os/exec waits for EOF on its pipe even after ctx is done, and a
+	// background child (`sleep 1000 &`) holds it open, the way it holds a
+	// container's exec stream open.
+	var (
+		pipes  []*os.File
+		copies gosync.WaitGroup
+	)
+	closePipes := func() {
+		for _, p := range pipes {
+			_ = p.Close()
+		}
+	}
+	pipe := func(w io.Writer) (*os.File, error) {
+		if w == nil {
+			return nil, nil
+		}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		pipes = append(pipes, pr, pw)
+		copies.Go(func() { _, _ = io.Copy(w, pr) })
+		return pw, nil
+	}
+	var err error
+	if cmd.Stdout, err = pipe(stdout); err == nil {
+		if stderr == stdout {
+			cmd.Stderr = cmd.Stdout
+		} else {
+			cmd.Stderr, err = pipe(stderr)
+		}
+	}
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		closePipes()
+		copies.Wait()
+		return err
+	}
+	for i := 1; i < len(pipes); i += 2 {
+		_ = pipes[i].Close() // the write ends now belong to the child
+	}
+	// Cancelling tears the exec down like a closed stream, and also kills the
+	// process group: unlike a container, where a background child outlives
+	// its exec, a test must leave nothing running on the host.
+	stop := make(chan struct{})
+	cancelled := make(chan struct{})
+	go func() {
+		defer close(cancelled)
+		select {
+		case <-ctx.Done():
+			killGroup(cmd)
+			closePipes()
+		case <-stop:
+		}
+	}()
+	err = cmd.Wait()
+	copies.Wait()
+	close(stop)
+	<-cancelled
+	closePipes()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.Exited() {
 		return codeError(ee.ExitCode())
