@@ -48,6 +48,8 @@ func TestValidationBeforeTheCluster(t *testing.T) {
 		{[]string{"inspect", "deploy/web", "-o", "xml"}, "invalid output format"},
 		{[]string{"restore"}, "name a workload"},
 		{[]string{"version", "-o", "xml"}, "invalid output format"},
+		{[]string{"deploy/web", ".:/app", "--exec-timeout", "10ms"}, "--exec-timeout 10ms is too short"},
+		{[]string{"deploy/web", ".:/app", "--on-sync-timeout", "0s"}, "--on-sync-timeout 0s: use a positive duration"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

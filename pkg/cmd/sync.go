@@ -31,6 +31,8 @@ type SyncOptions struct {
 	excludes   []string
 	gitignore  bool
 	onSync     string
+	onSyncWait time.Duration
+	execWait   time.Duration
 	pullPolicy string
 	refresh    bool
 	followTag  bool
@@ -90,7 +92,9 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.StringVar(&o.initial, "initial", string(sync.InitialUpload), "initial sync of each new container: upload (send what differs), mirror (also delete remote files that are not local), none")
 	f.StringArrayVar(&o.excludes, "exclude", nil, "do not sync paths matching this gitignore-style pattern; repeatable")
 	f.BoolVar(&o.gitignore, "gitignore", false, "also honour .gitignore files (off by default: locally built, git-ignored outputs are often what you want to sync)")
-	f.StringVar(&o.onSync, "on-sync", "", "run `sh -c CMD` in each container after each applied batch and the initial sync; $LIVESYNC_CHANGED lists the changed remote paths")
+	f.StringVar(&o.onSync, "on-sync", "", "run `sh -c CMD` in each container after each applied batch and the initial sync, without holding up the next batch; $LIVESYNC_CHANGED lists the changed remote paths")
+	f.DurationVar(&o.onSyncWait, "on-sync-timeout", sync.DefaultOnSyncTimeout, "close an --on-sync command's exec after this long and report it (what it started keeps running in the container)")
+	f.DurationVar(&o.execWait, "exec-timeout", sync.DefaultExecTimeout, "cancel and retry a file transfer or listing after this long without progress (a frozen or overloaded container)")
 	f.StringVar(&o.pullPolicy, "pull-policy", "", "set this imagePullPolicy on the workload first (Always|IfNotPresent|Never), like the pull-policy command")
 	f.BoolVar(&o.refresh, "refresh", false, "pin a moved tag to its new digest first, like the refresh command")
 	f.BoolVar(&o.followTag, "follow-tag", false, "while syncing, poll the registry and pin each new push of the tag; new pods get their initial sync")
@@ -98,8 +102,8 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.DurationVar(&o.quiet, "batch-quiet", sync.DefaultQuiet, "a batch is sent after this long without a new change")
 	f.DurationVar(&o.batchCap, "batch-max", sync.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.IntVar(&o.parallel, "parallel", 8, "at most this many containers are written to at once")
-	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, target-added, target-removed, error, refresh, dry-run)")
-	f.BoolVar(&o.once, "once", false, "initial sync and exit; the exit code says whether every container converged")
+	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, target-added, target-removed, error, refresh, dry-run)")
+	f.BoolVar(&o.once, "once", false, "initial sync and exit once the --on-sync runs finished or timed out; the exit code says whether every container converged (not how --on-sync went)")
 	return cmd
 }
 
@@ -146,6 +150,10 @@ func (o *SyncOptions) Validate() error {
 		return fmt.Errorf("--batch-quiet %s must be positive and at most --batch-max %s", o.quiet, o.batchCap)
 	case o.parallel < 1:
 		return fmt.Errorf("--parallel %d: use 1 or more", o.parallel)
+	case o.execWait < time.Second:
+		return fmt.Errorf("--exec-timeout %s is too short: use 1s or more", o.execWait)
+	case o.onSyncWait <= 0:
+		return fmt.Errorf("--on-sync-timeout %s: use a positive duration", o.onSyncWait)
 	case o.followTag && o.interval < time.Second:
 		return fmt.Errorf("--interval %s is too short: use 1s or more", o.interval)
 	case o.once && o.followTag:
@@ -194,7 +202,7 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 	cfg := sync.Config{
 		Mappings: o.mappings, Matchers: matchers, Initial: o.mode,
 		Quiet: o.quiet, Cap: o.batchCap, Parallelism: o.parallel,
-		OnSync: o.onSync, DryRun: o.mutate.dryRun,
+		OnSync: o.onSync, OnSyncTimeout: o.onSyncWait, ExecTimeout: o.execWait, DryRun: o.mutate.dryRun,
 	}
 	restCfg, err := o.g.configFlags.ToRESTConfig()
 	if err != nil {

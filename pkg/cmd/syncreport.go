@@ -63,6 +63,8 @@ type jsonEvent struct {
 	Duration  *float64    `json:"durationMs,omitempty"`
 	Copy      []string    `json:"copy,omitempty"`
 	Delete    []string    `json:"delete,omitempty"`
+	ExitCode  *int        `json:"exitCode,omitempty"`
+	Output    *string     `json:"output,omitempty"`
 	Error     string      `json:"error,omitempty"`
 	Hint      string      `json:"hint,omitempty"`
 	Message   string      `json:"message,omitempty"`
@@ -110,6 +112,8 @@ func (r *syncReporter) Report(ev sync.Event) {
 	case sync.Error:
 		r.errors++
 		r.emitErr(jsonEvent{Type: "error", Target: toJSONTarget(e.Target), Error: e.Err.Error(), Hint: e.Hint}, "error: %s: %v", e.Target, e.Err)
+	case sync.OnSync:
+		r.onSync(e)
 	case sync.Progress:
 		if r.tty {
 			r.drawProgress(e)
@@ -118,6 +122,38 @@ func (r *syncReporter) Report(ev sync.Event) {
 		r.emit(jsonEvent{Type: "dry-run", Target: toJSONTarget(e.Target), Copy: e.Copy, Delete: e.Delete},
 			"dry run %s: would copy %d, delete %d%s", e.Target, len(e.Copy), len(e.Delete), listing(e.Copy, e.Delete))
 	}
+}
+
+// onSyncLines is how many of an on-sync command's last output lines the text output shows.
+const onSyncLines = 10
+
+// onSync prints one on-sync run: a line on stdout when it exited 0, else a warning on stderr,
+// with the last lines of its output indented below.
+func (r *syncReporter) onSync(e sync.OnSync) {
+	ev := jsonEvent{Type: "on-sync", Target: toJSONTarget(e.Target), Duration: ms(e.Duration), Output: &e.Output}
+	took := e.Duration.Round(time.Millisecond)
+	tail := indentTail(e.Output, onSyncLines)
+	switch {
+	case e.Err != nil:
+		ev.Error = e.Err.Error()
+		r.emitErr(ev, "warning: on-sync %s: %v%s", e.Target, e.Err, tail)
+	case e.ExitCode != 0:
+		ev.ExitCode = &e.ExitCode
+		r.emitErr(ev, "warning: on-sync %s: exit %d in %s%s", e.Target, e.ExitCode, took, tail)
+	default:
+		ev.ExitCode = &e.ExitCode
+		r.emit(ev, "on-sync %s: exit 0 in %s%s", e.Target, took, tail)
+	}
+}
+
+// indentTail returns the last n lines of s, each on a new line indented by two spaces.
+func indentTail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) == 1 && lines[0] == "" {
+		return ""
+	}
+	lines = lines[max(0, len(lines)-n):]
+	return "\n  " + strings.Join(lines, "\n  ")
 }
 
 func listing(copies, deletes []string) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -24,8 +25,10 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	r.refreshed("pinned")
 	r.Report(sync.DryRun{Target: tg, Copy: []string{"/app/a"}, Delete: []string{"/app/b"}})
 	r.Report(sync.Progress{Target: tg}) // drawn on terminals only
+	r.Report(sync.OnSync{Target: tg, ExitCode: 0, Duration: 120 * time.Millisecond, Output: "reloaded\n"})
+	r.Report(sync.OnSync{Target: tg, ExitCode: -1, Err: errors.New("on-sync command timed out after 30s"), Duration: 30 * time.Second})
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run"}
+	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "on-sync", "on-sync"}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), out.String())
 	}
@@ -43,8 +46,48 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	if b["latencyMs"] != 80.0 || b["changed"] != 1.0 || b["bytes"] != 512.0 {
 		t.Errorf("batch = %v", b)
 	}
+	var ok, failed map[string]any
+	_ = json.Unmarshal([]byte(lines[7]), &ok)
+	_ = json.Unmarshal([]byte(lines[8]), &failed)
+	if ok["exitCode"] != 0.0 || ok["durationMs"] != 120.0 || ok["output"] != "reloaded\n" || ok["error"] != nil || ok["target"] == nil {
+		t.Errorf("on-sync = %v", ok)
+	}
+	if _, has := failed["exitCode"]; has || failed["error"] != "on-sync command timed out after 30s" || failed["output"] != "" {
+		t.Errorf("failed on-sync = %v", failed)
+	}
 	if errOut.Len() != 0 {
 		t.Errorf("-o json wrote to stderr: %q", errOut.String())
+	}
+}
+
+func TestSyncReporterOnSyncText(t *testing.T) {
+	tg := sync.Target{Namespace: "default", Pod: "pod", Container: "app"}
+	many := ""
+	for i := range 15 {
+		many += fmt.Sprintf("line %d\n", i)
+	}
+	tests := []struct {
+		name          string
+		ev            sync.OnSync
+		stdout, stder string
+	}{
+		{name: "exit 0", ev: sync.OnSync{Target: tg, Duration: 120 * time.Millisecond, Output: "reloading\nok\n"},
+			stdout: "on-sync default/pod/app: exit 0 in 120ms\n  reloading\n  ok\n"},
+		{name: "exit 0, no output", ev: sync.OnSync{Target: tg, Duration: time.Second},
+			stdout: "on-sync default/pod/app: exit 0 in 1s\n"},
+		{name: "failure, last lines", ev: sync.OnSync{Target: tg, ExitCode: 2, Duration: time.Second, Output: many},
+			stder: "warning: on-sync default/pod/app: exit 2 in 1s\n  line 5\n  line 6\n  line 7\n  line 8\n  line 9\n  line 10\n  line 11\n  line 12\n  line 13\n  line 14\n"},
+		{name: "timeout", ev: sync.OnSync{Target: tg, ExitCode: -1, Err: errors.New("on-sync command timed out after 30s"), Duration: 30 * time.Second, Output: "starting\n"},
+			stder: "warning: on-sync default/pod/app: on-sync command timed out after 30s\n  starting\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			newSyncReporter(&out, &errOut, false).Report(tt.ev)
+			if out.String() != tt.stdout || errOut.String() != tt.stder {
+				t.Errorf("stdout %q, stderr %q; want %q, %q", out.String(), errOut.String(), tt.stdout, tt.stder)
+			}
+		})
 	}
 }
 

@@ -17,7 +17,8 @@ type ReporterFunc func(Event)
 // Report calls f(ev).
 func (f ReporterFunc) Report(ev Event) { f(ev) }
 
-// Event is one of InitialSync, Batch, TargetAdded, TargetRemoved, Error, DryRun.
+// Event is one of InitialSync, Batch, TargetAdded, TargetRemoved, Error,
+// DryRun, Progress, OnSync.
 type Event interface{ event() }
 
 // InitialSync reports a target's initial sync (also the re-sync of a new

@@ -23,7 +23,11 @@ type PodExecutor struct {
 }
 
 // Exec runs argv in the target container; a non-zero exit is returned as an error with
-// ExitStatus() (client-go's CodeExitError).
+// ExitStatus() (client-go's CodeExitError). Cancelling ctx closes the connection and returns
+// at once, even while the remote command or a background child of it holds the streams open
+// (StreamWithContext returns on ctx.Done and closes the connection); the sync engine's
+// deadlines rely on that. A copy goroutine may outlive the call until stdin yields or the
+// connection error reaches it; the engine drops its late output.
 func (x *PodExecutor) Exec(ctx context.Context, t sync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	req := x.Client.CoreV1().RESTClient().Post().
 		Resource("pods").Namespace(t.Namespace).Name(t.Pod).SubResource("exec").
