@@ -5,11 +5,14 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/go-logr/logr"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/klog/v2"
 	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
@@ -52,5 +55,9 @@ func (x *PodExecutor) Exec(ctx context.Context, t sync.Target, argv []string, st
 	if err != nil {
 		return err
 	}
+	// The stream's copy goroutines log through the context's logger when the connection closes
+	// under them, as cancelling does; the error is returned here as well, so those klog lines
+	// would only repeat it on the user's terminal.
+	ctx = klog.NewContext(ctx, logr.Discard())
 	return exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 }
