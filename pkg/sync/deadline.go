@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	gosync "sync"
@@ -84,7 +85,7 @@ func execWithin(ctx context.Context, clk clock.Clock, l limit, ex Executor, t Ta
 	g.close()
 	close(stop)
 	<-stopped
-	if context.Cause(ctx) == timeout {
+	if errors.Is(context.Cause(ctx), timeout) {
 		return timeout
 	}
 	return err
