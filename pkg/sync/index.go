@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strings"
 	"time"
 )
 
@@ -82,10 +81,17 @@ func (e Entry) sameMeta(o Entry) bool {
 // of every entry are in the index too. It is not safe for concurrent use.
 type Index struct {
 	m map[string]Entry
+	// kids holds, per path, the paths one level below it that are entries
+	// or lead to one, so DeleteTree costs what the subtree holds rather than
+	// a scan of the whole index (5,000 deletes against 100,000 entries took
+	// seconds).
+	kids map[string]map[string]struct{}
 }
 
 // NewIndex returns an empty index.
-func NewIndex() *Index { return &Index{m: map[string]Entry{}} }
+func NewIndex() *Index {
+	return &Index{m: map[string]Entry{}, kids: map[string]map[string]struct{}{}}
+}
 
 // Get returns the entry at rel.
 func (x *Index) Get(rel string) (Entry, bool) {
@@ -97,17 +103,64 @@ func (x *Index) Get(rel string) (Entry, bool) {
 func (x *Index) Len() int { return len(x.m) }
 
 // Put records e at rel.
-func (x *Index) Put(rel string, e Entry) { x.m[rel] = e }
+func (x *Index) Put(rel string, e Entry) {
+	if _, ok := x.m[rel]; !ok {
+		x.link(rel)
+	}
+	x.m[rel] = e
+}
+
+// link makes rel reachable from the root through kids, registering the
+// ancestors that are not entries themselves too.
+func (x *Index) link(rel string) {
+	for a := rel; a != ""; {
+		p := parentRel(a)
+		set := x.kids[p]
+		if set == nil {
+			set = map[string]struct{}{}
+			x.kids[p] = set
+		}
+		if _, ok := set[a]; ok {
+			return
+		}
+		set[a] = struct{}{}
+		a = p
+	}
+}
 
 // DeleteTree removes rel and everything under it.
 func (x *Index) DeleteTree(rel string) {
-	delete(x.m, rel)
-	prefix := rel + "/"
-	for k := range x.m {
-		if rel == "" || strings.HasPrefix(k, prefix) {
-			delete(x.m, k)
-		}
+	if rel == "" {
+		clear(x.m)
+		clear(x.kids)
+		return
 	}
+	x.walk(rel, func(p string) {
+		delete(x.m, p)
+		delete(x.kids, p)
+	})
+	if set := x.kids[parentRel(rel)]; set != nil {
+		delete(set, rel)
+	}
+}
+
+// countTree returns how many entries rel and everything under it hold.
+func (x *Index) countTree(rel string) int {
+	n := 0
+	x.walk(rel, func(p string) {
+		if _, ok := x.m[p]; ok {
+			n++
+		}
+	})
+	return n
+}
+
+// walk calls fn for rel and every path under it, children before parents.
+func (x *Index) walk(rel string, fn func(string)) {
+	for k := range x.kids[rel] {
+		x.walk(k, fn)
+	}
+	fn(rel)
 }
 
 // Paths returns every path in the index, in no particular order.
