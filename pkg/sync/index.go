@@ -42,6 +42,11 @@ type Entry struct {
 	MTime time.Time
 	Link  string    // symlink target
 	Sum   *[32]byte // sha256 of a file's content, if known
+	// stale marks an entry that changed while it was sent: the target may
+	// hold a cut-short copy. It stays in the index (a later local delete
+	// must still reach the target) but never compares equal, so the next
+	// plan sends it again.
+	stale bool
 }
 
 // entryOf describes fi, and false for types that are not synced.
@@ -64,7 +69,7 @@ func entryOf(fi fs.FileInfo) (Entry, bool) {
 // same type and mode, and for files same size and mtime, for links same target.
 // Directory mtimes change with their children and are not compared.
 func (e Entry) sameMeta(o Entry) bool {
-	if e.Type != o.Type || e.Mode != o.Mode {
+	if e.stale || o.stale || e.Type != o.Type || e.Mode != o.Mode {
 		return false
 	}
 	switch e.Type {
@@ -184,10 +189,7 @@ func (x *Index) apply(p *Plan, res archiveResult) {
 			e.Sum = s
 		}
 		if _, raced := res.raced[c.Rel]; raced {
-			// The file changed while it was read: forget it so the next plan
-			// sends it again.
-			x.DeleteTree(c.Rel)
-			continue
+			e.stale, e.Sum = true, nil
 		}
 		x.Put(c.Rel, e)
 	}

@@ -146,7 +146,7 @@ func (pl *planner) visit(rel string) error {
 // unchanged reports whether a file needs no copy. A different mtime with the
 // same size and an equal hash (an editor's touch) only refreshes the index.
 func (pl *planner) unchanged(rel string, old Entry, e *Entry) bool {
-	if old.Size != e.Size || old.Mode != e.Mode {
+	if old.stale || old.Size != e.Size || old.Mode != e.Mode {
 		return false
 	}
 	if old.MTime.Equal(e.MTime) {

@@ -238,3 +238,55 @@ func assertPlan(t *testing.T, p *Plan, wantCopies, wantDeletes []string) {
 		t.Errorf("deletes = %q, want %q", p.Deletes, wantDeletes)
 	}
 }
+
+// A file or link that changed while it was archived may have reached the
+// container cut short: the index must keep it, so that a later local delete
+// still deletes it remotely and a rescan sends it again.
+func TestPlanAfterRace(t *testing.T) {
+	tests := []struct {
+		name        string
+		raced       []string
+		change      func(t *testing.T, dir string)
+		hints       []string
+		rescan      bool
+		wantCopies  []string
+		wantDeletes []string
+	}{
+		{name: "deleted, hinted", raced: []string{"f"}, hints: []string{"f"},
+			change:      func(t *testing.T, d string) { must(t, os.Remove(filepath.Join(d, "f"))) },
+			wantDeletes: []string{"f"}},
+		{name: "deleted, rescan", raced: []string{"f"}, rescan: true,
+			change:      func(t *testing.T, d string) { must(t, os.Remove(filepath.Join(d, "f"))) },
+			wantDeletes: []string{"f"}},
+		{name: "link deleted, rescan", raced: []string{"l"}, rescan: true,
+			change:      func(t *testing.T, d string) { must(t, os.Remove(filepath.Join(d, "l"))) },
+			wantDeletes: []string{"l"}},
+		{name: "unchanged since, hinted", raced: []string{"f", "l"}, hints: []string{"f", "l"}, wantCopies: []string{"f", "l"}},
+		{name: "unchanged since, rescan", raced: []string{"f", "l"}, rescan: true, wantCopies: []string{"f", "l"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{"f": "partial", "l@f": "", "keep": "k"})
+			m := testMapping(t, dir, "/app", nil)
+			idx := NewIndex()
+			p, err := plan(m, idx, nil, true)
+			must(t, err)
+			raced := map[string]struct{}{}
+			for _, rel := range tt.raced {
+				raced[rel] = struct{}{}
+			}
+			idx.apply(p, archiveResult{raced: raced})
+			if tt.change != nil {
+				tt.change(t, dir)
+			}
+			p, err = plan(m, idx, tt.hints, tt.rescan)
+			must(t, err)
+			assertPlan(t, p, tt.wantCopies, tt.wantDeletes)
+			idx.apply(p, archiveResult{})
+			if p, _ = plan(m, idx, nil, true); !p.Empty() {
+				t.Errorf("after a clean apply, rescan still plans %+v", p)
+			}
+		})
+	}
+}
