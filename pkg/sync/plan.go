@@ -179,13 +179,17 @@ func (pl *planner) visitChildren(rel string) error {
 }
 
 // add queues rel for copying, with any parent directories the target lacks.
+// A parent the target has as something else (a symlink, a file) is deleted
+// first and sent whole: tar would otherwise write through a stale remote
+// symlink, outside the remote root.
 func (pl *planner) add(rel string, e Entry) {
 	pl.copies[rel] = Copy{Rel: rel, Name: pl.m.remoteName(rel), Src: pl.m.localPath(rel), Entry: e}
 	for a := parentRel(rel); a != ""; a = parentRel(a) {
 		if _, ok := pl.copies[a]; ok {
 			return
 		}
-		if old, ok := pl.idx.Get(a); ok && old.Type == TypeDir && !pl.deletes[a] {
+		old, had := pl.idx.Get(a)
+		if had && old.Type == TypeDir && !pl.deletes[a] {
 			return
 		}
 		st := pl.lstat(a)
@@ -193,6 +197,10 @@ func (pl *planner) add(rel string, e Entry) {
 			return
 		}
 		pl.copies[a] = Copy{Rel: a, Name: pl.m.remoteName(a), Src: pl.m.localPath(a), Entry: st.e}
+		if had && old.Type != TypeDir {
+			pl.deletes[a] = true
+			pl.visitChildren(a)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ func TestPlan(t *testing.T) {
 	}
 	tests := []struct {
 		name        string
+		base        map[string]string // added to the common base
 		change      func(t *testing.T, dir string)
 		hints       []string
 		rescan      bool
@@ -70,6 +72,19 @@ func TestPlan(t *testing.T) {
 				writeTree(t, d, map[string]string{"d": "now a file"})
 			},
 			wantCopies: []string{"d"}, wantDeletes: []string{"d"}},
+		{name: "file becomes dir, hinted through a child", hints: []string{"a.txt/inner"},
+			change: func(t *testing.T, d string) {
+				must(t, os.Remove(filepath.Join(d, "a.txt")))
+				writeTree(t, d, map[string]string{"a.txt/inner": "i", "a.txt/other": "o"})
+			},
+			wantCopies: []string{"a.txt", "a.txt/inner", "a.txt/other"}, wantDeletes: []string{"a.txt"}},
+		{name: "symlink becomes dir, hinted through a grandchild", hints: []string{"ln/sub/f"},
+			base: map[string]string{"ln@/etc": ""},
+			change: func(t *testing.T, d string) {
+				must(t, os.Remove(filepath.Join(d, "ln")))
+				writeTree(t, d, map[string]string{"ln/sub/f": "f"})
+			},
+			wantCopies: []string{"ln", "ln/sub", "ln/sub/f"}, wantDeletes: []string{"ln"}},
 		{name: "file becomes symlink", hints: []string{"a.txt"},
 			change: func(t *testing.T, d string) {
 				must(t, os.Remove(filepath.Join(d, "a.txt")))
@@ -115,6 +130,7 @@ func TestPlan(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeTree(t, dir, base)
+			writeTree(t, dir, tt.base)
 			m := testMapping(t, dir, "/app", globMatcher{"*.swp", "cache"})
 			idx := syncedIndex(t, m)
 			e, _ := idx.Get("keep")
@@ -287,6 +303,39 @@ func TestPlanAfterRace(t *testing.T) {
 			if p, _ = plan(m, idx, nil, true); !p.Empty() {
 				t.Errorf("after a clean apply, rescan still plans %+v", p)
 			}
+		})
+	}
+}
+
+// A local symlink replaced by a directory, announced only through a child:
+// the container still has the symlink, which points outside the remote root.
+// It must be replaced, never written through (busybox tar would follow it).
+func TestSymlinkBecomesDirNeverWritesThroughRemoteLink(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			local, remote, outside := t.TempDir(), t.TempDir(), t.TempDir()
+			writeTree(t, local, map[string]string{"keep": "k", "link@" + outside: ""})
+			m := testMapping(t, local, remote, nil)
+			idx := NewIndex()
+			sync := func(hints []string, rescan bool) {
+				t.Helper()
+				p, err := plan(m, idx, hints, rescan)
+				must(t, err)
+				res, err := apply(context.Background(), ex, testTarget, m, p)
+				must(t, err)
+				idx.apply(p, res.archiveResult)
+			}
+			sync(nil, true)
+			if got := readTree(t, remote)["link"]; got != "link "+outside {
+				t.Fatalf("remote link = %q", got)
+			}
+			must(t, os.Remove(filepath.Join(local, "link")))
+			writeTree(t, local, map[string]string{"link/passwd": "pwned", "link/shadow": "s"})
+			sync([]string{"link/passwd"}, false)
+			if got := readTree(t, outside); len(got) != 0 {
+				t.Errorf("written outside the remote root: %v", got)
+			}
+			assertSameTree(t, local, remote)
 		})
 	}
 }
