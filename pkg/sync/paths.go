@@ -124,6 +124,7 @@ type mapping struct {
 	root  string // absolute local root (file or directory)
 	file  bool   // LOCAL is a single file: rel "" names it
 	match Matcher
+	localSide
 }
 
 func newMapping(m Mapping, match Matcher) (*mapping, error) {
@@ -132,7 +133,9 @@ func newMapping(m Mapping, match Matcher) (*mapping, error) {
 		return nil, fmt.Errorf("resolving local path %q: %w", m.Local, err)
 	}
 	fi, err := os.Stat(abs)
-	return &mapping{Mapping: m, root: abs, file: err == nil && !fi.IsDir(), match: match}, nil
+	mm := &mapping{Mapping: m, root: abs, file: err == nil && !fi.IsDir(), match: match}
+	mm.probeRoot()
+	return mm, nil
 }
 
 // remoteDir is the directory the remote scripts cd into.

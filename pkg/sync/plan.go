@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"slices"
 	"syscall"
@@ -209,29 +208,49 @@ func (pl *planner) lstat(rel string) stat {
 		return st
 	}
 	var st stat
-	fi, err := os.Lstat(pl.m.localPath(rel))
+	name := pl.m.localPath(rel)
+	fi, err := pl.m.fs().Lstat(name)
 	switch {
+	case err == nil && !pl.exactName(rel):
+		// Found under another case only (Foo.txt renamed to foo.txt on a
+		// case-insensitive disk): this name is gone.
 	case err == nil:
 		st.e, st.found = entryOf(fi)
 		if st.e.Type == TypeSymlink {
-			st.e.Link, err = os.Readlink(pl.m.localPath(rel))
+			st.e.Link, err = pl.m.fs().Readlink(name)
 			if err != nil {
-				st = stat{err: fmt.Errorf("reading link %q: %w", pl.m.localPath(rel), err)}
+				st = stat{err: fmt.Errorf("reading link %q: %w", name, err)}
 			}
 		}
 	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
 	default:
-		st.err = fmt.Errorf("checking %q: %w", pl.m.localPath(rel), err)
+		st.err = fmt.Errorf("checking %q: %w", name, err)
 	}
 	pl.stats[rel] = st
 	return st
 }
 
+// exactName reports whether rel's last element is spelled as in its parent's
+// listing. Only mappings on case-folding file systems need the listing; when
+// it cannot be read, the Lstat result stands (doubt never becomes a delete).
+func (pl *planner) exactName(rel string) bool {
+	if !pl.m.foldCase || rel == "" || pl.m.file {
+		return true
+	}
+	names, err := pl.readDir(parentRel(rel))
+	if err != nil {
+		return true
+	}
+	_, ok := slices.BinarySearch(names, path.Base(rel))
+	return ok
+}
+
+// readDir returns the names in directory rel, sorted.
 func (pl *planner) readDir(rel string) ([]string, error) {
 	if names, ok := pl.dirs[rel]; ok {
 		return names, nil
 	}
-	des, err := os.ReadDir(pl.m.localPath(rel))
+	des, err := pl.m.fs().ReadDir(pl.m.localPath(rel))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("listing %q: %w", pl.m.localPath(rel), err)
 	}
@@ -239,6 +258,7 @@ func (pl *planner) readDir(rel string) ([]string, error) {
 	for _, de := range des {
 		names = append(names, de.Name())
 	}
+	slices.Sort(names)
 	pl.dirs[rel] = names
 	return names, nil
 }

@@ -339,3 +339,45 @@ func TestSymlinkBecomesDirNeverWritesThroughRemoteLink(t *testing.T) {
 		})
 	}
 }
+
+// On a case-insensitive disk, Lstat("Foo.txt") still succeeds after a rename
+// to foo.txt; the container (case-sensitive) must lose Foo.txt all the same.
+func TestPlanCaseOnlyRename(t *testing.T) {
+	tests := []struct {
+		name        string
+		from, to    string
+		hints       []string
+		rescan      bool
+		wantCopies  []string
+		wantDeletes []string
+	}{
+		{name: "file", from: "Foo.txt", to: "foo.txt", hints: []string{"Foo.txt", "foo.txt"},
+			wantCopies: []string{"foo.txt"}, wantDeletes: []string{"Foo.txt"}},
+		{name: "file, rescan", from: "Foo.txt", to: "foo.txt", rescan: true,
+			wantCopies: []string{"foo.txt"}, wantDeletes: []string{"Foo.txt"}},
+		{name: "dir", from: "Dir", to: "dir", hints: []string{"Dir", "dir"},
+			wantCopies: []string{"dir", "dir/x"}, wantDeletes: []string{"Dir"}},
+		{name: "dir, hinted through children", from: "Dir", to: "dir", hints: []string{"Dir/x", "dir/x"},
+			wantCopies: []string{"dir", "dir/x"}, wantDeletes: []string{"Dir"}},
+		{name: "unchanged names stay", hints: []string{"Foo.txt", "Dir/x", "Dir"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{"Foo.txt": "f", "Dir/x": "x", "keep": "k"})
+			m := testMapping(t, dir, "/app", nil)
+			m.fsys, m.foldCase = foldFS{}, true
+			idx := syncedIndex(t, m)
+			if tt.from != "" {
+				must(t, os.Rename(filepath.Join(dir, tt.from), filepath.Join(dir, tt.to)))
+			}
+			p, err := plan(m, idx, tt.hints, tt.rescan)
+			must(t, err)
+			assertPlan(t, p, tt.wantCopies, tt.wantDeletes)
+			idx.apply(p, archiveResult{})
+			if p, _ = plan(m, idx, nil, true); !p.Empty() {
+				t.Errorf("after apply, rescan still plans %+v", p)
+			}
+		})
+	}
+}
