@@ -37,6 +37,11 @@ type Config struct {
 	// DryRun lists (as DryRun events) what would be copied and deleted, and
 	// changes nothing; the read-only listing of an initial sync still runs.
 	DryRun bool
+	// AllowMassDelete lets a batch or initial sync delete more than 50
+	// remote entries and more than half of what the container holds for a
+	// mapping, or empty a mapping whose local root was emptied. Without it
+	// such deletes are held (Held events); copies still go.
+	AllowMassDelete bool
 }
 
 // Option configures an Engine.
@@ -101,6 +106,9 @@ type target struct {
 	synced  bool   // initial sync done: idx is valid
 	dirty   bool   // a batch failed: compare the whole tree next time
 	lastErr string // the last reported error, to report each once
+
+	// held is, per mapping, the held set last reported (see Engine.hold).
+	held map[int]string
 }
 
 // New returns an engine that reaches targets through exec.
@@ -136,6 +144,7 @@ func New(exec Executor, cfg Config, opts ...Option) *Engine {
 			e.initErr = errors.Join(e.initErr, err)
 			continue
 		}
+		mm.allowMassDelete = cfg.AllowMassDelete
 		e.maps = append(e.maps, mm)
 	}
 	return e
@@ -441,6 +450,7 @@ func (e *Engine) syncBatch(tg *target, hints []map[string]struct{}, rescan []boo
 			r.err = err
 			return r
 		}
+		e.hold(tg, i, p.Held)
 		e.warn(tg, p.Warnings)
 		res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p)
 		if err != nil {
@@ -496,6 +506,8 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				l = nil
 			}
 			p, idx := planInitial(m, local, l, e.cfg.Initial)
+			guardInitial(m, p, idx, l)
+			e.hold(tg, i, p.Held)
 			if !p.Empty() || l == nil || !l.exists {
 				pe := &progressExecutor{Executor: e.exec, clk: e.clk, start: start, report: func(p Progress) { e.rep.Report(p) },
 					base: Progress{Target: tg.Target, Files: len(p.Copies), TotalBytes: planBytes(p)}}

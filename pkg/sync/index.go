@@ -160,6 +160,16 @@ func (x *Index) countTree(rel string) int {
 	return n
 }
 
+// children returns the paths one level below rel that are entries or lead
+// to one.
+func (x *Index) children(rel string) []string {
+	out := make([]string, 0, len(x.kids[rel]))
+	for k := range x.kids[rel] {
+		out = append(out, k)
+	}
+	return out
+}
+
 // walk calls fn for rel and every path under it, children before parents.
 func (x *Index) walk(rel string, fn func(string)) {
 	for k := range x.kids[rel] {

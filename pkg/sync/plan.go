@@ -24,12 +24,14 @@ type Plan struct {
 	Copies   []Copy           // sorted by Name, so parents come first
 	Touched  map[string]Entry // content unchanged (same hash): only the index is refreshed
 	Warnings []error          // paths that could not be read and were left alone
+	Held     *Hold            // deletes not safe to run now (see guard); nil if none
 }
 
 // Empty reports whether the plan changes nothing in the container.
 func (p *Plan) Empty() bool { return len(p.Deletes) == 0 && len(p.Copies) == 0 }
 
-// errRootMissing stops a plan whose local root vanished: mirroring that would
+// errRootMissing stops an initial sync whose local root is missing. A batch
+// plan holds its deletes instead (see guard): mirroring a vanished root would
 // empty the remote directory, which is almost never what was meant (a branch
 // switch in progress, an unmounted volume).
 var errRootMissing = errors.New("local root is missing")
@@ -65,7 +67,9 @@ func newPlanner(m *mapping, idx *Index) *planner {
 
 // plan decides, by Lstat now, what the hinted paths (relative to m's root)
 // need in a target whose state is idx. With rescan, the whole root is walked
-// and diffed against idx instead.
+// and diffed against idx instead. Deletes that could lose files are held
+// (see guard). The error is always nil today: what cannot be read becomes a
+// warning, and doubt never becomes a delete.
 func plan(m *mapping, idx *Index, hints []string, rescan bool) (*Plan, error) {
 	pl := newPlanner(m, idx)
 	if rescan {
@@ -73,45 +77,51 @@ func plan(m *mapping, idx *Index, hints []string, rescan bool) (*Plan, error) {
 		hints = append([]string{""}, idx.Paths()...)
 	}
 	for _, rel := range hints {
-		if err := pl.visit(rel); err != nil {
-			return nil, err
-		}
+		pl.visit(rel)
 	}
-	return pl.finish(), nil
+	p := pl.finish()
+	pl.guard(p, idx.Len(), idx.countTree, "restart with --initial=mirror --allow-mass-delete")
+	return p, nil
 }
 
-func (pl *planner) visit(rel string) error {
+func (pl *planner) visit(rel string) {
 	if pl.visited[rel] {
-		return nil
+		return
 	}
 	pl.visited[rel] = true
 	if !validRel(rel) {
-		return nil
+		return
 	}
 	// A path under something that is no longer a directory is gone; plan the
 	// ancestor instead (its type change deletes this path too).
 	for a := parentRel(rel); a != ""; a = parentRel(a) {
 		if st := pl.lstat(a); st.found && st.e.Type != TypeDir || !st.found && st.err == nil {
-			return pl.visit(a)
+			pl.visit(a)
+			return
 		}
 	}
 	st := pl.lstat(rel)
 	if st.err != nil {
 		pl.p.Warnings = append(pl.p.Warnings, st.err)
-		return nil
+		return
+	}
+	if rel == "" && !pl.m.file && (!st.found || st.e.Type == TypeFile) {
+		// The root itself is gone: mirroring that deletes everything the
+		// target has, which guard holds.
+		for _, k := range pl.idx.children("") {
+			pl.deletes[k] = true
+		}
+		return
 	}
 	if !st.found {
-		if rel == "" && !pl.m.file {
-			return fmt.Errorf("planning %q: %w", pl.m.root, errRootMissing)
-		}
 		if _, ok := pl.idx.Get(rel); ok {
 			pl.deletes[rel] = true
 		}
-		return nil
+		return
 	}
 	e := st.e
 	if pl.m.ignored(rel, e.Type == TypeDir) {
-		return nil
+		return
 	}
 	old, had := pl.idx.Get(rel)
 	if had && old.Type != e.Type {
@@ -121,11 +131,11 @@ func (pl *planner) visit(rel string) error {
 	switch e.Type {
 	case TypeFile:
 		if had && pl.unchanged(rel, old, &e) {
-			return nil
+			return
 		}
 	case TypeSymlink:
 		if had && old.sameMeta(e) {
-			return nil
+			return
 		}
 	case TypeDir:
 		if rel == "" {
@@ -134,12 +144,11 @@ func (pl *planner) visit(rel string) error {
 			pl.add(rel, e)
 		}
 		if !had || pl.deep {
-			return pl.visitChildren(rel)
+			pl.visitChildren(rel)
 		}
-		return nil
+		return
 	}
 	pl.add(rel, e)
-	return nil
 }
 
 // unchanged reports whether a file needs no copy. A different mtime with the
@@ -163,18 +172,15 @@ func (pl *planner) unchanged(rel string, old Entry, e *Entry) bool {
 	return true
 }
 
-func (pl *planner) visitChildren(rel string) error {
+func (pl *planner) visitChildren(rel string) {
 	names, err := pl.readDir(rel)
 	if err != nil {
 		pl.p.Warnings = append(pl.p.Warnings, err)
-		return nil
+		return
 	}
 	for _, n := range names {
-		if err := pl.visit(path.Join(rel, n)); err != nil {
-			return err
-		}
+		pl.visit(path.Join(rel, n))
 	}
-	return nil
 }
 
 // add queues rel for copying, with any parent directories the target lacks.

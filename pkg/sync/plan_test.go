@@ -2,10 +2,11 @@ package sync
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -178,14 +179,121 @@ func TestPlanSymlinkTargets(t *testing.T) {
 	}
 }
 
-func TestPlanRootMissing(t *testing.T) {
-	dir := t.TempDir()
-	m := testMapping(t, filepath.Join(dir, "src"), "/app", nil)
-	idx := NewIndex()
-	idx.Put("a", Entry{Type: TypeFile})
-	_, err := plan(m, idx, []string{""}, false)
-	if !errors.Is(err, errRootMissing) {
-		t.Fatalf("err = %v, want errRootMissing", err)
+// Deletes that could lose files are held: a vanished, replaced or emptied
+// root, or a mass delete. Held entries stay in the index.
+func TestPlanHoldsDeletes(t *testing.T) {
+	gone := func(names ...string) func(t *testing.T, d string, m *mapping) {
+		return func(t *testing.T, d string, m *mapping) {
+			for _, n := range names {
+				must(t, os.RemoveAll(filepath.Join(d, n)))
+			}
+		}
+	}
+	emptied := gone("a", "d", "keep", "sub", "many")
+	otherDevice := func(change func(t *testing.T, d string, m *mapping)) func(t *testing.T, d string, m *mapping) {
+		return func(t *testing.T, d string, m *mapping) {
+			if !m.devKnown {
+				t.Skip("no device ids on this platform")
+			}
+			m.dev++ // as if something was mounted or unmounted there
+			change(t, d, m)
+		}
+	}
+	tests := []struct {
+		name         string
+		many         int // files under many/
+		change       func(t *testing.T, dir string, m *mapping)
+		hints        []string
+		rescan       bool
+		allow        bool
+		wantCopies   []string
+		wantDeletes  []string
+		wantHeld     []string
+		wantCopyHeld []string
+		wantReason   string
+	}{
+		{name: "root missing, the root hinted", change: gone(""), hints: []string{""},
+			wantHeld: []string{"a", "d", "keep", "sub"}, wantReason: "is missing"},
+		{name: "root missing, children hinted (polling)", change: gone(""), hints: []string{"a", "d/x", "keep"},
+			wantHeld: []string{"a", "d", "keep"}, wantReason: "is missing"},
+		{name: "root missing, rescan", change: gone(""), rescan: true,
+			wantHeld: []string{"a", "d", "keep", "sub"}, wantReason: "is missing"},
+		{name: "root replaced by a file", hints: []string{"a"},
+			change: func(t *testing.T, d string, m *mapping) {
+				must(t, os.RemoveAll(d))
+				must(t, os.WriteFile(d, nil, 0o644))
+			},
+			wantHeld: []string{"a"}, wantReason: "no longer a directory"},
+		{name: "root on another device, copies still go", hints: []string{"a", "n"},
+			change: otherDevice(func(t *testing.T, d string, m *mapping) {
+				gone("a")(t, d, m)
+				writeTree(t, d, map[string]string{"n": "new"})
+			}),
+			wantCopies: []string{"n"}, wantHeld: []string{"a"}, wantReason: "another file system"},
+		{name: "a copy under a held delete waits with it", hints: []string{"d"},
+			change: otherDevice(func(t *testing.T, d string, m *mapping) {
+				gone("d")(t, d, m)
+				writeTree(t, d, map[string]string{"d": "now a file"})
+			}),
+			wantHeld: []string{"d"}, wantCopyHeld: []string{"d"}, wantReason: "another file system"},
+		{name: "root emptied", change: emptied, hints: []string{"a", "d", "keep", "sub"},
+			wantHeld: []string{"a", "d", "keep", "sub"}, wantReason: "is empty"},
+		{name: "root emptied but for ignored files", hints: []string{"a", "keep"},
+			change: func(t *testing.T, d string, m *mapping) {
+				emptied(t, d, m)
+				writeTree(t, d, map[string]string{"x.swp": "", "cache/y": ""})
+			},
+			wantHeld: []string{"a", "keep"}, wantReason: "is empty"},
+		{name: "root emptied, allowed", change: emptied, hints: []string{"a", "d", "keep", "sub"}, allow: true,
+			wantDeletes: []string{"a", "d", "keep", "sub"}},
+		{name: "mass delete", many: 100, change: gone("many"), hints: []string{"many"},
+			wantHeld: []string{"many"}, wantReason: "101 of the 106 entries"},
+		{name: "mass delete, rescan", many: 100, change: gone("many", "a"), rescan: true,
+			wantHeld: []string{"a", "many"}, wantReason: "102 of the 106 entries"},
+		{name: "mass delete, allowed", many: 100, change: gone("many"), hints: []string{"many"}, allow: true,
+			wantDeletes: []string{"many"}},
+		{name: "50 entries may go", many: 49, change: gone("many"), hints: []string{"many"},
+			wantDeletes: []string{"many"}},
+		{name: "more than 50 but at most half may go", many: 51, change: gone("many"), hints: []string{"many"},
+			wantDeletes: []string{"many"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "src")
+			writeTree(t, dir, map[string]string{"a": "a", "d/x": "x", "keep": "k", "sub/": ""})
+			for i := range tt.many {
+				writeTree(t, dir, map[string]string{fmt.Sprintf("many/f%03d", i): ""})
+			}
+			if tt.many == 51 {
+				// Twice as many elsewhere: 52 of 110 is less than half.
+				for i := range 52 {
+					writeTree(t, dir, map[string]string{fmt.Sprintf("more/f%03d", i): ""})
+				}
+			}
+			m := testMapping(t, dir, "/app", globMatcher{"*.swp", "cache"})
+			m.allowMassDelete = tt.allow
+			idx := syncedIndex(t, m)
+			before := idx.Len()
+			tt.change(t, dir, m)
+			p, err := plan(m, idx, tt.hints, tt.rescan)
+			must(t, err)
+			assertPlan(t, p, tt.wantCopies, tt.wantDeletes)
+			var held, copyHeld []string
+			var reason string
+			if p.Held != nil {
+				held, copyHeld, reason = p.Held.Deletes, p.Held.Copies, p.Held.Reason
+			}
+			if !slices.Equal(held, tt.wantHeld) || !slices.Equal(copyHeld, tt.wantCopyHeld) {
+				t.Errorf("held deletes %q, copies %q; want %q, %q", held, copyHeld, tt.wantHeld, tt.wantCopyHeld)
+			}
+			if !strings.Contains(reason, tt.wantReason) || (reason == "") != (tt.wantReason == "") {
+				t.Errorf("reason %q, want %q", reason, tt.wantReason)
+			}
+			idx.apply(p, archiveResult{})
+			if p.Held != nil && idx.Len() != before+len(p.Copies) {
+				t.Errorf("index holds %d entries, want the %d it had plus %d copies", idx.Len(), before, len(p.Copies))
+			}
+		})
 	}
 }
 
