@@ -40,6 +40,7 @@ type SyncOptions struct {
 	parallel   int
 	output     string
 	once       bool
+	massDelete bool
 
 	args     []string
 	mappings []sync.Mapping
@@ -98,8 +99,9 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.DurationVar(&o.quiet, "batch-quiet", sync.DefaultQuiet, "a batch is sent after this long without a new change")
 	f.DurationVar(&o.batchCap, "batch-max", sync.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.IntVar(&o.parallel, "parallel", 8, "at most this many containers are written to at once")
-	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, target-added, target-removed, error, refresh, dry-run)")
+	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, target-added, target-removed, error, held, refresh, dry-run)")
 	f.BoolVar(&o.once, "once", false, "initial sync and exit; the exit code says whether every container converged")
+	f.BoolVar(&o.massDelete, "allow-mass-delete", false, "let a batch or initial sync delete more than 50 remote entries and more than half of a mapping's, or mirror an emptied local root; without it such deletes are held and reported")
 	return cmd
 }
 
@@ -194,7 +196,7 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 	cfg := sync.Config{
 		Mappings: o.mappings, Matchers: matchers, Initial: o.mode,
 		Quiet: o.quiet, Cap: o.batchCap, Parallelism: o.parallel,
-		OnSync: o.onSync, DryRun: o.mutate.dryRun,
+		OnSync: o.onSync, DryRun: o.mutate.dryRun, AllowMassDelete: o.massDelete,
 	}
 	restCfg, err := o.g.configFlags.ToRESTConfig()
 	if err != nil {

@@ -24,8 +24,10 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	r.refreshed("pinned")
 	r.Report(sync.DryRun{Target: tg, Copy: []string{"/app/a"}, Delete: []string{"/app/b"}})
 	r.Report(sync.Progress{Target: tg}) // drawn on terminals only
+	r.Report(sync.Held{Target: tg, Mapping: sync.Mapping{Local: "/src", Remote: "/app"}, Reason: `local root "/src" is missing`,
+		Deleted: 120, Examples: []string{"/app/a", "/app/b"}, Hint: "nothing is deleted until it is back"})
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run"}
+	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "held"}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), out.String())
 	}
@@ -43,6 +45,11 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	if b["latencyMs"] != 80.0 || b["changed"] != 1.0 || b["bytes"] != 512.0 {
 		t.Errorf("batch = %v", b)
 	}
+	var h map[string]any
+	_ = json.Unmarshal([]byte(lines[7]), &h)
+	if h["deleted"] != 120.0 || h["reason"] != `local root "/src" is missing` || h["hint"] == nil || len(h["names"].([]any)) != 2 || h["target"] == nil {
+		t.Errorf("held = %v", h)
+	}
 	if errOut.Len() != 0 {
 		t.Errorf("-o json wrote to stderr: %q", errOut.String())
 	}
@@ -54,11 +61,15 @@ func TestSyncReporterText(t *testing.T) {
 	tg := sync.Target{Namespace: "ns", Pod: "web-1", Container: "app"}
 	r.Report(sync.Batch{Changed: 2, Deleted: 1, Names: []string{"/app/a", "/app/b"}, Targets: 2, Failed: 1, Bytes: 3 << 20, Latency: 120 * time.Millisecond})
 	r.Report(sync.Error{Target: tg, Err: errors.New("permission denied")})
+	r.Report(sync.Held{Target: tg, Reason: "more than half of the 66 entries the container has", Deleted: 61, Examples: []string{"/app/old"},
+		Hint: "if that is intended, restart with --initial=mirror --allow-mass-delete"})
 	r.summary()
 	if got := out.String(); got != "2 changed, 1 deleted (/app/a, /app/b) -> 1/2 containers, 3.0 MiB in 120ms\n" {
 		t.Errorf("batch line = %q", got)
 	}
-	if !strings.Contains(errOut.String(), "error: ns/web-1/app: permission denied") || !strings.Contains(errOut.String(), "1 batches") {
+	held := "held: ns/web-1/app: not deleting 61 remote entries (/app/old, ...): more than half of the 66 entries the container has; if that is intended, restart with --initial=mirror --allow-mass-delete\n"
+	if !strings.Contains(errOut.String(), "error: ns/web-1/app: permission denied") || !strings.Contains(errOut.String(), "1 batches") ||
+		!strings.Contains(errOut.String(), held) {
 		t.Errorf("stderr = %q", errOut.String())
 	}
 }

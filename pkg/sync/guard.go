@@ -53,7 +53,7 @@ func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string
 	reason, hint := pl.rootProblem(total)
 	same := reason
 	if reason == "" && !pl.m.allowMassDelete && n > massDeleteMin && 2*n > total {
-		reason = fmt.Sprintf("%d of the %d entries the container has would be deleted", n, total)
+		reason = fmt.Sprintf("more than half of the %d entries the container has", total)
 		hint = "if that is intended, " + allow
 		sum := sha256.Sum256([]byte(strings.Join(p.Deletes, "\x00")))
 		same = string(sum[:])
