@@ -94,6 +94,9 @@ func underAny(rel string, set map[string]bool) bool {
 func (pl *planner) rootProblem(total int) (reason, hint string) {
 	root := pl.m.root
 	fi, err := pl.m.fs().Stat(root)
+	if pl.rootGone && err == nil && fi.IsDir() {
+		err = fs.ErrNotExist // back already: the next change decides, against what is there then
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
 		return fmt.Sprintf("local root %q is missing", root), "nothing is deleted until it is back"

@@ -54,6 +54,10 @@ type planner struct {
 	copies  map[string]Copy
 	deletes map[string]bool
 	p       *Plan
+	// rootGone: the root itself was missing when visited, so every
+	// top-level entry is planned for deletion; guard holds that even if the
+	// root is back by then.
+	rootGone bool
 }
 
 func newPlanner(m *mapping, idx *Index) *planner {
@@ -108,6 +112,7 @@ func (pl *planner) visit(rel string) {
 	if rel == "" && !pl.m.file && (!st.found || st.e.Type == TypeFile) {
 		// The root itself is gone: mirroring that deletes everything the
 		// target has, which guard holds.
+		pl.rootGone = true
 		for _, k := range pl.idx.children("") {
 			pl.deletes[k] = true
 		}

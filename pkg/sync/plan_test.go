@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -294,6 +295,33 @@ func TestPlanHoldsDeletes(t *testing.T) {
 				t.Errorf("index holds %d entries, want the %d it had plus %d copies", idx.Len(), before, len(p.Copies))
 			}
 		})
+	}
+}
+
+// lstatGoneFS says the root is missing to Lstat only: a root that vanished
+// while planned and was back (with content) when the deletes were checked.
+type lstatGoneFS struct {
+	osFS
+	root string
+}
+
+func (g lstatGoneFS) Lstat(name string) (fs.FileInfo, error) {
+	if name == g.root {
+		return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
+	}
+	return os.Lstat(name)
+}
+
+func TestPlanHoldsDeletesOfRootBackTooSoon(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"a": "a", "d/x": "x"})
+	m := testMapping(t, dir, "/app", nil)
+	idx := syncedIndex(t, m)
+	m.fsys = lstatGoneFS{root: dir}
+	p, err := plan(m, idx, []string{""}, false)
+	must(t, err)
+	if len(p.Deletes) != 0 || p.Held == nil || !slices.Equal(p.Held.Deletes, []string{"a", "d"}) || !strings.Contains(p.Held.Reason, "missing") {
+		t.Errorf("plan = %+v, held %+v", p, p.Held)
 	}
 }
 
