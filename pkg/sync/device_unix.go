@@ -13,5 +13,5 @@ func deviceOf(fi fs.FileInfo) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return uint64(st.Dev), true //nolint:unconvert // int32 on darwin
+	return uint64(st.Dev), true // int32 on darwin, uint64 on linux
 }
