@@ -98,6 +98,7 @@ func TestApplyManyDeletes(t *testing.T) {
 			}
 			writeTree(t, local, map[string]string{"keep": "k"})
 			m := testMapping(t, local, remote, nil)
+			m.allowMassDelete = true // many deletes at once are the point here
 			idx := NewIndex()
 			syncOnce(t, ex, m, idx)
 			entries, _ := os.ReadDir(local)
