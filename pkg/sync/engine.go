@@ -637,7 +637,8 @@ func remotePaths(m *mapping, p *Plan) []string {
 }
 
 // Once runs the initial sync of every current target, in parallel (execs are
-// bounded by Parallelism), and reports whether all of them converged. It is
+// bounded by Parallelism), and reports whether all of them converged (with
+// nothing held, see Held). It is
 // for one-shot use (--once); don't combine it with Run.
 func (e *Engine) Once(ctx context.Context) (bool, error) {
 	if e.initErr != nil {
@@ -666,6 +667,11 @@ func (e *Engine) Once(ctx context.Context) (bool, error) {
 				return
 			}
 			e.rep.Report(ev)
+			if tg.holding() { // held deletes: the container differs, and said why
+				mu.Lock()
+				ok = false
+				mu.Unlock()
+			}
 		})
 	}
 	wg.Wait()

@@ -203,3 +203,15 @@ func (e *Engine) hold(tg *target, i int, h *Hold) {
 	}
 	e.rep.Report(ev)
 }
+
+// holding reports whether tg holds deletes back in any mapping.
+func (tg *target) holding() bool {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	for _, k := range tg.held {
+		if k != "" {
+			return true
+		}
+	}
+	return false
+}

@@ -174,8 +174,8 @@ func TestEngineOnceHoldsMassDeletes(t *testing.T) {
 		writeTree(t, remote, map[string]string{fmt.Sprintf("old/f%03d", i): "o"})
 	}
 	f.e.AddTarget(podTarget("web-1"))
-	if ok, err := f.e.Once(context.Background()); !ok || err != nil {
-		t.Fatalf("Once = %v, %v", ok, err)
+	if ok, err := f.e.Once(context.Background()); ok || err != nil {
+		t.Fatalf("Once = %v, %v; want false: the container still has what was held", ok, err)
 	}
 	if held := eventsOf[Held](f.rec); len(held) != 1 {
 		t.Errorf("held = %+v", held)
