@@ -129,6 +129,15 @@ func (o *SyncOptions) Validate() error {
 	if err := sync.ValidateMappings(o.mappings); err != nil {
 		return err
 	}
+	// A symlinked LOCAL (./current -> releases/v2) is resolved once, here, so the watcher and
+	// the engine agree on one real root; a link re-pointed later is not followed.
+	for i, m := range o.mappings {
+		real, err := filepath.EvalSymlinks(string(m.Local))
+		if err != nil {
+			return fmt.Errorf("mapping %q: resolving local path: %w", m, err)
+		}
+		o.mappings[i].Local = sync.LocalPath(real)
+	}
 	mode, err := sync.ParseInitialMode(o.initial)
 	if err != nil {
 		return err
