@@ -23,9 +23,11 @@ func TestSymlinkedLocalRoots(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			base := t.TempDir()
 			writeTree(t, base, map[string]string{
-				"releases/v2/index.html": "v2", "releases/v2/css/site.css": "body{}",
-				"conf/v2.yaml": "a: 1\n",
-				"current@releases/v2": "", "config.yaml@conf/v2.yaml": "",
+				"releases/v2/index.html":   "v2",
+				"releases/v2/css/site.css": "body{}",
+				"conf/v2.yaml":             "a: 1\n",
+				"current@releases/v2":      "",
+				"config.yaml@conf/v2.yaml": "",
 			})
 			realDir, realFile := evalPath(t, filepath.Join(base, "releases", "v2")), evalPath(t, filepath.Join(base, "conf", "v2.yaml"))
 			sandbox := t.TempDir()
