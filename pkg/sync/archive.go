@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -21,6 +22,9 @@ type archiveResult struct {
 	// raced holds files that changed or vanished while being read; the index
 	// forgets them so the next batch sends them again.
 	raced map[string]struct{}
+	// warnings are files skipped because they were no longer regular files
+	// (a FIFO, socket or device in their place).
+	warnings []error
 }
 
 // streamArchive streams copies as a tar through a pipe. Close the reader once
@@ -107,15 +111,14 @@ func writeEntry(tw *tar.Writer, c Copy, res *archiveResult) (bool, error) {
 		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, link
 		return link == c.Link, writeHeader(tw, hdr)
 	}
-	f, err := os.OpenFile(c.Src, os.O_RDONLY|oNoFollow, 0)
+	f, fi, err := openRegular(c.Src)
+	if errors.Is(err, errNotRegular) {
+		res.warnings = append(res.warnings, fmt.Errorf("skipping %w", err))
+	}
 	if err != nil {
-		return false, nil // gone or replaced by a link since planning
+		return false, nil // gone, replaced by a link or by a FIFO since planning
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return false, nil
-	}
 	// Send what the file is now; if that differs from what was planned the
 	// index must not record the planned metadata.
 	fresh := fi.Size() == c.Size && fi.ModTime().Equal(c.MTime) && fi.Mode().Perm() == c.Mode
@@ -136,6 +139,37 @@ func writeEntry(tw *tar.Writer, c Copy, res *archiveResult) (bool, error) {
 	h.Sum(sum[:0])
 	res.sums[c.Rel] = &sum
 	return true, nil
+}
+
+// errNotRegular: a path planned as a regular file is now a FIFO, socket or
+// device, which are never synced.
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens name for reading if it is a regular file. It never
+// follows a symlink and never blocks: a FIFO's open waits for a writer, and
+// its reads for data, forever if nobody writes.
+func openRegular(name string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(name, openFlags, 0)
+	if err != nil {
+		// A socket cannot be opened at all (ENXIO): say what it is.
+		if fi, lerr := os.Lstat(name); lerr == nil && fi.Mode().Type()&^fs.ModeSymlink != 0 && !fi.Mode().IsRegular() {
+			return nil, nil, fmt.Errorf("%q: %w (%v)", name, errNotRegular, fi.Mode().Type())
+		}
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("%q: %w (%v)", name, errNotRegular, fi.Mode().Type())
+	default:
+		err = setBlocking(f)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
 }
 
 func writeHeader(tw *tar.Writer, hdr *tar.Header) error {

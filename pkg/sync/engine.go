@@ -448,6 +448,7 @@ func (e *Engine) syncBatch(tg *target, hints []map[string]struct{}, rescan []boo
 			return r
 		}
 		tg.idx[i].apply(p, res.archiveResult)
+		e.warn(tg, res.warnings)
 		e.requeue(tg, i, res.raced)
 		r.changed += len(p.Copies)
 		r.deleted += len(p.Deletes)
@@ -504,6 +505,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 					return err
 				}
 				idx.apply(p, res.archiveResult)
+				e.warn(tg, res.warnings)
 				e.requeue(tg, i, res.raced)
 				ev.Files += res.files
 				ev.Deleted += res.deleted
