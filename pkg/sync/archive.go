@@ -152,16 +152,19 @@ func openRegular(name string) (*os.File, fs.FileInfo, error) {
 	f, err := os.OpenFile(name, openFlags, 0)
 	if err != nil {
 		// A socket cannot be opened at all (ENXIO): say what it is.
-		if fi, lerr := os.Lstat(name); lerr == nil && fi.Mode().Type()&^fs.ModeSymlink != 0 && !fi.Mode().IsRegular() {
-			return nil, nil, fmt.Errorf("%q: %w (%v)", name, errNotRegular, fi.Mode().Type())
+		if fi, lerr := os.Lstat(name); lerr == nil && fi.Mode().Type()&^(fs.ModeSymlink|fs.ModeDir) != 0 {
+			return nil, nil, notRegular(name, fi.Mode())
 		}
 		return nil, nil, err
 	}
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
+	case fi.IsDir():
+		// Replaced by a directory: planned again as one, no warning.
+		err = fmt.Errorf("%q is a directory now", name)
 	case !fi.Mode().IsRegular():
-		err = fmt.Errorf("%q: %w (%v)", name, errNotRegular, fi.Mode().Type())
+		err = notRegular(name, fi.Mode())
 	default:
 		err = setBlocking(f)
 	}
@@ -170,6 +173,17 @@ func openRegular(name string) (*os.File, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	return f, fi, nil
+}
+
+func notRegular(name string, m fs.FileMode) error {
+	kind := "a device"
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a FIFO"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	}
+	return fmt.Errorf("%q: %w (now %s), so it is not synced", name, errNotRegular, kind)
 }
 
 func writeHeader(tw *tar.Writer, hdr *tar.Header) error {
