@@ -124,6 +124,12 @@ func writeEntry(tw *tar.Writer, c Copy, res *archiveResult) (bool, error) {
 	fresh := fi.Size() == c.Size && fi.ModTime().Equal(c.MTime) && fi.Mode().Perm() == c.Mode
 	hdr.Typeflag, hdr.Size, hdr.Mode = tar.TypeReg, fi.Size(), int64(fi.Mode().Perm())
 	hdr.ModTime = fi.ModTime().Truncate(time.Second)
+	if hdr.Size > maxUSTARSize {
+		// Busybox tar ignores the PAX size record archive/tar would use
+		// and extracts an empty file, then reads the content as the end
+		// of the archive and succeeds; both tars read GNU base-256 sizes.
+		hdr.Format = tar.FormatGNU
+	}
 	if err := writeHeader(tw, hdr); err != nil {
 		return false, err
 	}
@@ -185,6 +191,10 @@ func notRegular(name string, m fs.FileMode) error {
 	}
 	return fmt.Errorf("%q: %w (now %s), so it is not synced", name, errNotRegular, kind)
 }
+
+// maxUSTARSize is the largest size the 11 octal digits of a ustar header
+// hold: 8 GiB - 1.
+const maxUSTARSize = 1<<33 - 1
 
 func writeHeader(tw *tar.Writer, hdr *tar.Header) error {
 	if err := tw.WriteHeader(hdr); err != nil {
