@@ -101,7 +101,10 @@ func writeEntry(tw *tar.Writer, c Copy, res *archiveResult) (bool, error) {
 	hdr := &tar.Header{Name: c.Name, Mode: int64(c.Mode.Perm()), ModTime: c.MTime.Truncate(time.Second)}
 	switch c.Type {
 	case TypeDir:
-		hdr.Typeflag, hdr.Name = tar.TypeDir, c.Name+"/"
+		// Writable for now: busybox tar creates a directory with its mode
+		// before its children and, as non-root, never chmods. The apply
+		// script sets a mode lacking u+rwx after the extraction.
+		hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, c.Name+"/", hdr.Mode|0o700
 		return true, writeHeader(tw, hdr)
 	case TypeSymlink:
 		link, err := os.Readlink(c.Src)

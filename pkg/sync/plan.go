@@ -25,6 +25,10 @@ type Plan struct {
 	Copies   []Copy           // sorted by Name, so parents come first
 	Touched  map[string]Entry // content unchanged (same hash): only the index is refreshed
 	Warnings []error          // paths that could not be read and were left alone
+	// Rmdirs are remote-only directories that held entries to keep (ignored
+	// ones) when listed: their other entries are in Deletes, and they are
+	// removed after those only if nothing is left in them. Deepest first.
+	Rmdirs []string
 }
 
 // Empty reports whether the plan changes nothing in the container.
@@ -111,6 +115,11 @@ func (pl *planner) visit(rel string) error {
 		return nil
 	}
 	e := st.e
+	if rel == "" {
+		if err := pl.m.localRootConflict(e.Type); err != nil {
+			return err
+		}
+	}
 	if pl.m.ignored(rel, e.Type == TypeDir) {
 		return nil
 	}
