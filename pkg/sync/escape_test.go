@@ -141,11 +141,16 @@ func TestRemoteSymlinksNeverEscape(t *testing.T) {
 				local := t.TempDir()
 				writeTree(t, local, map[string]string{"f": "f", "g": "g"})
 				before := f.outsideApp(t)
-				onceSync(t, ex, Config{
+				is, _ := onceSync(t, ex, Config{
 					Mappings: []Mapping{{Local: LocalPath(local), Remote: "/app"}},
 					Matchers: []Matcher{globMatcher{"*.log"}}, Initial: InitialMirror,
 				})
 				f.assertUntouched(t, before)
+				// Stopped, and retried with a fresh listing, which sees the link.
+				assertOneLine(t, is.Err, "became a symlink")
+				if !IsTransient(is.Err) {
+					t.Errorf("%v: want transient", is.Err)
+				}
 			})
 		}
 	})
