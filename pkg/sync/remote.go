@@ -327,7 +327,7 @@ func execScript(ctx context.Context, ex Executor, t Target, op string, m *mappin
 	stderr := &tailBuffer{max: 4 << 10}
 	err := classify(ex.Exec(ctx, t, argv, stdin, stdout, stderr), t, op, m.remoteDir(), stderr.String())
 	var se *SyncError
-	if errors.As(err, &se) && se.Kind == ErrTypeConflict {
+	if errors.As(err, &se) && errors.Is(se.Kind, ErrTypeConflict) {
 		c := remoteIsDir
 		if strings.Contains(se.Stderr, markerNotDir) {
 			c = remoteNotDir
