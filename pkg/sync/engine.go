@@ -454,11 +454,14 @@ func (e *Engine) syncBatch(tg *target, hints []map[string]struct{}, rescan []boo
 		e.warn(tg, p.Warnings)
 		res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p)
 		if err != nil {
+			e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
 			r.err = err
 			return r
 		}
 		tg.idx[i].apply(p, res.archiveResult)
+		e.warn(tg, res.warnings)
 		e.requeue(tg, i, res.raced)
+		e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
 		r.changed += len(p.Copies)
 		r.deleted += len(p.Deletes)
 		r.bytes += res.bytes
@@ -488,7 +491,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			e.warn(tg, warns)
 			if e.cfg.Initial == InitialNone {
 				idxs[i] = NewIndex()
-				for rel, le := range local {
+				for rel, le := range local.entries {
 					idxs[i].Put(rel, le)
 				}
 				continue
@@ -505,7 +508,10 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				e.log.Info("listing failed; sending everything", "target", tg.String(), "remote", m.Remote, "err", err)
 				l = nil
 			}
-			p, idx := planInitial(m, local, l, e.cfg.Initial)
+			p, idx, err := planInitial(m, local, l, e.cfg.Initial)
+			if err != nil {
+				return err
+			}
 			guardInitial(m, p, idx, l)
 			e.hold(tg, i, p.Held)
 			if !p.Empty() || l == nil || !l.exists {
@@ -516,7 +522,9 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 					return err
 				}
 				idx.apply(p, res.archiveResult)
+				e.warn(tg, res.warnings)
 				e.requeue(tg, i, res.raced)
+				e.requeue(tg, i, res.forgetReplaced(idx))
 				ev.Files += res.files
 				ev.Deleted += res.deleted
 				ev.Bytes += res.bytes
@@ -552,11 +560,16 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mappin
 		}
 		return applyResult{deleted: len(p.Deletes), archiveResult: archiveResult{files: len(p.Copies)}}, nil
 	}
-	var res applyResult
+	var (
+		res      applyResult
+		replaced []string
+	)
 	err := e.retry.do(ctx, e.clk, func() (err error) {
 		res, err = apply(ctx, ex, t, m, p)
+		replaced = append(replaced, res.replaced...) // failed attempts' too
 		return err
 	})
+	res.replaced = replaced
 	return res, err
 }
 

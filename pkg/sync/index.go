@@ -6,7 +6,6 @@ import (
 	"hash"
 	"io"
 	"io/fs"
-	"os"
 	"time"
 )
 
@@ -217,9 +216,10 @@ func hashFile(name string) (*[32]byte, error) {
 	return (*[32]byte)(sum), nil
 }
 
-// hashWith returns the digest of the file at name.
+// hashWith returns the digest of the regular file at name (errNotRegular if
+// it is something else, rather than waiting on a FIFO).
 func hashWith(name string, h hash.Hash) ([]byte, error) {
-	f, err := os.Open(name)
+	f, _, err := openRegular(name)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // LocalExecutor runs argv on this machine instead of in a container: the
@@ -28,6 +29,9 @@ type LocalExecutor struct {
 	// Fail, if set, is consulted before each call; a non-nil error is
 	// returned instead of running it (failure injection).
 	Fail func(t Target, argv []string) error
+	// SysProcAttr, if set, is used for every command: tests run the remote
+	// side as a non-root user with it, as most containers do.
+	SysProcAttr *syscall.SysProcAttr
 }
 
 var _ Executor = (*LocalExecutor)(nil)
@@ -82,6 +86,7 @@ func (l *LocalExecutor) Exec(ctx context.Context, t Target, argv []string, stdin
 	}
 	cmd := exec.CommandContext(ctx, name, argv[1:]...)
 	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, stdin, stdout, stderr
+	cmd.SysProcAttr = l.SysProcAttr
 	err := cmd.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.Exited() {

@@ -25,6 +25,10 @@ type Plan struct {
 	Touched  map[string]Entry // content unchanged (same hash): only the index is refreshed
 	Warnings []error          // paths that could not be read and were left alone
 	Held     *Hold            // deletes not safe to run now (see guard); nil if none
+	// Rmdirs are remote-only directories that held entries to keep (ignored
+	// ones) when listed: their other entries are in Deletes, and they are
+	// removed after those only if nothing is left in them. Deepest first.
+	Rmdirs []string
 }
 
 // Empty reports whether the plan changes nothing in the container.
@@ -58,6 +62,8 @@ type planner struct {
 	// top-level entry is planned for deletion; guard holds that even if the
 	// root is back by then.
 	rootGone bool
+	// err stops the plan: the root's type no longer fits the mapping.
+	err error
 }
 
 func newPlanner(m *mapping, idx *Index) *planner {
@@ -72,8 +78,8 @@ func newPlanner(m *mapping, idx *Index) *planner {
 // plan decides, by Lstat now, what the hinted paths (relative to m's root)
 // need in a target whose state is idx. With rescan, the whole root is walked
 // and diffed against idx instead. Deletes that could lose files are held
-// (see guard). The error is always nil today: what cannot be read becomes a
-// warning, and doubt never becomes a delete.
+// (see guard). What cannot be read becomes a warning, and doubt never becomes
+// a delete; the only error is a root whose type no longer fits the mapping.
 func plan(m *mapping, idx *Index, hints []string, rescan bool) (*Plan, error) {
 	pl := newPlanner(m, idx)
 	if rescan {
@@ -82,6 +88,9 @@ func plan(m *mapping, idx *Index, hints []string, rescan bool) (*Plan, error) {
 	}
 	for _, rel := range hints {
 		pl.visit(rel)
+		if pl.err != nil {
+			return nil, pl.err
+		}
 	}
 	p := pl.finish()
 	pl.guard(p, idx.Len(), idx.countTree, "restart with --initial=mirror --allow-mass-delete")
@@ -125,6 +134,12 @@ func (pl *planner) visit(rel string) {
 		return
 	}
 	e := st.e
+	if rel == "" {
+		if err := pl.m.localRootConflict(e.Type); err != nil {
+			pl.err = err
+			return
+		}
+	}
 	if pl.m.ignored(rel, e.Type == TypeDir) {
 		return
 	}
