@@ -78,6 +78,10 @@ func (o *PullPolicyOptions) Run(ctx context.Context) error {
 		if err := w.CanRollOut(); err != nil {
 			return err
 		}
+		// A record livesync cannot read is refused here, before any workload changes.
+		if _, err := w.Originals(); err != nil {
+			return err
+		}
 		var changes []workload.Change
 		for _, c := range cs {
 			if c.PullPolicy == o.policy {

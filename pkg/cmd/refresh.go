@@ -74,6 +74,12 @@ func (o *RefreshOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A record livesync cannot read is refused before any workload changes (see Originals).
+	for _, w := range ws {
+		if _, err := w.Originals(); err != nil {
+			return err
+		}
+	}
 	r := refresher{g: o.g, registry: &o.registry, mutate: &o.mutate, containers: o.target.containers, resolvers: map[string]inspect.Resolver{}}
 	for _, w := range ws {
 		if err := r.refresh(ctx, w); err != nil {

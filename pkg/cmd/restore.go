@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -15,6 +16,7 @@ type RestoreOptions struct {
 	g      *globalOptions
 	target targetOptions
 	mutate mutateOptions
+	force  bool
 	args   []string
 }
 
@@ -23,13 +25,19 @@ func newCmdRestore(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore (TYPE/NAME | TYPE NAME | POD | TYPE -l SELECTOR) [--dry-run]",
 		Short: "Put back the images and pull policies that refresh and pull-policy changed",
-		Long: `Read the livesync.dev/original annotation, put every recorded image and pull policy back,
-remove the annotation and wait for the rollout. Nothing recorded: says so and changes nothing.`,
+		Long: `Read the livesync.dev/original annotation, put back each recorded image and pull policy that is
+still what livesync set, drop the records of what was restored and wait for the rollout. A
+container someone changed since livesync did (kubectl set image after a refresh) is left as is,
+said so, and its record kept; --force restores it too. Nothing recorded: says so and changes
+nothing.`,
 		Example: `  # Undo every livesync change on deploy/my-app
   kubectl livesync restore deploy/my-app
 
   # Show what would be restored
-  kubectl livesync restore deploy/my-app --dry-run`,
+  kubectl livesync restore deploy/my-app --dry-run
+
+  # Also restore containers whose image someone changed after livesync pinned it
+  kubectl livesync restore deploy/my-app --force`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.args = args
@@ -38,6 +46,7 @@ remove the annotation and wait for the rollout. Nothing recorded: says so and ch
 	}
 	cmd.Flags().StringVarP(&o.target.selector, "selector", "l", "", "label selector (e.g. -l app=web) instead of a name")
 	o.mutate.addFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&o.force, "force", false, "restore containers whose image or pull policy someone changed since livesync set it, too")
 	return cmd
 }
 
@@ -49,59 +58,95 @@ func (o *RestoreOptions) Validate() error {
 	return nil
 }
 
-// Run restores every named workload.
+// Run restores every named workload. Every workload is planned before any is changed, so a
+// bad record on one of them (with -l) refuses the whole command and changes nothing.
 func (o *RestoreOptions) Run(ctx context.Context) error {
 	ws, err := o.target.resolve(o.g, o.args)
 	if err != nil {
 		return err
 	}
+	plans := make([]*workload.RestorePlan, 0, len(ws))
 	for _, w := range ws {
-		orig, err := workload.ParseOriginals(w.Annotations)
+		p, err := workload.PlanRestore(w, o.force)
 		if err != nil {
 			return err
 		}
-		if len(orig) == 0 {
-			writeln(o.g.Out, "%s: nothing recorded to restore", w.Ref())
-			continue
-		}
-		changes := workload.RestoreChanges(w, orig)
-		var diff []workload.Change
-		for _, ch := range changes {
-			c := ch.Container
-			d := workload.Change{Container: c}
-			if ch.Image != c.Image {
-				d.Image = ch.Image
-				writeln(o.g.Out, "%s: container %q: image %s -> %s", w.Ref(), c.Name, c.Image, ch.Image)
-			}
-			if ch.PullPolicy != "" && ch.PullPolicy != c.PullPolicy {
-				d.PullPolicy = ch.PullPolicy
-				writeln(o.g.Out, "%s: container %q: imagePullPolicy %s -> %s", w.Ref(), c.Name, c.PullPolicy, ch.PullPolicy)
-			}
-			if d.Image != "" || d.PullPolicy != "" {
-				diff = append(diff, d)
-			}
-		}
-		p, err := workload.BuildPatch(w, diff, true)
-		if err != nil {
-			return err
-		}
-		var targets []workload.PodTarget
-		if w.Kind == workload.KindPod {
-			cs, _ := w.Containers(nil)
-			rep, err := inspect.Build(ctx, o.g.client, noResolver{}, w, cs)
-			if err != nil {
-				return err
-			}
-			targets = podTargetsFor(rep, w, diff, nil)
-		}
-		if len(diff) == 0 {
-			writeln(o.g.Out, "%s: images and pull policies are already the originals; removing the record", w.Ref())
-		}
-		if err := o.mutate.apply(ctx, o.g, o.g.Out, p, targets); err != nil {
+		plans = append(plans, p)
+	}
+	for _, p := range plans {
+		if err := o.restore(ctx, p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// restore prints the plan's decisions and applies it. A container left as is because someone
+// changed it since livesync did is reported, not an error: restore did everything it safely
+// could, and the exit code stays 0 unless something else fails.
+func (o *RestoreOptions) restore(ctx context.Context, p *workload.RestorePlan) error {
+	w := p.Workload
+	if p.Empty() {
+		writeln(o.g.Out, "%s: nothing recorded to restore", w.Ref())
+		return nil
+	}
+	for _, name := range p.Gone {
+		writeln(o.g.Out, "%s: container %q is no longer in the template; dropping its record", w.Ref(), name)
+	}
+	for _, s := range p.Steps {
+		c, ch := s.Container, s.Change
+		switch {
+		case s.Skipped:
+			writeln(o.g.Out, "%s: container %q: %s; left as is, use --force to restore %s anyway", w.Ref(), c.Name, s.Conflict, describeChange(ch))
+			continue
+		case s.Conflict != "":
+			writeln(o.g.Out, "%s: container %q: %s; restoring anyway (--force)", w.Ref(), c.Name, s.Conflict)
+		}
+		if ch.Image != "" {
+			writeln(o.g.Out, "%s: container %q: image %s -> %s", w.Ref(), c.Name, c.Image, ch.Image)
+		}
+		if ch.PullPolicy != "" {
+			writeln(o.g.Out, "%s: container %q: imagePullPolicy %s -> %s", w.Ref(), c.Name, c.PullPolicy, ch.PullPolicy)
+		}
+	}
+	patch, err := p.Patch()
+	if err != nil {
+		return err
+	}
+	if patch == nil {
+		writeln(o.g.Out, "%s: nothing restored; the record is kept for restore --force", w.Ref())
+		return nil
+	}
+	diff := p.Changes()
+	if len(diff) == 0 && patch.Restore {
+		writeln(o.g.Out, "%s: images and pull policies are already the originals; removing the record", w.Ref())
+	}
+	var targets []workload.PodTarget
+	if w.Kind == workload.KindPod && len(diff) > 0 {
+		cs, _ := w.Containers(nil)
+		rep, err := inspect.Build(ctx, o.g.client, noResolver{}, w, cs)
+		if err != nil {
+			return err
+		}
+		targets = podTargetsFor(rep, w, diff, nil)
+	}
+	return o.mutate.apply(ctx, o.g, o.g.Out, patch, targets)
+}
+
+// describeChange names what a change puts back, e.g. "app:dev" or "app:dev, imagePullPolicy
+// IfNotPresent".
+func describeChange(ch workload.Change) string {
+	var parts []string
+	if ch.Image != "" {
+		parts = append(parts, ch.Image)
+	}
+	if ch.PullPolicy != "" {
+		parts = append(parts, "imagePullPolicy "+ch.PullPolicy)
+	}
+	if len(parts) == 0 {
+		return "the recorded original"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // noResolver answers without a registry: restore only needs the pods' container IDs.

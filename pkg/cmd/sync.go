@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +44,7 @@ type SyncOptions struct {
 	parallel   int
 	output     string
 	once       bool
+	massDelete bool
 
 	args     []string
 	mappings []sync.Mapping
@@ -86,7 +89,7 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 		},
 	}
 	f := cmd.Flags()
-	o.target.addFlags(f, "container to sync into; default: the kubectl.kubernetes.io/default-container annotation, else the first")
+	o.target.addFlags(f, "container to sync into, repeatable: every named container of each pod is synced; default: the kubectl.kubernetes.io/default-container annotation, else the first")
 	o.registry.addFlags(f)
 	o.mutate.addFlags(f)
 	f.StringVar(&o.initial, "initial", string(sync.InitialUpload), "initial sync of each new container: upload (send what differs), mirror (also delete remote files that are not local), none")
@@ -102,8 +105,9 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.DurationVar(&o.quiet, "batch-quiet", sync.DefaultQuiet, "a batch is sent after this long without a new change")
 	f.DurationVar(&o.batchCap, "batch-max", sync.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.IntVar(&o.parallel, "parallel", 8, "at most this many containers are written to at once")
-	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, target-added, target-removed, error, refresh, dry-run)")
+	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, target-added, target-removed, error, held, refresh, dry-run)")
 	f.BoolVar(&o.once, "once", false, "initial sync and exit once the --on-sync runs finished or timed out; the exit code says whether every container converged (not how --on-sync went)")
+	f.BoolVar(&o.massDelete, "allow-mass-delete", false, "let a batch or initial sync delete more than 50 remote entries and more than half of a mapping's, or mirror an emptied local root; without it such deletes are held and reported")
 	return cmd
 }
 
@@ -132,6 +136,18 @@ func (o *SyncOptions) Validate() error {
 	}
 	if err := sync.ValidateMappings(o.mappings); err != nil {
 		return err
+	}
+	// A symlinked LOCAL (./current -> releases/v2) is resolved once, here, so the watcher and
+	// the engine agree on one real root; a link re-pointed later is not followed.
+	for i, m := range o.mappings {
+		real, err := filepath.EvalSymlinks(string(m.Local))
+		if err != nil {
+			return fmt.Errorf("mapping %q: resolving local path: %w", m, err)
+		}
+		o.mappings[i].Local = sync.LocalPath(real)
+	}
+	if slices.Contains(o.target.containers, "") {
+		return errors.New(`-c "": name a container, or leave -c out to sync into the default one`)
 	}
 	mode, err := sync.ParseInitialMode(o.initial)
 	if err != nil {
@@ -170,14 +186,14 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	container, err := w.SyncContainer(firstOr(o.target.containers), o.g.ErrOut)
+	containers, err := syncContainers(w, o.target.containers, o.g.ErrOut)
 	if err != nil {
 		return err
 	}
 	rep := newSyncReporter(o.g.Out, o.g.ErrOut, o.output == "json")
-	ref := refresher{g: o.g, registry: &o.registry, mutate: &o.mutate, containers: []string{container}, resolvers: map[string]inspect.Resolver{}, log: rep.refreshed}
+	ref := refresher{g: o.g, registry: &o.registry, mutate: &o.mutate, containers: containers, resolvers: map[string]inspect.Resolver{}, log: rep.refreshed}
 	if o.pullPolicy != "" {
-		if err := o.setPullPolicy(ctx, &ref, w, container); err != nil {
+		if err := o.setPullPolicy(ctx, &ref, w, containers); err != nil {
 			return err
 		}
 	}
@@ -202,14 +218,14 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 	cfg := sync.Config{
 		Mappings: o.mappings, Matchers: matchers, Initial: o.mode,
 		Quiet: o.quiet, Cap: o.batchCap, Parallelism: o.parallel,
-		OnSync: o.onSync, OnSyncTimeout: o.onSyncWait, ExecTimeout: o.execWait, DryRun: o.mutate.dryRun,
+		OnSync: o.onSync, OnSyncTimeout: o.onSyncWait, ExecTimeout: o.execWait, DryRun: o.mutate.dryRun, AllowMassDelete: o.massDelete,
 	}
 	restCfg, err := o.g.configFlags.ToRESTConfig()
 	if err != nil {
 		return err
 	}
 	engine := sync.New(&workload.PodExecutor{Config: restCfg, Client: o.g.client}, cfg, sync.WithReporter(rep))
-	tracker := &workload.Tracker{Client: o.g.client, Workload: w, Container: container, Sink: engine}
+	tracker := &workload.Tracker{Client: o.g.client, Workload: w, Containers: containers, Sink: engine}
 	tctx, stopTracking := context.WithCancel(ctx)
 	defer stopTracking()
 	synced := make(chan struct{})
@@ -233,7 +249,7 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 			return fmt.Errorf("not every container of %s converged; see the errors above", w.Ref())
 		}
 		if rep.targetCount() == 0 {
-			return fmt.Errorf("%s has no running pod with container %q to sync into", w.Ref(), container)
+			return fmt.Errorf("%s has no running pod with container %q to sync into", w.Ref(), strings.Join(containers, ", "))
 		}
 		return nil
 	}
@@ -282,18 +298,24 @@ func (o *SyncOptions) resolveOne() (*workload.Workload, error) {
 	return nil, fmt.Errorf("-l %q matches %d workloads (%s): sync one at a time", o.target.selector, len(ws), strings.Join(names, ", "))
 }
 
-func (o *SyncOptions) setPullPolicy(ctx context.Context, ref *refresher, w *workload.Workload, container string) error {
-	cs, err := w.Containers([]string{container})
+func (o *SyncOptions) setPullPolicy(ctx context.Context, ref *refresher, w *workload.Workload, containers []string) error {
+	cs, err := w.Containers(containers)
 	if err != nil {
 		return err
 	}
-	if cs[0].PullPolicy == o.pullPolicy {
+	var changes []workload.Change
+	for _, c := range cs {
+		if c.PullPolicy != o.pullPolicy {
+			changes = append(changes, workload.Change{Container: c, PullPolicy: o.pullPolicy})
+		}
+	}
+	if len(changes) == 0 {
 		return nil
 	}
 	if w.Kind == workload.KindPod {
 		return fmt.Errorf("%s: a Pod's imagePullPolicy cannot be changed while it exists: use --pull-policy on the workload that owns it", w.Ref())
 	}
-	p, err := workload.BuildPatch(w, []workload.Change{{Container: cs[0], PullPolicy: o.pullPolicy}}, false)
+	p, err := workload.BuildPatch(w, changes, false)
 	if err != nil {
 		return err
 	}
@@ -389,11 +411,29 @@ func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []sync.
 	}
 }
 
-func firstOr(s []string) string {
-	if len(s) > 0 {
-		return s[0]
+// syncContainers picks the containers to sync into: each one named with -c, checked against
+// the workload, or else the default one, the way kubectl exec picks it (with its "Defaulted
+// container" message). Each becomes a target of its own in every pod.
+func syncContainers(w *workload.Workload, names []string, warn io.Writer) ([]string, error) {
+	if len(names) == 0 {
+		c, err := w.SyncContainer("", warn)
+		if err != nil {
+			return nil, err
+		}
+		return []string{c}, nil
 	}
-	return ""
+	var out []string
+	for _, n := range names {
+		if slices.Contains(out, n) {
+			continue
+		}
+		c, err := w.SyncContainer(n, warn)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 func isDir(p string) bool {

@@ -68,6 +68,7 @@ type jsonEvent struct {
 	Error     string      `json:"error,omitempty"`
 	Hint      string      `json:"hint,omitempty"`
 	Message   string      `json:"message,omitempty"`
+	Reason    string      `json:"reason,omitempty"`
 }
 
 func ms(d time.Duration) *float64 {
@@ -118,6 +119,17 @@ func (r *syncReporter) Report(ev sync.Event) {
 		if r.tty {
 			r.drawProgress(e)
 		}
+	case sync.Held:
+		more := ""
+		if len(e.Examples) > 0 {
+			more = " (" + strings.Join(e.Examples, ", ")
+			if e.Deleted > len(e.Examples) {
+				more += ", ..."
+			}
+			more += ")"
+		}
+		r.emitErr(jsonEvent{Type: "held", Target: toJSONTarget(e.Target), Deleted: &e.Deleted, Names: e.Examples, Reason: e.Reason, Hint: e.Hint},
+			"held: %s: not deleting %s%s: %s; %s", e.Target, plural(e.Deleted, "remote entry", "remote entries"), more, e.Reason, e.Hint)
 	case sync.DryRun:
 		r.emit(jsonEvent{Type: "dry-run", Target: toJSONTarget(e.Target), Copy: e.Copy, Delete: e.Delete},
 			"dry run %s: would copy %d, delete %d%s", e.Target, len(e.Copy), len(e.Delete), listing(e.Copy, e.Delete))
@@ -247,6 +259,13 @@ func (r *syncReporter) writeJSON(w io.Writer, ev jsonEvent) {
 	ev.Time = time.Now().UTC().Format(time.RFC3339Nano)
 	b, _ := json.Marshal(ev)
 	fmt.Fprintf(w, "%s\n", b)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func humanBytes(n int64) string {

@@ -25,10 +25,12 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	r.refreshed("pinned")
 	r.Report(sync.DryRun{Target: tg, Copy: []string{"/app/a"}, Delete: []string{"/app/b"}})
 	r.Report(sync.Progress{Target: tg}) // drawn on terminals only
+	r.Report(sync.Held{Target: tg, Mapping: sync.Mapping{Local: "/src", Remote: "/app"}, Reason: `local root "/src" is missing`,
+		Deleted: 120, Examples: []string{"/app/a", "/app/b"}, Hint: "nothing is deleted until it is back"})
 	r.Report(sync.OnSync{Target: tg, ExitCode: 0, Duration: 120 * time.Millisecond, Output: "reloaded\n"})
 	r.Report(sync.OnSync{Target: tg, ExitCode: -1, Err: errors.New("on-sync command timed out after 30s"), Duration: 30 * time.Second})
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "on-sync", "on-sync"}
+	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "held", "on-sync", "on-sync"}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), out.String())
 	}
@@ -46,9 +48,14 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	if b["latencyMs"] != 80.0 || b["changed"] != 1.0 || b["bytes"] != 512.0 {
 		t.Errorf("batch = %v", b)
 	}
+	var h map[string]any
+	_ = json.Unmarshal([]byte(lines[7]), &h)
+	if h["deleted"] != 120.0 || h["reason"] != `local root "/src" is missing` || h["hint"] == nil || len(h["names"].([]any)) != 2 || h["target"] == nil {
+		t.Errorf("held = %v", h)
+	}
 	var ok, failed map[string]any
-	_ = json.Unmarshal([]byte(lines[7]), &ok)
-	_ = json.Unmarshal([]byte(lines[8]), &failed)
+	_ = json.Unmarshal([]byte(lines[8]), &ok)
+	_ = json.Unmarshal([]byte(lines[9]), &failed)
 	if ok["exitCode"] != 0.0 || ok["durationMs"] != 120.0 || ok["output"] != "reloaded\n" || ok["error"] != nil || ok["target"] == nil {
 		t.Errorf("on-sync = %v", ok)
 	}
@@ -97,11 +104,15 @@ func TestSyncReporterText(t *testing.T) {
 	tg := sync.Target{Namespace: "ns", Pod: "web-1", Container: "app"}
 	r.Report(sync.Batch{Changed: 2, Deleted: 1, Names: []string{"/app/a", "/app/b"}, Targets: 2, Failed: 1, Bytes: 3 << 20, Latency: 120 * time.Millisecond})
 	r.Report(sync.Error{Target: tg, Err: errors.New("permission denied")})
+	r.Report(sync.Held{Target: tg, Reason: "more than half of the 66 entries the container has", Deleted: 61, Examples: []string{"/app/old"},
+		Hint: "if that is intended, restart with --initial=mirror --allow-mass-delete"})
 	r.summary()
 	if got := out.String(); got != "2 changed, 1 deleted (/app/a, /app/b) -> 1/2 containers, 3.0 MiB in 120ms\n" {
 		t.Errorf("batch line = %q", got)
 	}
-	if !strings.Contains(errOut.String(), "error: ns/web-1/app: permission denied") || !strings.Contains(errOut.String(), "1 batches") {
+	held := "held: ns/web-1/app: not deleting 61 remote entries (/app/old, ...): more than half of the 66 entries the container has; if that is intended, restart with --initial=mirror --allow-mass-delete\n"
+	if !strings.Contains(errOut.String(), "error: ns/web-1/app: permission denied") || !strings.Contains(errOut.String(), "1 batches") ||
+		!strings.Contains(errOut.String(), held) {
 		t.Errorf("stderr = %q", errOut.String())
 	}
 }

@@ -71,7 +71,7 @@ func Build(ctx context.Context, client kubernetes.Interface, res Resolver, w *wo
 	if err != nil {
 		return nil, err
 	}
-	orig, err := workload.ParseOriginals(w.Annotations)
+	orig, err := w.Originals()
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -21,6 +22,9 @@ type archiveResult struct {
 	// raced holds files that changed or vanished while being read; the index
 	// forgets them so the next batch sends them again.
 	raced map[string]struct{}
+	// warnings are files skipped because they were no longer regular files
+	// (a FIFO, socket or device in their place).
+	warnings []error
 }
 
 // streamArchive streams copies as a tar through a pipe. Close the reader once
@@ -97,7 +101,10 @@ func writeEntry(tw *tar.Writer, c Copy, res *archiveResult) (bool, error) {
 	hdr := &tar.Header{Name: c.Name, Mode: int64(c.Mode.Perm()), ModTime: c.MTime.Truncate(time.Second)}
 	switch c.Type {
 	case TypeDir:
-		hdr.Typeflag, hdr.Name = tar.TypeDir, c.Name+"/"
+		// Writable for now: busybox tar creates a directory with its mode
+		// before its children and, as non-root, never chmods. The apply
+		// script sets a mode lacking u+rwx after the extraction.
+		hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, c.Name+"/", hdr.Mode|0o700
 		return true, writeHeader(tw, hdr)
 	case TypeSymlink:
 		link, err := os.Readlink(c.Src)
@@ -107,20 +114,25 @@ func writeEntry(tw *tar.Writer, c Copy, res *archiveResult) (bool, error) {
 		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, link
 		return link == c.Link, writeHeader(tw, hdr)
 	}
-	f, err := os.OpenFile(c.Src, os.O_RDONLY|oNoFollow, 0)
+	f, fi, err := openRegular(c.Src)
+	if errors.Is(err, errNotRegular) {
+		res.warnings = append(res.warnings, fmt.Errorf("skipping %w", err))
+	}
 	if err != nil {
-		return false, nil // gone or replaced by a link since planning
+		return false, nil // gone, replaced by a link or by a FIFO since planning
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return false, nil
-	}
 	// Send what the file is now; if that differs from what was planned the
 	// index must not record the planned metadata.
 	fresh := fi.Size() == c.Size && fi.ModTime().Equal(c.MTime) && fi.Mode().Perm() == c.Mode
 	hdr.Typeflag, hdr.Size, hdr.Mode = tar.TypeReg, fi.Size(), int64(fi.Mode().Perm())
 	hdr.ModTime = fi.ModTime().Truncate(time.Second)
+	if hdr.Size > maxUSTARSize {
+		// Busybox tar ignores the PAX size record archive/tar would use
+		// and extracts an empty file, then reads the content as the end
+		// of the archive and succeeds; both tars read GNU base-256 sizes.
+		hdr.Format = tar.FormatGNU
+	}
 	if err := writeHeader(tw, hdr); err != nil {
 		return false, err
 	}
@@ -137,6 +149,55 @@ func writeEntry(tw *tar.Writer, c Copy, res *archiveResult) (bool, error) {
 	res.sums[c.Rel] = &sum
 	return true, nil
 }
+
+// errNotRegular: a path planned as a regular file is now a FIFO, socket or
+// device, which are never synced.
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens name for reading if it is a regular file. It never
+// follows a symlink and never blocks: a FIFO's open waits for a writer, and
+// its reads for data, forever if nobody writes.
+func openRegular(name string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(name, openFlags, 0)
+	if err != nil {
+		// A socket cannot be opened at all (ENXIO): say what it is.
+		if fi, lerr := os.Lstat(name); lerr == nil && fi.Mode().Type()&^(fs.ModeSymlink|fs.ModeDir) != 0 {
+			return nil, nil, notRegular(name, fi.Mode())
+		}
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case fi.IsDir():
+		// Replaced by a directory: planned again as one, no warning.
+		err = fmt.Errorf("%q is a directory now", name)
+	case !fi.Mode().IsRegular():
+		err = notRegular(name, fi.Mode())
+	default:
+		err = setBlocking(f)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+func notRegular(name string, m fs.FileMode) error {
+	kind := "a device"
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a FIFO"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	}
+	return fmt.Errorf("%q: %w (now %s), so it is not synced", name, errNotRegular, kind)
+}
+
+// maxUSTARSize is the largest size the 11 octal digits of a ustar header
+// hold: 8 GiB - 1.
+const maxUSTARSize = 1<<33 - 1
 
 func writeHeader(tw *tar.Writer, hdr *tar.Header) error {
 	if err := tw.WriteHeader(hdr); err != nil {

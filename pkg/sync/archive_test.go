@@ -71,6 +71,8 @@ func TestWriteArchive(t *testing.T) {
 	writeTree(t, dir, map[string]string{"bin/run": "#!/bin/sh", "empty/": "", "link@bin/run": ""})
 	must(t, os.Chmod(filepath.Join(dir, "bin/run"), 0o755))
 	must(t, os.Chmod(filepath.Join(dir, "empty"), 0o700))
+	writeTree(t, dir, map[string]string{"ro/": ""})
+	must(t, os.Chmod(filepath.Join(dir, "ro"), 0o555))
 
 	copies := copiesOf(t, dir)
 	// The same name twice: the last one wins.
@@ -96,7 +98,10 @@ func TestWriteArchive(t *testing.T) {
 		"bin/":    {typ: tar.TypeDir, mode: 0o755},
 		"bin/run": {typ: tar.TypeReg, mode: 0o755, content: "#!/bin/sh"},
 		"empty/":  {typ: tar.TypeDir, mode: 0o700},
-		"link":    {typ: tar.TypeSymlink, mode: 0o777, link: "bin/run"},
+		// Directories are sent writable; the apply script sets 0555 after
+		// their contents.
+		"ro/":  {typ: tar.TypeDir, mode: 0o755},
+		"link": {typ: tar.TypeSymlink, mode: 0o777, link: "bin/run"},
 	}
 	for name, content := range weirdNames {
 		want[name] = tarEntry{typ: tar.TypeReg, mode: 0o644, content: content}

@@ -48,6 +48,11 @@ type Config struct {
 	// DryRun lists (as DryRun events) what would be copied and deleted, and
 	// changes nothing; the read-only listing of an initial sync still runs.
 	DryRun bool
+	// AllowMassDelete lets a batch or initial sync delete more than 50
+	// remote entries and more than half of what the container holds for a
+	// mapping, or empty a mapping whose local root was emptied. Without it
+	// such deletes are held (Held events); copies still go.
+	AllowMassDelete bool
 }
 
 // Option configures an Engine.
@@ -115,6 +120,9 @@ type target struct {
 	synced  bool   // initial sync done: idx is valid
 	dirty   bool   // a batch failed: compare the whole tree next time
 	lastErr string // the last reported error, to report each once
+
+	// held is, per mapping, the held set last reported (see Engine.hold).
+	held map[int]string
 }
 
 // New returns an engine that reaches targets through exec.
@@ -161,6 +169,7 @@ func New(exec Executor, cfg Config, opts ...Option) *Engine {
 			e.initErr = errors.Join(e.initErr, err)
 			continue
 		}
+		mm.allowMassDelete = cfg.AllowMassDelete
 		e.maps = append(e.maps, mm)
 	}
 	return e
@@ -469,14 +478,18 @@ func (e *Engine) syncBatch(tg *target, hints []map[string]struct{}, rescan []boo
 			r.err = err
 			return r
 		}
+		e.hold(tg, i, p.Held)
 		e.warn(tg, p.Warnings)
 		res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p)
 		if err != nil {
+			e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
 			r.err = err
 			return r
 		}
 		tg.idx[i].apply(p, res.archiveResult)
+		e.warn(tg, res.warnings)
 		e.requeue(tg, i, res.raced)
+		e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
 		r.changed += len(p.Copies)
 		r.deleted += len(p.Deletes)
 		r.bytes += res.bytes
@@ -506,13 +519,13 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			e.warn(tg, warns)
 			if e.cfg.Initial == InitialNone {
 				idxs[i] = NewIndex()
-				for rel, le := range local {
+				for rel, le := range local.entries {
 					idxs[i].Put(rel, le)
 				}
 				continue
 			}
 			var l *listing
-			lex := e.exec.within(listLimit(e.cfg.ExecTimeout, treeBytes(local)))
+			lex := e.exec.within(listLimit(e.cfg.ExecTimeout, treeBytes(local.entries)))
 			err = e.retry.do(ctx, e.clk, func() (err error) {
 				l, err = listRemote(ctx, lex, tg.Target, m)
 				return err
@@ -524,7 +537,12 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				e.log.Info("listing failed; sending everything", "target", tg.String(), "remote", m.Remote, "err", err)
 				l = nil
 			}
-			p, idx := planInitial(m, local, l, e.cfg.Initial)
+			p, idx, err := planInitial(m, local, l, e.cfg.Initial)
+			if err != nil {
+				return err
+			}
+			guardInitial(m, p, idx, l)
+			e.hold(tg, i, p.Held)
 			if !p.Empty() || l == nil || !l.exists {
 				pe := &progressExecutor{Executor: e.exec, clk: e.clk, start: start, report: func(p Progress) { e.rep.Report(p) },
 					base: Progress{Target: tg.Target, Files: len(p.Copies), TotalBytes: planBytes(p)}}
@@ -533,7 +551,9 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 					return err
 				}
 				idx.apply(p, res.archiveResult)
+				e.warn(tg, res.warnings)
 				e.requeue(tg, i, res.raced)
+				e.requeue(tg, i, res.forgetReplaced(idx))
 				ev.Files += res.files
 				ev.Deleted += res.deleted
 				ev.Bytes += res.bytes
@@ -569,11 +589,16 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mappin
 		}
 		return applyResult{deleted: len(p.Deletes), archiveResult: archiveResult{files: len(p.Copies)}}, nil
 	}
-	var res applyResult
+	var (
+		res      applyResult
+		replaced []string
+	)
 	err := e.retry.do(ctx, e.clk, func() (err error) {
 		res, err = apply(ctx, ex, t, m, p)
+		replaced = append(replaced, res.replaced...) // failed attempts' too
 		return err
 	})
+	res.replaced = replaced
 	return res, err
 }
 
@@ -636,10 +661,10 @@ func remotePaths(m *mapping, p *Plan) []string {
 }
 
 // Once runs the initial sync of every current target, in parallel (execs are
-// bounded by Parallelism), and reports whether all of them converged. It
-// returns once the on-sync runs the initial syncs started have finished or
-// timed out; their outcome is reported, not part of the result. It is for
-// one-shot use (--once); don't combine it with Run.
+// bounded by Parallelism), and reports whether all of them converged (with
+// nothing held, see Held). It returns once the on-sync runs the initial syncs
+// started have finished or timed out; their outcome is reported, not part of
+// the result. It is for one-shot use (--once); don't combine it with Run.
 func (e *Engine) Once(ctx context.Context) (bool, error) {
 	if e.initErr != nil {
 		return false, e.initErr
@@ -669,6 +694,11 @@ func (e *Engine) Once(ctx context.Context) (bool, error) {
 				return
 			}
 			e.rep.Report(ev)
+			if tg.holding() { // held deletes: the container differs, and said why
+				mu.Lock()
+				ok = false
+				mu.Unlock()
+			}
 		})
 	}
 	wg.Wait()

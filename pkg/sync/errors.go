@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -27,6 +29,10 @@ var (
 	// was cancelled: a frozen or overloaded container, or a dead connection.
 	// Transient.
 	ErrTimeout = errors.New("remote call timed out")
+	// ErrTypeConflict: a mapping's root is a directory on one side and not on
+	// the other. Deleting either to make room could destroy a volume, so it is
+	// refused. Not retried.
+	ErrTypeConflict = errors.New("file and directory at a mapping's root")
 )
 
 // SyncError is a classified failure of one exec in one target. Its message is
@@ -77,6 +83,13 @@ func IsTransient(err error) bool {
 const (
 	markerTarMissing = "livesync: tar not found"
 	markerUID        = "livesync: uid "
+	// markerIsDir: a file mapping's remote path is a directory.
+	markerIsDir = "livesync: conflict: a directory"
+	// markerNotDir: a directory mapping's remote root is not a directory.
+	markerNotDir = "livesync: conflict: not a directory"
+	// markerSymlink: a directory listed in the container turned into a
+	// symlink before its entries were deleted.
+	markerSymlink = "livesync: symlink in the way: "
 )
 
 var uidRE = regexp.MustCompile(markerUID + `(\S+)`)
@@ -108,6 +121,14 @@ func classify(err error, t Target, op string, dir RemotePath, stderr string) err
 		se.Kind = ErrExecForbidden
 		se.Msg = fmt.Sprintf("%s: not allowed to exec into pod %q in namespace %q", op, t.Pod, t.Namespace)
 		se.Hint = `grant the RBAC verbs "create" and "get" on "pods/exec"`
+	case strings.Contains(stderr, markerIsDir) || strings.Contains(stderr, markerNotDir):
+		// apply rewrites the message with the mapping (conflictError).
+		se.Kind = ErrTypeConflict
+		se.Msg = fmt.Sprintf("%s: type conflict at %q in %s", op, dir, where)
+	case strings.Contains(stderr, markerSymlink):
+		// The next initial sync lists it again and sees the link.
+		se.transient = true
+		se.Msg = fmt.Sprintf("%s in %s: a directory under %q became a symlink during the sync; nothing was deleted through it", op, where, dir)
 	case strings.Contains(stderr, markerTarMissing) || exit == 127 && strings.Contains(stderr, "tar"):
 		se.Kind = ErrTarMissing
 		se.Msg = fmt.Sprintf("tar not found in %s", where)
@@ -183,4 +204,39 @@ func (t *tailBuffer) String() string {
 		return string(t.b[len(t.b)-t.max:])
 	}
 	return string(t.b)
+}
+
+// conflict says which side of a mapping's root is a directory when the other is not.
+type conflict uint8
+
+const (
+	remoteIsDir  conflict = iota // file mapping, directory in the container
+	remoteNotDir                 // directory mapping, something else in the container
+	localIsDir                   // file mapping whose local file became a directory
+	localNotDir                  // directory mapping whose local directory became a file
+)
+
+// conflictError is the one line that refuses a type conflict at m's root.
+// where names the container, or is "" when unknown.
+func conflictError(m *mapping, where string, c conflict) *SyncError {
+	if where == "" {
+		where = "the container"
+	}
+	inside := fmt.Sprintf("%s:%s", m.Local, path.Join(string(m.Remote), filepath.Base(m.root)))
+	se := &SyncError{Kind: ErrTypeConflict, Op: "checking the mapping", Err: ErrTypeConflict}
+	switch c {
+	case remoteIsDir:
+		se.Msg = fmt.Sprintf("mapping %q: %s is a directory in %s, and a file never replaces one", m.Mapping, m.Remote, where)
+		se.Hint = "map the file to a path inside it, e.g. " + inside
+	case remoteNotDir:
+		se.Msg = fmt.Sprintf("mapping %q: %s is not a directory in %s, and a directory never replaces it", m.Mapping, m.Remote, where)
+		se.Hint = "map the directory to a path that is a directory or missing in the container"
+	case localIsDir:
+		se.Msg = fmt.Sprintf("mapping %q: %s is now a directory, and a directory never replaces the remote file", m.Mapping, m.root)
+		se.Hint = "restart livesync with the directory mapped to another remote path"
+	case localNotDir:
+		se.Msg = fmt.Sprintf("mapping %q: %s is now a file, and a file never replaces the remote directory", m.Mapping, m.root)
+		se.Hint = "restart livesync with the file mapped to a path inside the directory, e.g. " + inside
+	}
+	return se
 }

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"hash"
 	"io/fs"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -43,7 +45,8 @@ func ParseInitialMode(s string) (InitialMode, error) {
 //
 // Output is a stream of NUL-terminated tokens, unambiguous for any name:
 //
-//	LS1 <hash tool or ""> <"dir" | "none" when $1 (or $1/$2) is missing>
+//	LS1 <hash tool or ""> <"dir" | "none" when $1 (or $1/$2) is missing |
+//	    "notdir" when $1 of a directory mapping is something else>
 //	then per chunk of names that find hands to listChunkScript (regular
 //	files first, then everything else, so that no shell loop has to pick
 //	the files to hash out of a chunk: rebuilding "$@" one name at a time
@@ -68,7 +71,8 @@ elif command -v md5sum >/dev/null 2>&1; then h=md5sum; fi
 start=. min=1
 [ -z "$2" ] || { start="./$2"; min=0; }
 if [ ! -d "$1" ] || { [ -n "$2" ] && [ ! -e "$1/$2" ] && [ ! -L "$1/$2" ]; }; then
-  printf 'LS1\0%s\0none\0END\0' "$h"; exit 0
+  s=none; [ -n "$2" ] || { [ ! -e "$1" ] && [ ! -L "$1" ]; } || s=notdir
+  printf 'LS1\0%s\0%s\0END\0' "$h" "$s"; exit 0
 fi
 cd "$1" || exit
 for c in find stat; do command -v $c >/dev/null 2>&1 || { echo "livesync: $c not found" >&2; exit 127; }; done
@@ -112,7 +116,11 @@ type remoteEntry struct {
 type listing struct {
 	alg     string // "sha256sum", "md5sum" or ""
 	exists  bool
+	notDir  bool                   // a directory mapping's root is something else
 	entries map[string]remoteEntry // by rel
+	// unknown holds rels that were found but not described: stat failed,
+	// or a FIFO, socket or device. Mirror keeps the directories holding them.
+	unknown []string
 }
 
 // listRemote runs listScript in t.
@@ -150,7 +158,7 @@ func parseListing(b []byte, m *mapping) (*listing, error) {
 	if magic != "LS1" || !ok {
 		return nil, errors.New("unexpected output from the listing script")
 	}
-	l := &listing{alg: alg, exists: state == "dir", entries: map[string]remoteEntry{}}
+	l := &listing{alg: alg, exists: state == "dir", notDir: state == "notdir", entries: map[string]remoteEntry{}}
 	for {
 		tok, ok := t.next()
 		switch {
@@ -233,6 +241,13 @@ func (l *listing) parseChunk(t *tokens, m *mapping) error {
 	for name, e := range got {
 		if rel, ok := remoteRel(m, name); ok {
 			l.entries[rel] = e
+		}
+	}
+	for _, name := range names {
+		if _, ok := got[name]; !ok {
+			if rel, ok := remoteRel(m, name); ok {
+				l.unknown = append(l.unknown, rel)
+			}
 		}
 	}
 	return nil
@@ -324,16 +339,44 @@ func unescapeGNU(s string) string {
 	return r.Replace(s)
 }
 
-// localTree walks m's local root, pruning ignored paths, and returns every
-// entry to sync by rel (the root of a directory mapping is not included).
-func localTree(m *mapping) (map[string]Entry, []error, error) {
+// localFiles is a walked local tree.
+type localFiles struct {
+	entries map[string]Entry // by rel; a directory mapping's root is not included
+	// unreadable holds rels that could not be read: a directory that could
+	// not be listed, an entry that could not be stat'ed. They are not in
+	// entries, and the container's side of them and of everything under
+	// them is left alone.
+	unreadable map[string]bool
+}
+
+// unreadableAt reports whether rel or a parent of it could not be read.
+func (lf *localFiles) unreadableAt(rel string) bool {
+	if len(lf.unreadable) == 0 {
+		return false
+	}
+	for p := rel; ; p = parentRel(p) {
+		if lf.unreadable[p] {
+			return true
+		}
+		if p == "" {
+			return false
+		}
+	}
+}
+
+// localTree walks m's local root, pruning ignored paths. What cannot be read
+// is reported as a warning and left alone (see localFiles).
+func localTree(m *mapping) (*localFiles, []error, error) {
 	pl := newPlanner(m, NewIndex())
-	out := map[string]Entry{}
+	lf := &localFiles{entries: map[string]Entry{}, unreadable: map[string]bool{}}
+	var warns []error
 	var walk func(rel string)
 	walk = func(rel string) {
 		names, err := pl.readDir(rel)
 		if err != nil {
-			pl.p.Warnings = append(pl.p.Warnings, err)
+			warns = append(warns, fmt.Errorf("%w: leaving it alone in the container", err))
+			lf.unreadable[rel] = true
+			delete(lf.entries, rel)
 			return
 		}
 		for _, n := range names {
@@ -344,10 +387,11 @@ func localTree(m *mapping) (map[string]Entry, []error, error) {
 			st := pl.lstat(child)
 			switch {
 			case st.err != nil:
-				pl.p.Warnings = append(pl.p.Warnings, st.err)
+				warns = append(warns, fmt.Errorf("%w: leaving it alone in the container", st.err))
+				lf.unreadable[child] = true
 			case !st.found || m.ignored(child, st.e.Type == TypeDir):
 			default:
-				out[child] = st.e
+				lf.entries[child] = st.e
 				if st.e.Type == TypeDir {
 					walk(child)
 				}
@@ -360,12 +404,28 @@ func localTree(m *mapping) (map[string]Entry, []error, error) {
 		return nil, nil, st.err
 	case !st.found:
 		return nil, nil, fmt.Errorf("walking %q: %w", m.root, errRootMissing)
-	case m.file:
-		out[""] = st.e
-	default:
+	}
+	if err := m.localRootConflict(st.e.Type); err != nil {
+		return nil, nil, err
+	}
+	if m.file {
+		lf.entries[""] = st.e
+	} else {
 		walk("")
 	}
-	return out, pl.p.Warnings, nil
+	return lf, warns, nil
+}
+
+// localRootConflict refuses a local root whose type no longer fits its
+// mapping: the remote side was made for the other type.
+func (m *mapping) localRootConflict(t EntryType) error {
+	switch {
+	case m.file && t == TypeDir:
+		return conflictError(m, "", localIsDir)
+	case !m.file && t == TypeFile:
+		return conflictError(m, "", localNotDir)
+	}
+	return nil
 }
 
 // planInitial compares the local tree with a container listing (nil when the
@@ -373,15 +433,23 @@ func localTree(m *mapping) (map[string]Entry, []error, error) {
 // entries that already match; apply the plan's result on top of it.
 //
 // Local files are hashed only when the container has a file of the same size,
-// so the common cases (new file, edited file) cost no local reads.
-func planInitial(m *mapping, local map[string]Entry, l *listing, mode InitialMode) (*Plan, *Index) {
+// so the common cases (new file, edited file) cost no local reads. A root that
+// is a directory on one side only is refused (ErrTypeConflict): replacing it
+// would delete a directory, perhaps a volume, or a file nobody asked to lose.
+func planInitial(m *mapping, local *localFiles, l *listing, mode InitialMode) (*Plan, *Index, error) {
 	idx := NewIndex()
 	pl := newPlanner(m, idx)
 	var remote map[string]remoteEntry
 	if l != nil {
 		remote = l.entries
+		if re, ok := remote[""]; m.file && ok && re.Type == TypeDir {
+			return nil, nil, conflictError(m, "", remoteIsDir)
+		}
+		if !m.file && l.notDir {
+			return nil, nil, conflictError(m, "", remoteNotDir)
+		}
 	}
-	for rel, le := range local {
+	for rel, le := range local.entries {
 		re, ok := remote[rel]
 		if ok && re.Type != le.Type {
 			pl.deletes[rel] = true
@@ -393,14 +461,67 @@ func planInitial(m *mapping, local map[string]Entry, l *listing, mode InitialMod
 		}
 		pl.copies[rel] = Copy{Rel: rel, Name: m.remoteName(rel), Src: m.localPath(rel), Entry: le}
 	}
-	if mode == InitialMirror {
-		for rel, re := range remote {
-			if _, ok := local[rel]; !ok && !m.ignored(rel, re.Type == TypeDir) {
-				pl.deletes[rel] = true
-			}
+	var rmdirs []string
+	if mode == InitialMirror && l != nil {
+		rmdirs = pl.mirror(local, l)
+	}
+	p := pl.finish()
+	for _, d := range rmdirs {
+		// Under a type change (a local file where the container has a
+		// directory), the whole directory goes anyway.
+		if !pl.deletedAncestor(d) {
+			p.Rmdirs = append(p.Rmdirs, d)
 		}
 	}
-	return pl.finish(), idx
+	return p, idx, nil
+}
+
+// mirror plans the deletes of --initial=mirror: remote entries that are
+// neither local nor ignored, nor under a local path that could not be read.
+// A remote-only directory with nothing to keep under it goes as a whole (one
+// argument, however big); one that holds something to keep loses its other
+// entries one by one and is returned, deepest first, to be removed once empty.
+func (pl *planner) mirror(local *localFiles, l *listing) []string {
+	keep := map[string]bool{} // remote directories with something to keep under them
+	keepParents := func(rel string) {
+		for a := parentRel(rel); a != "" && !keep[a]; a = parentRel(a) {
+			keep[a] = true
+		}
+	}
+	var gone []string
+	for rel, re := range l.entries {
+		if _, ok := local.entries[rel]; ok {
+			continue
+		}
+		if pl.m.ignored(rel, re.Type == TypeDir) || local.unreadableAt(rel) {
+			keep[rel] = true
+			keepParents(rel)
+			continue
+		}
+		gone = append(gone, rel)
+	}
+	for _, rel := range l.unknown {
+		keepParents(rel)
+	}
+	rmdirs := map[string]bool{}
+	for _, rel := range gone {
+		if keep[rel] {
+			continue // a directory that stays unless emptied: see below
+		}
+		pl.deletes[rel] = true
+		// Its remote-only parents that hold something to keep go with
+		// rmdir once their deletable entries are gone.
+		for a := parentRel(rel); a != "" && keep[a]; a = parentRel(a) {
+			if _, isLocal := local.entries[a]; isLocal || pl.m.ignored(a, true) || local.unreadableAt(a) {
+				break
+			}
+			rmdirs[a] = true
+		}
+	}
+	out := slices.Collect(maps.Keys(rmdirs))
+	slices.Sort(out)
+	slices.Reverse(out) // a child sorts after its parent
+	return out
 }
 
 // matchesRemote reports whether the container already has le. Permission bits

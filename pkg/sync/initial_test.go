@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -98,6 +99,31 @@ func TestListRemoteMissingAndFile(t *testing.T) {
 	}
 }
 
+// The listing tells a directory mapping whose remote root is a file, and
+// planInitial refuses a root that is a directory on one side only.
+func TestPlanInitialRootConflict(t *testing.T) {
+	ex := busybox(t)
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"app": "a file", "data/pg/base": "precious"})
+	seed := filepath.Join(t.TempDir(), "seed.sql")
+	must(t, os.WriteFile(seed, []byte("insert"), 0o644))
+	for _, m := range []*mapping{
+		testMapping(t, t.TempDir(), filepath.Join(dir, "app"), nil),
+		testMapping(t, seed, filepath.Join(dir, "data"), nil),
+	} {
+		l, err := listRemote(context.Background(), ex, testTarget, m)
+		must(t, err)
+		if l.notDir != !m.file {
+			t.Errorf("%s: notDir = %v", m.Mapping, l.notDir)
+		}
+		local, _, err := localTree(m)
+		must(t, err)
+		if _, _, err := planInitial(m, local, l, InitialUpload); !errors.Is(err, ErrTypeConflict) {
+			t.Errorf("%s: planInitial: %v, want ErrTypeConflict", m.Mapping, err)
+		}
+	}
+}
+
 func TestParseListingRejectsUnsafeNames(t *testing.T) {
 	m := testMapping(t, t.TempDir(), "/app", nil)
 	out := "LS1\x00\x00dir\x00C\x00./ok\x00./a/../../etc\x00/abs\x00S\x00" +
@@ -162,7 +188,8 @@ func TestPlanInitial(t *testing.T) {
 			if len(warns) > 0 {
 				t.Fatal(warns)
 			}
-			p, idx := planInitial(m, tree, l, tt.mode)
+			p, idx, err := planInitial(m, tree, l, tt.mode)
+			must(t, err)
 			assertPlan(t, p, tt.wantCopies, tt.wantDeletes)
 			if e, ok := idx.Get("same-content"); tt.hashes && (!ok || e.Sum == nil) {
 				t.Errorf("same-content not indexed with its hash: %+v", e)

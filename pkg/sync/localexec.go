@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	gosync "sync"
+	"syscall"
 )
 
 // LocalExecutor runs argv on this machine instead of in a container: the
@@ -29,6 +30,9 @@ type LocalExecutor struct {
 	// Fail, if set, is consulted before each call; a non-nil error is
 	// returned instead of running it (failure injection).
 	Fail func(t Target, argv []string) error
+	// SysProcAttr, if set, is used for every command: tests run the remote
+	// side as a non-root user with it, as most containers do.
+	SysProcAttr *syscall.SysProcAttr
 }
 
 var _ Executor = (*LocalExecutor)(nil)
@@ -82,7 +86,7 @@ func (l *LocalExecutor) Exec(ctx context.Context, t Target, argv []string, stdin
 		}
 	}
 	cmd := exec.Command(name, argv[1:]...)
-	cmd.Env, cmd.Stdin = env, stdin
+	cmd.Env, cmd.Stdin, cmd.SysProcAttr = env, stdin, l.SysProcAttr
 	ownGroup(cmd)
 	// The output goes through pipes of our own: with a writer that is not an
 	// *os.File, os/exec waits for EOF on its pipe even after ctx is done, and a

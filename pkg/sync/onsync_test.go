@@ -14,11 +14,15 @@ import (
 )
 
 // hangOnce runs the first apply that extracts a tar once armed as script
-// instead (a stand-in for a frozen container), then behaves normally.
+// instead (a stand-in for a frozen container), then behaves normally. With
+// readStdin the script gets the tar stream, and drained is closed once it was
+// read to the end; without, nothing reads it.
 type hangOnce struct {
 	Executor
-	script  string
-	started chan struct{}
+	script    string
+	readStdin bool
+	started   chan struct{}
+	drained   chan struct{}
 
 	mu          gosync.Mutex
 	armed, done bool
@@ -30,7 +34,8 @@ func (h *hangOnce) arm() {
 	h.mu.Unlock()
 }
 
-func (h *hangOnce) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func (h *hangOnce) Exec(ctx context.Context, t Target, argv []string, stdin0 io.Reader, stdout, stderr io.Writer) error {
+	stdin := stdin0
 	h.mu.Lock()
 	hang := h.armed && !h.done && len(argv) > 5 && argv[3] == "livesync" && argv[5] == "x"
 	h.done = h.done || hang
@@ -38,28 +43,47 @@ func (h *hangOnce) Exec(ctx context.Context, t Target, argv []string, stdin io.R
 	if hang {
 		close(h.started)
 		argv = []string{"sh", "-c", h.script}
+		stdin = nil
+		if h.readStdin {
+			stdin = &eofReader{r: stdin0, eof: h.drained}
+		}
 	}
 	return h.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// eofReader closes eof when r reports io.EOF.
+type eofReader struct {
+	r   io.Reader
+	eof chan struct{}
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if errors.Is(err, io.EOF) {
+		close(e.eof)
+	}
+	return n, err
 }
 
 // A remote call that stops making progress is cancelled after ExecTimeout
 // (on the fake clock), reported as a transient timeout, and the target is
 // re-synced. Before, the exec had no deadline and the target hung for good.
 func TestEngineStalledExecTimesOutAndResyncs(t *testing.T) {
+	// The clock moves only once the stream has stopped: a byte moving after
+	// that would rightly restart the deadline.
 	tests := []struct {
-		name   string
-		script string
-		size   int // of the file whose batch hangs
+		name      string
+		script    string
+		readStdin bool
 	}{
-		// More than the pipe holds, so the tar stream itself stalls.
-		{name: "stdin never read", script: "sleep 1000", size: 1 << 20},
-		{name: "script never exits", script: "cat >/dev/null; sleep 1000", size: 10},
+		{name: "stdin never read", script: "sleep 1000"},
+		{name: "script never exits", script: "cat >/dev/null; sleep 1000", readStdin: true},
 		// busybox: the shell exits, its background child holds the streams.
-		{name: "background child holds the streams", script: "cat >/dev/null; sleep 1000 &", size: 10},
+		{name: "background child holds the streams", script: "cat >/dev/null; sleep 1000 &", readStdin: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := &hangOnce{script: tt.script, started: make(chan struct{})}
+			h := &hangOnce{script: tt.script, readStdin: tt.readStdin, started: make(chan struct{}), drained: make(chan struct{})}
 			f := newWrappedFixture(t, Config{}, func(ex Executor) Executor { h.Executor = ex; return h }, WithRetry(RetryPolicy{Tries: 1}))
 			f.e.AddTarget(podTarget("web-1"))
 			f.run(t)
@@ -67,11 +91,14 @@ func TestEngineStalledExecTimesOutAndResyncs(t *testing.T) {
 				t.Fatal(ev.Err)
 			}
 			h.arm()
-			writeTree(t, f.local, map[string]string{"first": strings.Repeat("1", tt.size)})
+			writeTree(t, f.local, map[string]string{"first": strings.Repeat("1", 1<<20)})
 			f.changes <- Change{Root: f.local, Path: filepath.Join(f.local, "first")}
 			waitForNWaiters(t, f.fc, 1)
 			f.fc.Step(DefaultQuiet)
 			result(t, h.started, "the hanging exec")
+			if tt.readStdin {
+				result(t, h.drained, "reading the tar stream")
+			}
 			waitForNWaiters(t, f.fc, 1) // its deadline
 			f.fc.Step(DefaultExecTimeout)
 			if b := wait[Batch](t, f.rec); b.Failed != 1 {

@@ -124,15 +124,28 @@ type mapping struct {
 	root  string // absolute local root (file or directory)
 	file  bool   // LOCAL is a single file: rel "" names it
 	match Matcher
+	localSide
 }
 
+// newMapping resolves m for use. A LOCAL that is or goes through a symlink
+// is resolved once, here: the planner Lstats the root and the archive opens
+// files with O_NOFOLLOW, so a linked root would be planned as a link (an
+// entry with no name for a directory, a dangling link in the container for
+// a file). Changes must then name paths under the resolved root, as the
+// watcher does when given the same resolved path. A LOCAL that does not
+// exist keeps its absolute path: the initial sync reports it missing.
 func newMapping(m Mapping, match Matcher) (*mapping, error) {
 	abs, err := filepath.Abs(string(m.Local))
 	if err != nil {
 		return nil, fmt.Errorf("resolving local path %q: %w", m.Local, err)
 	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
 	fi, err := os.Stat(abs)
-	return &mapping{Mapping: m, root: abs, file: err == nil && !fi.IsDir(), match: match}, nil
+	mm := &mapping{Mapping: m, root: abs, file: err == nil && !fi.IsDir(), match: match}
+	mm.probeRoot()
+	return mm, nil
 }
 
 // remoteDir is the directory the remote scripts cd into.

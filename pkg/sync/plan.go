@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"slices"
 	"syscall"
@@ -25,12 +24,18 @@ type Plan struct {
 	Copies   []Copy           // sorted by Name, so parents come first
 	Touched  map[string]Entry // content unchanged (same hash): only the index is refreshed
 	Warnings []error          // paths that could not be read and were left alone
+	Held     *Hold            // deletes not safe to run now (see guard); nil if none
+	// Rmdirs are remote-only directories that held entries to keep (ignored
+	// ones) when listed: their other entries are in Deletes, and they are
+	// removed after those only if nothing is left in them. Deepest first.
+	Rmdirs []string
 }
 
 // Empty reports whether the plan changes nothing in the container.
 func (p *Plan) Empty() bool { return len(p.Deletes) == 0 && len(p.Copies) == 0 }
 
-// errRootMissing stops a plan whose local root vanished: mirroring that would
+// errRootMissing stops an initial sync whose local root is missing. A batch
+// plan holds its deletes instead (see guard): mirroring a vanished root would
 // empty the remote directory, which is almost never what was meant (a branch
 // switch in progress, an unmounted volume).
 var errRootMissing = errors.New("local root is missing")
@@ -53,6 +58,12 @@ type planner struct {
 	copies  map[string]Copy
 	deletes map[string]bool
 	p       *Plan
+	// rootGone: the root itself was missing when visited, so every
+	// top-level entry is planned for deletion; guard holds that even if the
+	// root is back by then.
+	rootGone bool
+	// err stops the plan: the root's type no longer fits the mapping.
+	err error
 }
 
 func newPlanner(m *mapping, idx *Index) *planner {
@@ -66,7 +77,9 @@ func newPlanner(m *mapping, idx *Index) *planner {
 
 // plan decides, by Lstat now, what the hinted paths (relative to m's root)
 // need in a target whose state is idx. With rescan, the whole root is walked
-// and diffed against idx instead.
+// and diffed against idx instead. Deletes that could lose files are held
+// (see guard). What cannot be read becomes a warning, and doubt never becomes
+// a delete; the only error is a root whose type no longer fits the mapping.
 func plan(m *mapping, idx *Index, hints []string, rescan bool) (*Plan, error) {
 	pl := newPlanner(m, idx)
 	if rescan {
@@ -74,45 +87,61 @@ func plan(m *mapping, idx *Index, hints []string, rescan bool) (*Plan, error) {
 		hints = append([]string{""}, idx.Paths()...)
 	}
 	for _, rel := range hints {
-		if err := pl.visit(rel); err != nil {
-			return nil, err
+		pl.visit(rel)
+		if pl.err != nil {
+			return nil, pl.err
 		}
 	}
-	return pl.finish(), nil
+	p := pl.finish()
+	pl.guard(p, idx.Len(), idx.countTree, "restart with --initial=mirror --allow-mass-delete")
+	return p, nil
 }
 
-func (pl *planner) visit(rel string) error {
+func (pl *planner) visit(rel string) {
 	if pl.visited[rel] {
-		return nil
+		return
 	}
 	pl.visited[rel] = true
 	if !validRel(rel) {
-		return nil
+		return
 	}
 	// A path under something that is no longer a directory is gone; plan the
 	// ancestor instead (its type change deletes this path too).
 	for a := parentRel(rel); a != ""; a = parentRel(a) {
 		if st := pl.lstat(a); st.found && st.e.Type != TypeDir || !st.found && st.err == nil {
-			return pl.visit(a)
+			pl.visit(a)
+			return
 		}
 	}
 	st := pl.lstat(rel)
 	if st.err != nil {
 		pl.p.Warnings = append(pl.p.Warnings, st.err)
-		return nil
+		return
+	}
+	if rel == "" && !pl.m.file && (!st.found || st.e.Type == TypeFile) {
+		// The root itself is gone: mirroring that deletes everything the
+		// target has, which guard holds.
+		pl.rootGone = true
+		for _, k := range pl.idx.children("") {
+			pl.deletes[k] = true
+		}
+		return
 	}
 	if !st.found {
-		if rel == "" && !pl.m.file {
-			return fmt.Errorf("planning %q: %w", pl.m.root, errRootMissing)
-		}
 		if _, ok := pl.idx.Get(rel); ok {
 			pl.deletes[rel] = true
 		}
-		return nil
+		return
 	}
 	e := st.e
+	if rel == "" {
+		if err := pl.m.localRootConflict(e.Type); err != nil {
+			pl.err = err
+			return
+		}
+	}
 	if pl.m.ignored(rel, e.Type == TypeDir) {
-		return nil
+		return
 	}
 	old, had := pl.idx.Get(rel)
 	if had && old.Type != e.Type {
@@ -122,11 +151,11 @@ func (pl *planner) visit(rel string) error {
 	switch e.Type {
 	case TypeFile:
 		if had && pl.unchanged(rel, old, &e) {
-			return nil
+			return
 		}
 	case TypeSymlink:
 		if had && old.sameMeta(e) {
-			return nil
+			return
 		}
 	case TypeDir:
 		if rel == "" {
@@ -135,18 +164,17 @@ func (pl *planner) visit(rel string) error {
 			pl.add(rel, e)
 		}
 		if !had || pl.deep {
-			return pl.visitChildren(rel)
+			pl.visitChildren(rel)
 		}
-		return nil
+		return
 	}
 	pl.add(rel, e)
-	return nil
 }
 
 // unchanged reports whether a file needs no copy. A different mtime with the
 // same size and an equal hash (an editor's touch) only refreshes the index.
 func (pl *planner) unchanged(rel string, old Entry, e *Entry) bool {
-	if old.Size != e.Size || old.Mode != e.Mode {
+	if old.stale || old.Size != e.Size || old.Mode != e.Mode {
 		return false
 	}
 	if old.MTime.Equal(e.MTime) {
@@ -164,28 +192,29 @@ func (pl *planner) unchanged(rel string, old Entry, e *Entry) bool {
 	return true
 }
 
-func (pl *planner) visitChildren(rel string) error {
+func (pl *planner) visitChildren(rel string) {
 	names, err := pl.readDir(rel)
 	if err != nil {
 		pl.p.Warnings = append(pl.p.Warnings, err)
-		return nil
+		return
 	}
 	for _, n := range names {
-		if err := pl.visit(path.Join(rel, n)); err != nil {
-			return err
-		}
+		pl.visit(path.Join(rel, n))
 	}
-	return nil
 }
 
 // add queues rel for copying, with any parent directories the target lacks.
+// A parent the target has as something else (a symlink, a file) is deleted
+// first and sent whole: tar would otherwise write through a stale remote
+// symlink, outside the remote root.
 func (pl *planner) add(rel string, e Entry) {
 	pl.copies[rel] = Copy{Rel: rel, Name: pl.m.remoteName(rel), Src: pl.m.localPath(rel), Entry: e}
 	for a := parentRel(rel); a != ""; a = parentRel(a) {
 		if _, ok := pl.copies[a]; ok {
 			return
 		}
-		if old, ok := pl.idx.Get(a); ok && old.Type == TypeDir && !pl.deletes[a] {
+		old, had := pl.idx.Get(a)
+		if had && old.Type == TypeDir && !pl.deletes[a] {
 			return
 		}
 		st := pl.lstat(a)
@@ -193,6 +222,10 @@ func (pl *planner) add(rel string, e Entry) {
 			return
 		}
 		pl.copies[a] = Copy{Rel: a, Name: pl.m.remoteName(a), Src: pl.m.localPath(a), Entry: st.e}
+		if had && old.Type != TypeDir {
+			pl.deletes[a] = true
+			pl.visitChildren(a)
+		}
 	}
 }
 
@@ -201,29 +234,49 @@ func (pl *planner) lstat(rel string) stat {
 		return st
 	}
 	var st stat
-	fi, err := os.Lstat(pl.m.localPath(rel))
+	name := pl.m.localPath(rel)
+	fi, err := pl.m.fs().Lstat(name)
 	switch {
+	case err == nil && !pl.exactName(rel):
+		// Found under another case only (Foo.txt renamed to foo.txt on a
+		// case-insensitive disk): this name is gone.
 	case err == nil:
 		st.e, st.found = entryOf(fi)
 		if st.e.Type == TypeSymlink {
-			st.e.Link, err = os.Readlink(pl.m.localPath(rel))
+			st.e.Link, err = pl.m.fs().Readlink(name)
 			if err != nil {
-				st = stat{err: fmt.Errorf("reading link %q: %w", pl.m.localPath(rel), err)}
+				st = stat{err: fmt.Errorf("reading link %q: %w", name, err)}
 			}
 		}
 	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
 	default:
-		st.err = fmt.Errorf("checking %q: %w", pl.m.localPath(rel), err)
+		st.err = fmt.Errorf("checking %q: %w", name, err)
 	}
 	pl.stats[rel] = st
 	return st
 }
 
+// exactName reports whether rel's last element is spelled as in its parent's
+// listing. Only mappings on case-folding file systems need the listing; when
+// it cannot be read, the Lstat result stands (doubt never becomes a delete).
+func (pl *planner) exactName(rel string) bool {
+	if !pl.m.foldCase || rel == "" || pl.m.file {
+		return true
+	}
+	names, err := pl.readDir(parentRel(rel))
+	if err != nil {
+		return true
+	}
+	_, ok := slices.BinarySearch(names, path.Base(rel))
+	return ok
+}
+
+// readDir returns the names in directory rel, sorted.
 func (pl *planner) readDir(rel string) ([]string, error) {
 	if names, ok := pl.dirs[rel]; ok {
 		return names, nil
 	}
-	des, err := os.ReadDir(pl.m.localPath(rel))
+	des, err := pl.m.fs().ReadDir(pl.m.localPath(rel))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("listing %q: %w", pl.m.localPath(rel), err)
 	}
@@ -231,6 +284,7 @@ func (pl *planner) readDir(rel string) ([]string, error) {
 	for _, de := range des {
 		names = append(names, de.Name())
 	}
+	slices.Sort(names)
 	pl.dirs[rel] = names
 	return names, nil
 }

@@ -37,6 +37,7 @@ func syncOnce(t *testing.T, ex Executor, m *mapping, idx *Index) *Plan {
 	res, err := apply(context.Background(), ex, testTarget, m, p)
 	must(t, err)
 	idx.apply(p, res.archiveResult)
+	res.forgetReplaced(idx)
 	return p
 }
 
@@ -98,6 +99,7 @@ func TestApplyManyDeletes(t *testing.T) {
 			}
 			writeTree(t, local, map[string]string{"keep": "k"})
 			m := testMapping(t, local, remote, nil)
+			m.allowMassDelete = true // many deletes at once are the point here
 			idx := NewIndex()
 			syncOnce(t, ex, m, idx)
 			entries, _ := os.ReadDir(local)
@@ -117,11 +119,11 @@ func TestApplyManyDeletes(t *testing.T) {
 			}
 			for i, argv := range ce.calls {
 				size := 0
-				for _, a := range argv[6:] {
+				for _, a := range argv[10:] {
 					size += len(a) + 1
 				}
 				if size > maxDeleteArgBytes {
-					t.Errorf("exec %d carries %d bytes of deletes", i, size)
+					t.Errorf("exec %d carries %d bytes of paths", i, size)
 				}
 				if wantMode := map[bool]string{true: "x", false: "d"}[i == len(ce.calls)-1]; argv[5] != wantMode {
 					t.Errorf("exec %d mode %q, want %q", i, argv[5], wantMode)
@@ -154,20 +156,35 @@ func TestApplyMissingTools(t *testing.T) {
 	must(t, err)
 }
 
-func TestChunkDeletes(t *testing.T) {
+func TestScriptArgsSplit(t *testing.T) {
+	all := &scriptArgs{
+		checks: []string{"p./a", "w./a"}, deletes: []string{"./d1", "./d2"}, rmdirs: []string{"./r"},
+		tar: true, chmods: []string{"555./a"},
+	}
 	tests := []struct {
-		paths []string
-		max   int
-		want  string
+		name string
+		a    *scriptArgs
+		max  int
+		want string
 	}{
-		{nil, 10, "[[]]"},
-		{[]string{"./a", "./b", "./c"}, 8, "[[./a ./b] [./c]]"},
-		{[]string{"./very-long", "./b"}, 8, "[[./very-long] [./b]]"},
+		{"nothing", &scriptArgs{}, 10, "[{[] [] [] [] false}]"},
+		{"tar only", &scriptArgs{tar: true}, 10, "[{[] [] [] [] true}]"},
+		{"all in one", all, 100, "[{[p./a w./a] [./d1 ./d2] [./r] [555./a] true}]"},
+		// Steps keep their order across execs: the chmod after the tar.
+		{"split", all, 10, "[{[p./a w./a] [] [] [] false} {[] [./d1 ./d2] [] [] false} " +
+			"{[] [] [./r] [] true} {[] [] [] [555./a] false}]"},
+		{"a longer path alone", &scriptArgs{deletes: []string{"./very-long", "./b"}}, 8, "[{[] [./very-long] [] [] false} {[] [./b] [] [] false}]"},
 	}
 	for _, tt := range tests {
-		if got := fmt.Sprint(chunkDeletes(tt.paths, tt.max)); got != tt.want {
-			t.Errorf("chunkDeletes(%q, %d) = %s, want %s", tt.paths, tt.max, got, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, a := range tt.a.split(tt.max) {
+				got = append(got, fmt.Sprint(*a))
+			}
+			if s := "[" + strings.Join(got, " ") + "]"; s != tt.want {
+				t.Errorf("split = %s, want %s", s, tt.want)
+			}
+		})
 	}
 }
 

@@ -18,7 +18,7 @@ type ReporterFunc func(Event)
 func (f ReporterFunc) Report(ev Event) { f(ev) }
 
 // Event is one of InitialSync, Batch, TargetAdded, TargetRemoved, Error,
-// DryRun, Progress, OnSync.
+// DryRun, Held, Progress, OnSync.
 type Event interface{ event() }
 
 // InitialSync reports a target's initial sync (also the re-sync of a new
@@ -66,12 +66,27 @@ type DryRun struct {
 	Delete []string
 }
 
+// Held reports deletes held back in a target instead of run: the local root
+// of Mapping is missing, emptied or replaced by another file system, or they
+// would delete more than the mass-delete threshold. Nothing was deleted;
+// copies went ahead, and the held paths are decided again by the next batch
+// or rescan. It is reported once per distinct held set and target.
+type Held struct {
+	Target   Target
+	Mapping  Mapping
+	Reason   string   // why, one line
+	Deleted  int      // remote entries that would have been deleted
+	Examples []string // a few of the remote paths held
+	Hint     string   // what to do, e.g. how to allow it
+}
+
 func (InitialSync) event()   {}
 func (Batch) event()         {}
 func (TargetAdded) event()   {}
 func (TargetRemoved) event() {}
 func (Error) event()         {}
 func (DryRun) event()        {}
+func (Held) event()          {}
 
 // lockedReporter serializes Report calls.
 type lockedReporter struct {

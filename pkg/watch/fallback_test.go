@@ -32,14 +32,33 @@ func newFakeWatcher(t *testing.T, roots []string, opts Options, be backend) Watc
 }
 
 // stepUntil advances the fake clock one poll interval at a time until an
-// event for each of paths arrived. A tick that finds the poller busy is
-// dropped by the fake ticker, hence the loop.
+// event for each of paths arrived.
 func stepUntil(t *testing.T, clk *clocktesting.FakeClock, w Watcher, paths ...string) []Event {
 	t.Helper()
 	missing := map[string]bool{}
 	for _, p := range paths {
 		missing[p] = true
 	}
+	return stepFor(t, clk, w, func() string { return fmt.Sprint(slices.Sorted(mapsKeys(missing))) }, func(ev Event) bool {
+		delete(missing, ev.Path)
+		return len(missing) == 0
+	}, nil)
+}
+
+// stepUntilRescan advances the fake clock until a Rescan of root arrived.
+func stepUntilRescan(t *testing.T, clk *clocktesting.FakeClock, w Watcher, root string) []Event {
+	t.Helper()
+	return stepFor(t, clk, w, func() string { return "a Rescan of " + root }, func(ev Event) bool {
+		return ev.Rescan && ev.Root == root
+	}, nil)
+}
+
+// stepFor advances the fake clock one poll interval at a time until
+// onEvent or onErr accepts what arrived, and returns the events seen. A nil
+// onErr fails the test on any error. A tick that finds the poller busy is
+// dropped by the fake ticker, hence the loop.
+func stepFor(t *testing.T, clk *clocktesting.FakeClock, w Watcher, what func() string, onEvent func(Event) bool, onErr func(error) bool) []Event {
+	t.Helper()
 	timeout := time.NewTimer(deadline)
 	defer timeout.Stop()
 	var seen []Event
@@ -51,17 +70,21 @@ func stepUntil(t *testing.T, clk *clocktesting.FakeClock, w Watcher, paths ...st
 			select {
 			case ev := <-w.Events():
 				seen = append(seen, ev)
-				delete(missing, ev.Path)
-				if len(missing) == 0 {
+				if onEvent(ev) {
 					retry.Stop()
 					return seen
 				}
 			case err := <-w.Errors():
-				t.Errorf("watcher error: %v", err)
+				if onErr == nil {
+					t.Errorf("watcher error: %v", err)
+				} else if onErr(err) {
+					retry.Stop()
+					return seen
+				}
 			case <-retry.C:
 				break read
 			case <-timeout.C:
-				t.Fatalf("no events for %v within %s; saw %v", slices.Sorted(mapsKeys(missing)), deadline, seen)
+				t.Fatalf("nothing for %s within %s; saw %v", what(), deadline, seen)
 			}
 		}
 	}
@@ -88,26 +111,47 @@ func receiveError(t *testing.T, w Watcher) error {
 	}
 }
 
+// outOfResourceErrors are the errors a watch or probe may fail with that
+// make a root fall back to polling.
+var outOfResourceErrors = []syscall.Errno{syscall.ENOSPC, syscall.EMFILE, syscall.ENFILE}
+
 func checkFallbackError(t *testing.T, err error, root string) {
 	t.Helper()
-	want := fmt.Sprintf(`watching %q: out of inotify watches: raise it with "sudo sysctl fs.inotify.max_user_watches=524288"; falling back to polling every 1s`, root)
+	checkFallbackErrno(t, err, root, syscall.ENOSPC)
+}
+
+// checkFallbackErrno checks the one line that says a root fell back to
+// polling because of errno, and what to do about it.
+func checkFallbackErrno(t *testing.T, err error, root string, errno syscall.Errno) {
+	t.Helper()
+	why := map[syscall.Errno]string{
+		syscall.ENOSPC: `out of inotify watches: raise it with "sudo sysctl fs.inotify.max_user_watches=524288"`,
+		syscall.EMFILE: `out of file descriptors (on macOS each watched file needs one): raise the limit, e.g. "ulimit -n 65536", and restart`,
+		syscall.ENFILE: "the system's open file table is full: close other programs, or raise the system limit (kern.maxfiles on macOS, fs.file-max on Linux)",
+	}[errno]
+	want := fmt.Sprintf(`watching %q: %s; falling back to polling every 1s`, root, why)
 	if err == nil || err.Error() != want {
 		t.Errorf("error = %v\nwant    %s", err, want)
 	}
-	if !errors.Is(err, ErrOutOfWatches) || !errors.Is(err, syscall.ENOSPC) {
-		t.Errorf("errors.Is(%v, ErrOutOfWatches / ENOSPC) = false", err)
+	if !errors.Is(err, ErrOutOfWatches) || !errors.Is(err, errno) {
+		t.Errorf("errors.Is(%v, ErrOutOfWatches / %v) = false", err, errno)
 	}
 }
 
 func TestOutOfWatchesFallsBackToPolling(t *testing.T) {
-	for _, tt := range []struct {
+	type testCase struct {
 		name     string
+		errno    syscall.Errno
 		watchErr error
 		probe    func(string) error
-	}{
-		{"watch fails", syscall.ENOSPC, nil},
-		{"probe fails after a silent partial watch", nil, func(string) error { return syscall.ENOSPC }},
-	} {
+	}
+	var cases []testCase
+	for _, errno := range outOfResourceErrors {
+		cases = append(cases,
+			testCase{fmt.Sprintf("watch fails with %v", errno), errno, errno, nil},
+			testCase{fmt.Sprintf("probe fails with %v after a silent partial watch", errno), errno, nil, func(string) error { return errno }})
+	}
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
 			mkdirAll(t, filepath.Join(root, "node_modules"))
@@ -120,7 +164,7 @@ func TestOutOfWatchesFallsBackToPolling(t *testing.T) {
 				return rel == "node_modules"
 			}}, fn.backend(clk))
 
-			checkFallbackError(t, receiveError(t, w), root)
+			checkFallbackErrno(t, receiveError(t, w), root, tt.errno)
 			if got := fn.channels(); len(got) != 0 {
 				t.Errorf("notify still watches %v after the fallback", got)
 			}
@@ -131,7 +175,8 @@ func TestOutOfWatchesFallsBackToPolling(t *testing.T) {
 	}
 }
 
-// TestOtherWatchErrorsFailNew: only ENOSPC is worth a fallback.
+// TestOtherWatchErrorsFailNew: only running out of watches or descriptors
+// is worth a fallback.
 func TestOtherWatchErrorsFailNew(t *testing.T) {
 	root := t.TempDir()
 	fn := &fakeNotify{watchErr: syscall.EACCES}

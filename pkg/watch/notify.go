@@ -15,6 +15,13 @@ type eventFlags struct {
 	dirKnown  bool // the platform told whether it is a directory
 	created   bool // the path appeared: created or moved in
 	movedAway bool // a directory was renamed away from the path
+	gone      bool // the watched directory itself was deleted or renamed away
+}
+
+// selfGone reports whether an event for a watched directory itself says
+// that it was deleted or renamed away: its watch now watches nothing.
+func selfGone(ei eventInfo) bool {
+	return ei.Event()&(notify.Remove|notify.Rename) != 0
 }
 
 func notifyBackend() backend {

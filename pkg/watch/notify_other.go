@@ -2,7 +2,13 @@
 
 package watch
 
-import "github.com/rjeczalik/notify"
+import (
+	"errors"
+	"os"
+	"syscall"
+
+	"github.com/rjeczalik/notify"
+)
 
 var watchEvents = []notify.Event{notify.All}
 
@@ -13,8 +19,21 @@ func describe(ei eventInfo) eventFlags {
 	return eventFlags{created: ei.Event()&(notify.Create|notify.Rename) != 0}
 }
 
-// probeWatch has nothing to probe: the silent ENOSPC it looks for is an
-// inotify limit.
-func probeWatch(string) error { return nil }
+// probeWatch reports EMFILE or ENFILE when no further file descriptor can
+// be opened. kqueue (macOS without cgo, the BSDs) holds one per watched
+// file and directory, and notify drops the error of each one it could not
+// open below the root (its recursive watch ignores them), so the root
+// would silently be watched in part.
+func probeWatch(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			return err
+		}
+		return nil // gone or unreadable: the watch and the walks say so
+	}
+	_ = f.Close() // read-only: nothing to lose
+	return nil
+}
 
 func burstLimit() int { return 8192 }

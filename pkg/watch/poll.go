@@ -29,12 +29,17 @@ type poller struct {
 	w    *watcher
 	r    *watchRoot
 	prev map[string]fileState
+
+	// The directory root itself: whether it exists, and its inode.
+	rootOK  bool
+	rootIno uint64
 }
 
 // startPolling takes the first snapshot of r, so that any later change is
 // reported, and then polls it every PollInterval until Close.
 func (w *watcher) startPolling(r *watchRoot) {
 	p := &poller{w: w, r: r}
+	p.rootIno, p.rootOK = dirState(r.path)
 	p.prev = p.scan()
 	t := w.be.clock.NewTicker(w.opts.PollInterval) // before the goroutine: a fake clock may be stepped right away
 	w.wg.Add(1)
@@ -55,6 +60,24 @@ func (p *poller) run(t clock.Ticker) {
 }
 
 func (p *poller) poll() {
+	if !p.r.file {
+		switch ino, ok := dirState(p.r.path); {
+		case !ok:
+			// One hint for the root, not a deletion per entry: the
+			// consumer finds the root gone, and syncs no deletes.
+			if p.rootOK {
+				p.w.q.push(item{root: p.r.idx, path: p.r.path, checked: true})
+			}
+			p.rootOK = false
+			return
+		case !p.rootOK || ino != p.rootIno:
+			// Back, or another directory now: compare all of it.
+			p.rootOK, p.rootIno = true, ino
+			p.prev = p.scan()
+			p.w.q.push(item{kind: kindRescan, root: p.r.idx})
+			return
+		}
+	}
 	cur := p.scan()
 	for path, st := range cur {
 		if old, ok := p.prev[path]; !ok || old != st {

@@ -17,10 +17,11 @@ type item struct {
 type itemKind uint8
 
 const (
-	kindPath    itemKind = iota // a hint for path
-	kindRescan                  // events of the root may have been lost
-	kindRewalk                  // walk the new directory at path once more
-	kindRewatch                 // rebuild the root's notify watch
+	kindPath      itemKind = iota // a hint for path
+	kindRescan                    // events of the root may have been lost
+	kindRewalk                    // walk the new directory at path once more
+	kindRewatch                   // rebuild the root's notify watch
+	kindCheckRoot                 // is the root's watched directory still the one watched?
 )
 
 type itemKey struct {
@@ -33,7 +34,9 @@ func (it *item) key() itemKey { return itemKey{it.kind, it.root, it.path} }
 
 // keep reports whether a queued Rescan leaves the item alone: the consumer's
 // rescan covers hints and walks, but not repairs of notify's tree.
-func (it *item) keep() bool { return it.kind == kindRewatch || it.movedAway }
+func (it *item) keep() bool {
+	return it.kind == kindRewatch || it.kind == kindCheckRoot || it.movedAway
+}
 
 // queue is the unbounded, de-duplicating buffer between the goroutines that
 // produce hints (notify drainers, pollers, walks) and the one that hands
@@ -88,6 +91,7 @@ func (q *queue) push(it item) {
 		old.dirKnown = old.dirKnown || it.dirKnown
 		old.created = old.created || it.created
 		old.movedAway = old.movedAway || it.movedAway
+		old.gone = old.gone || it.gone
 		old.checked = old.checked && it.checked
 		return
 	}

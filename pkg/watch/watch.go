@@ -47,7 +47,15 @@
 //     (notify #109): after setting up a root, and for each new directory,
 //     the Watcher probes whether one more watch can be added; when it
 //     can't, the root falls back to polling and Errors reports
-//     ErrOutOfWatches.
+//     ErrOutOfWatches. kqueue (macOS without cgo, the BSDs) needs a file
+//     descriptor per watched file and drops EMFILE the same way: there the
+//     probe opens one more descriptor;
+//   - a watch follows the inode, not the name: once the root is deleted or
+//     renamed (`rm -rf dist && tsc`), it watches nothing. An event for the
+//     watched directory itself makes the Watcher check that it is still the
+//     one watched; when it is not, the Watcher waits for the path to exist
+//     again (a stat per PollInterval), watches it afresh and sends a Rescan.
+//     A polled root is checked the same way on each walk.
 //
 // notify can't exclude subtrees, so ignored directories (node_modules) are
 // still watched; Options.Skip only filters events and prunes the walks.
@@ -58,6 +66,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -69,7 +78,8 @@ import (
 // kept as the caller named them; Path is an absolute path under Root, or
 // Root itself. Rescan means events may have been lost: the consumer must
 // rescan Root (Path == Root) after receiving it. Hints that the Rescan made
-// redundant are not sent.
+// redundant are not sent. A root that is deleted gets a hint for Root, and
+// a Rescan once it exists again.
 type Event struct {
 	Root, Path string
 	Rescan     bool
@@ -110,19 +120,32 @@ const (
 
 // ErrOutOfWatches is matched (with errors.Is) by the error a Watcher
 // reports when a root fell back to polling because the user ran out of
-// inotify watches.
-var ErrOutOfWatches = errors.New("out of inotify watches")
+// inotify watches (ENOSPC) or of file descriptors (EMFILE, ENFILE), which
+// the watch needs. The error also matches the errno.
+var ErrOutOfWatches = errors.New("out of inotify watches or file descriptors")
+
+// outOfResources reports whether a watch or a probe failed for want of
+// inotify watches or file descriptors: polling needs neither.
+func outOfResources(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
 
 // fallbackError is reported on Errors when a root falls back to polling.
 type fallbackError struct {
 	root     string
 	interval time.Duration
-	err      error // what the watch or the probe returned: ENOSPC
+	err      error // what the watch or the probe returned: ENOSPC, EMFILE or ENFILE
 }
 
 func (e *fallbackError) Error() string {
-	return fmt.Sprintf(`watching %q: out of inotify watches: raise it with "sudo sysctl fs.inotify.max_user_watches=524288"; falling back to polling every %s`,
-		e.root, e.interval)
+	why := `out of inotify watches: raise it with "sudo sysctl fs.inotify.max_user_watches=524288"`
+	switch {
+	case errors.Is(e.err, syscall.EMFILE):
+		why = `out of file descriptors (on macOS each watched file needs one): raise the limit, e.g. "ulimit -n 65536", and restart`
+	case errors.Is(e.err, syscall.ENFILE):
+		why = "the system's open file table is full: close other programs, or raise the system limit (kern.maxfiles on macOS, fs.file-max on Linux)"
+	}
+	return fmt.Sprintf("watching %q: %s; falling back to polling every %s", e.root, why, e.interval)
 }
 
 func (e *fallbackError) Is(target error) bool { return target == ErrOutOfWatches }
@@ -165,12 +188,13 @@ func resolveRoot(root string) (*watchRoot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("watching %q: %w", root, err)
 		}
-		r.real = filepath.Join(dir, filepath.Base(abs))
+		r.real, r.dir = filepath.Join(dir, filepath.Base(abs)), dir
 		return r, nil
 	}
 	if r.real, err = filepath.EvalSymlinks(abs); err != nil {
 		return nil, fmt.Errorf("watching %q: %w", root, err)
 	}
+	r.dir = r.real
 	return r, nil
 }
 
@@ -181,7 +205,8 @@ type backend struct {
 	// watch already chosen. A nil watch means: poll every root.
 	watch func(path string, c chan<- eventInfo) error
 	stop  func(c chan<- eventInfo)
-	// probe reports ENOSPC when no further inotify watch can be added.
+	// probe reports ENOSPC when no further inotify watch can be added,
+	// EMFILE or ENFILE when no further descriptor can be opened.
 	probe func(dir string) error
 	clock clock.WithTickerAndDelayedExecution
 	// settle is how long after a new directory appeared it is walked a

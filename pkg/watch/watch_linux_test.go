@@ -17,32 +17,37 @@ import (
 )
 
 // TestNewDirectoryOutOfWatches: when the probe for a new directory finds
-// no watch left, the root falls back to polling and gets a Rescan.
+// no watch or descriptor left, the root falls back to polling and gets a
+// Rescan.
 func TestNewDirectoryOutOfWatches(t *testing.T) {
-	root := evalDir(t, t.TempDir())
-	newDir := filepath.Join(root, "new")
-	mkdirAll(t, newDir)
-	fn := &fakeNotify{probe: func(dir string) error {
-		if dir == newDir {
-			return syscall.ENOSPC
-		}
-		return nil
-	}}
-	clk := clocktesting.NewFakeClock(time.Now())
-	w := newFakeWatcher(t, []string{root}, Options{}, fn.backend(clk))
-	fn.channels()[filepath.Join(root, "...")] <- fakeEvent{
-		path: newDir,
-		ev:   notify.Create,
-		sys:  &unix.InotifyEvent{Mask: unix.IN_CREATE | unix.IN_ISDIR},
-	}
+	for _, errno := range outOfResourceErrors {
+		t.Run(errno.Error(), func(t *testing.T) {
+			root := evalDir(t, t.TempDir())
+			newDir := filepath.Join(root, "new")
+			mkdirAll(t, newDir)
+			fn := &fakeNotify{probe: func(dir string) error {
+				if dir == newDir {
+					return errno
+				}
+				return nil
+			}}
+			clk := clocktesting.NewFakeClock(time.Now())
+			w := newFakeWatcher(t, []string{root}, Options{}, fn.backend(clk))
+			fn.channels()[filepath.Join(root, "...")] <- fakeEvent{
+				path: newDir,
+				ev:   notify.Create,
+				sys:  &unix.InotifyEvent{Mask: unix.IN_CREATE | unix.IN_ISDIR},
+			}
 
-	checkFallbackError(t, receiveError(t, w), root)
-	waitRescan(t, w, root)
-	if got := fn.channels(); len(got) != 0 {
-		t.Errorf("notify still watches %v after the fallback", got)
+			checkFallbackErrno(t, receiveError(t, w), root, errno)
+			waitRescan(t, w, root)
+			if got := fn.channels(); len(got) != 0 {
+				t.Errorf("notify still watches %v after the fallback", got)
+			}
+			writeFile(t, filepath.Join(root, "after"), "x")
+			stepUntil(t, clk, w, filepath.Join(root, "after"))
+		})
 	}
-	writeFile(t, filepath.Join(root, "after"), "x")
-	stepUntil(t, clk, w, filepath.Join(root, "after"))
 }
 
 // TestNewDirectoryWalkedAgain: a file created in a new directory after the
@@ -98,6 +103,96 @@ func TestRenameBurstRewatchesOnce(t *testing.T) {
 	if got := fn.watches(); got != 2 {
 		t.Errorf("%d watches, want the first and one rebuild", got)
 	}
+}
+
+// TestRewatchOutOfDescriptors: the rebuild after a rename that finds no
+// descriptor or watch left falls back to polling like the first watch.
+func TestRewatchOutOfDescriptors(t *testing.T) {
+	for _, errno := range outOfResourceErrors {
+		t.Run(errno.Error(), func(t *testing.T) {
+			root := evalDir(t, t.TempDir())
+			fn := &fakeNotify{}
+			clk := clocktesting.NewFakeClock(time.Now())
+			w := newFakeWatcher(t, []string{root}, Options{}, fn.backend(clk))
+			moved := filepath.Join(root, "moved")
+			fn.channels()[filepath.Join(root, "...")] <- fakeEvent{path: moved, ev: notify.Rename, sys: &unix.InotifyEvent{Mask: unix.IN_MOVED_FROM | unix.IN_ISDIR}}
+			waitPath(t, w, moved)
+			fn.mu.Lock()
+			fn.watchErr = errno
+			fn.mu.Unlock()
+
+			clk.Step(time.Second) // the rebuild is due
+			checkFallbackErrno(t, receiveError(t, w), root, errno)
+			writeFile(t, filepath.Join(root, "after"), "x")
+			stepUntil(t, clk, w, filepath.Join(root, "after"))
+		})
+	}
+}
+
+// TestRootRecreatedForReal deletes or renames the root under real notify
+// and creates it again, at once (`rm -rf dist && tsc`) or later: the new
+// directory must be watched, with a Rescan for what happened in between.
+func TestRootRecreatedForReal(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		remove func(root string) error
+		later  bool // the root stays away until the watcher saw it go
+	}{
+		{"rm -rf, mkdir", os.RemoveAll, false},
+		{"rm -rf, mkdir later", os.RemoveAll, true},
+		{"mv away, mkdir", func(root string) error { return os.Rename(root, root+".old") }, false},
+		{"mv away, mkdir later", func(root string) error { return os.Rename(root, root+".old") }, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "dist")
+			mkdirAll(t, filepath.Join(root, "sub"))
+			writeFile(t, filepath.Join(root, "sub", "old.js"), "x")
+			w := newTestWatcher(t, []string{root}, Options{PollInterval: 20 * time.Millisecond})
+
+			if err := tt.remove(root); err != nil {
+				t.Fatal(err)
+			}
+			if tt.later {
+				waitPath(t, w, root)
+			}
+			mkdirAll(t, root)
+			writeFile(t, filepath.Join(root, "main.js"), "x")
+			waitRescan(t, w, root)
+			writeFile(t, filepath.Join(root, "later.js"), "x")
+			waitPath(t, w, filepath.Join(root, "later.js"))
+			mkdirAll(t, filepath.Join(root, "sub2"))
+			writeFile(t, filepath.Join(root, "sub2", "deep.js"), "x")
+			waitPath(t, w, filepath.Join(root, "sub2", "deep.js"))
+		})
+	}
+}
+
+// TestSingleFileRootReplacedForReal: a file root deleted and written anew
+// is seen through its directory's watch; when the directory itself goes and
+// comes back, the new one is watched.
+func TestSingleFileRootReplacedForReal(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "conf")
+	file := filepath.Join(dir, "app.yaml")
+	mkdirAll(t, dir)
+	writeFile(t, file, "a: 1\n")
+	w := newTestWatcher(t, []string{file}, Options{PollInterval: 20 * time.Millisecond})
+
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	waitPath(t, w, file)
+	writeFile(t, file, "a: 2\n")
+	waitPath(t, w, file)
+
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	waitPath(t, w, file)
+	mkdirAll(t, dir)
+	writeFile(t, file, "a: 3\n")
+	waitRescan(t, w, file)
+	writeFile(t, file, "a: 4\n")
+	waitPath(t, w, file)
 }
 
 const usernsEnv = "LIVESYNC_WATCH_TEST_IN_USERNS"

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 
 	"k8s.io/utils/clock"
 )
@@ -18,13 +17,33 @@ type watchRoot struct {
 	idx  int
 	path string // absolute, symlinks kept: what events report
 	real string // symlinks resolved: what notify reports
+	dir  string // the directory notify watches: real, or a file's parent
 	file bool   // a single file: its parent directory is watched
 
 	ch chan eventInfo // notify delivers here; nil if never watched with notify
 
-	// notifying says whether notify watches the root, false once it is
-	// polled. Set in New, then owned by the pump goroutine.
-	notifying bool
+	// Set in New, then owned by the pump goroutine:
+	notifying bool          // notify watches the root; false once it is polled or lost
+	ino       uint64        // the inode of dir that notify watches
+	lost      bool          // dir vanished or was replaced: waiting for it to be back
+	await     chan struct{} // closed to stop awaitRoot's goroutine; nil when none runs
+}
+
+// dirState returns the inode of dir, following symlinks, and whether dir
+// is a directory.
+func dirState(dir string) (uint64, bool) {
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return 0, false
+	}
+	return inode(fi), true
+}
+
+// present reports whether the directory the root needs exists. It reads
+// only fields fixed in New, so any goroutine may call it.
+func (r *watchRoot) present() bool {
+	_, ok := dirState(r.dir)
+	return ok
 }
 
 // rel returns p relative to the root, or "" for the root itself.
@@ -105,10 +124,7 @@ func newWatcher(roots []string, opts Options, be backend) (Watcher, error) {
 			w.startPolling(r)
 			continue
 		}
-		switch err := w.startNotify(r); {
-		case errors.Is(err, syscall.ENOSPC):
-			w.fallBack(r, err)
-		case err != nil:
+		if err := w.watchRoot(r); err != nil {
 			_ = w.Close()
 			return nil, fmt.Errorf("watching %q: %w", r.path, err)
 		}
@@ -143,6 +159,28 @@ func (w *watcher) Close() error {
 	return nil
 }
 
+// errReplaced says that the watched directory changed while notify set up
+// its watch, which may be on the old one.
+var errReplaced = errors.New("replaced while being watched")
+
+// watchRoot starts notify on r. A root out of watches or descriptors falls
+// back to polling, and one that is gone waits to be back (see lose); any
+// other error is returned, with r neither watched nor polled.
+func (w *watcher) watchRoot(r *watchRoot) error {
+	err := w.startNotify(r)
+	switch {
+	case err == nil:
+		w.stopAwaiting(r)
+	case outOfResources(err):
+		w.fallBack(r, err)
+	case errors.Is(err, errReplaced) || !r.present():
+		w.lose(r)
+	default:
+		return err
+	}
+	return nil
+}
+
 // startNotify watches r with notify: recursively for a directory, its
 // parent directory for a file.
 func (w *watcher) startNotify(r *watchRoot) error {
@@ -153,28 +191,91 @@ func (w *watcher) startNotify(r *watchRoot) error {
 	}
 	target := filepath.Join(r.real, "...")
 	if r.file {
-		target = filepath.Dir(r.real)
+		target = r.dir
 	}
+	r.ino, _ = dirState(r.dir) // before the watch: a later replacement is then seen
 	if err := w.be.watch(target, r.ch); err != nil {
 		w.be.stop(r.ch) // a recursive watch may have been set up in part
 		return err
 	}
 	r.notifying = true
-	if r.file {
-		return nil // a plain watch reports ENOSPC itself
+	if !r.file { // a plain watch reports ENOSPC and EMFILE itself
+		if err := w.be.probe(r.real); err != nil {
+			return err
+		}
 	}
-	return w.be.probe(r.real)
+	if ino, ok := dirState(r.dir); !ok || ino != r.ino {
+		return errReplaced
+	}
+	return nil
 }
 
 // fallBack switches r to polling after its notify watch ran out of inotify
-// watches, and says so on Errors.
+// watches or file descriptors, and says so on Errors.
 func (w *watcher) fallBack(r *watchRoot, err error) {
 	if r.notifying {
 		w.be.stop(r.ch)
 		r.notifying = false
 	}
+	w.stopAwaiting(r)
 	w.q.pushErr(&fallbackError{root: r.path, interval: w.opts.PollInterval, err: err})
 	w.startPolling(r)
+}
+
+// lose stops notify on r, whose watched directory is gone or is another
+// one now: a watch stays on the inode it was set on, so it would report
+// nothing more. A hint for the root tells the consumer; once the directory
+// exists again, rewatch watches it afresh and sends a Rescan.
+func (w *watcher) lose(r *watchRoot) {
+	if r.notifying {
+		w.be.stop(r.ch)
+		r.notifying = false
+	}
+	r.lost = true
+	w.q.push(item{root: r.idx, path: r.path, checked: true})
+	if r.present() { // replaced, not removed: no need to wait
+		w.q.push(item{kind: kindRewatch, root: r.idx})
+		return
+	}
+	w.awaitRoot(r)
+}
+
+// awaitRoot asks for a rewatch of r each PollInterval once its directory
+// exists, until stopAwaiting. A stat per interval costs less than watching
+// the ancestors, which may themselves go and come back.
+func (w *watcher) awaitRoot(r *watchRoot) {
+	if r.await != nil {
+		return
+	}
+	stop := make(chan struct{})
+	r.await = stop
+	t := w.be.clock.NewTicker(w.opts.PollInterval) // before the goroutine: a fake clock may be stepped right away
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C():
+				if r.present() {
+					w.q.push(item{kind: kindRewatch, root: r.idx})
+				}
+			case <-stop:
+				return
+			case <-w.done:
+				return
+			}
+		}
+	}()
+}
+
+// stopAwaiting ends r's wait for its directory, if any.
+func (w *watcher) stopAwaiting(r *watchRoot) {
+	r.lost = false
+	if r.await != nil {
+		close(r.await)
+		r.await = nil
+	}
 }
 
 // drain moves events from notify's channel into the queue and does nothing
@@ -193,6 +294,12 @@ func (w *watcher) drain(r *watchRoot, ch <-chan eventInfo) {
 				for _, r := range w.roots {
 					w.q.push(item{kind: kindRescan, root: r.idx})
 				}
+			}
+			if ei.Path() == r.dir {
+				// Deleted or renamed away (IN_DELETE_SELF, IN_MOVE_SELF), or
+				// touched, when only a stat can tell. Queued before the
+				// hint, so the consumer gets the hint after the check.
+				w.q.push(item{kind: kindCheckRoot, root: r.idx, eventFlags: eventFlags{gone: selfGone(ei)}})
 			}
 			p, ok := r.userPath(ei.Path())
 			if !ok {
@@ -255,8 +362,15 @@ func (w *watcher) nextEvent() (Event, bool) {
 			w.walkNew(r, it.path)
 			continue
 		case kindRewatch:
-			if r.notifying {
+			if r.notifying || r.lost {
 				w.rewatch(r)
+			}
+			continue
+		case kindCheckRoot:
+			// Only the event can tell a directory deleted and created
+			// again at once: the new one may get the same inode.
+			if ino, ok := dirState(r.dir); r.notifying && (it.gone || !ok || ino != r.ino) {
+				w.lose(r)
 			}
 			continue
 		}
@@ -273,7 +387,7 @@ func (w *watcher) nextEvent() (Event, bool) {
 			w.afterSettling(item{kind: kindRewatch, root: r.idx})
 		}
 		if it.created && it.isDir && r.notifying {
-			if err := w.be.probe(it.path); errors.Is(err, syscall.ENOSPC) {
+			if err := w.be.probe(it.path); outOfResources(err) {
 				w.fallBack(r, err)
 				w.q.push(item{kind: kindRescan, root: r.idx})
 			} else {
@@ -346,19 +460,23 @@ func (w *watcher) afterSettling(it item) {
 	})
 }
 
-// rewatch rebuilds r's notify watch after a directory was renamed away.
-// notify keeps the old name in its tree, so a directory created there
-// later would get no watch (notify #227); a fresh watch walks what is on
-// disk now. Events are lost while the watch is rebuilt, and until then for
-// such a directory, hence the Rescan.
+// rewatch rebuilds r's notify watch after a directory was renamed away, or
+// watches r's directory again once it is back after it was lost. notify
+// keeps a renamed directory's old name in its tree, so a directory created
+// there later would get no watch (notify #227); a fresh watch walks what is
+// on disk now. Events are lost while the watch is rebuilt or was lost, and
+// until then for such a directory, hence the Rescan.
 func (w *watcher) rewatch(r *watchRoot) {
-	w.be.stop(r.ch)
-	r.notifying = false
-	switch err := w.startNotify(r); {
-	case errors.Is(err, syscall.ENOSPC):
-		w.fallBack(r, err)
-	case err != nil:
-		w.q.pushErr(fmt.Errorf("watching %q again after a directory rename: %w; falling back to polling every %s",
+	if r.lost && !r.present() {
+		return // gone again: awaitRoot asks once more when it is back
+	}
+	if r.notifying {
+		w.be.stop(r.ch)
+		r.notifying = false
+	}
+	if err := w.watchRoot(r); err != nil {
+		w.stopAwaiting(r)
+		w.q.pushErr(fmt.Errorf("watching %q again: %w; falling back to polling every %s",
 			r.path, err, w.opts.PollInterval))
 		w.startPolling(r)
 	}

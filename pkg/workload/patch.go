@@ -3,40 +3,151 @@ package workload
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 )
 
 // OriginalAnnotation records, per container, the image and pull policy a workload had before
-// livesync first changed them, so restore always returns to the true original.
+// livesync first changed them, so restore always returns to the true original, and what
+// livesync set, so restore can tell its own change from a later one by someone else.
 const OriginalAnnotation = "livesync.dev/original"
+
+// ErrBadOriginal means the OriginalAnnotation holds something livesync never writes: a hand
+// edit, another tool, or a truncated value.
+var ErrBadOriginal = errors.New("is not what livesync writes")
+
+// State is a container's image and pull policy.
+type State struct {
+	Image      string `json:"image"`
+	PullPolicy string `json:"imagePullPolicy,omitempty"`
+}
 
 // Original is the recorded pre-livesync state of one container.
 type Original struct {
 	Image      string `json:"image"`
 	PullPolicy string `json:"imagePullPolicy,omitempty"`
 	Init       bool   `json:"init,omitempty"`
+	// Set is the image and pull policy livesync last left the container with. Records written
+	// before it existed have none; see setFor for how those are read.
+	Set *State `json:"set,omitempty"`
 }
 
 // Originals maps container names to their recorded original state.
 type Originals map[string]Original
 
-// ParseOriginals reads the annotation; a missing annotation is an empty map.
-func ParseOriginals(annotations map[string]string) (Originals, error) {
-	raw, ok := annotations[OriginalAnnotation]
-	if !ok || raw == "" {
+// Originals reads the workload's OriginalAnnotation; a missing or empty one is an empty map.
+// Anything else that is not an object of container records, each with an image, is an error
+// wrapping ErrBadOriginal that says how to remove it. Refresh and pull-policy refuse such a
+// workload rather than overwrite the annotation: it may be the only place the user's true
+// original is written down (a hand-edited record with a typo, say), and a record livesync
+// wrote over it would make restore return to a pinned digest instead. Refusing loses nothing;
+// the user reads the annotation, then fixes or removes it.
+func (w *Workload) Originals() (Originals, error) {
+	raw := w.Annotations[OriginalAnnotation]
+	if raw == "" {
 		return Originals{}, nil
 	}
-	o := Originals{}
-	if err := json.Unmarshal([]byte(raw), &o); err != nil {
-		return nil, fmt.Errorf("reading annotation %s: %w: fix or remove it with kubectl annotate", OriginalAnnotation, err)
+	o, problem := parseOriginals(raw)
+	if problem != "" {
+		return nil, fmt.Errorf("annotation %s on %s %w: %s: fix it, or remove it with kubectl annotate -n %s %s %s-",
+			OriginalAnnotation, w.Ref(), ErrBadOriginal, problem, w.Namespace, w.Ref(), OriginalAnnotation)
 	}
 	return o, nil
+}
+
+// parseOriginals decodes the annotation, or says in a few words why it cannot. It checks the
+// shape itself because encoding/json accepts null for a map (leaving it nil, which panics on
+// the first write) and for a struct (leaving a record with no image).
+func parseOriginals(raw string) (Originals, string) {
+	var records map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &records); err != nil || records == nil {
+		return nil, "want a JSON object of container records, got " + describeJSON(raw, err)
+	}
+	names := make([]string, 0, len(records))
+	for name := range records {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := Originals{}
+	for _, name := range names {
+		rec := records[name]
+		if kind := describeJSON(string(rec), nil); kind != "an object" {
+			return nil, fmt.Sprintf("container %q: want an object with an image, got %s", name, kind)
+		}
+		var o Original
+		if err := json.Unmarshal(rec, &o); err != nil {
+			return nil, fmt.Sprintf("container %q: %v", name, err)
+		}
+		if o.Image == "" {
+			return nil, fmt.Sprintf("container %q: no image recorded", name)
+		}
+		if o.Set != nil && o.Set.Image == "" {
+			return nil, fmt.Sprintf("container %q: no image in \"set\"", name)
+		}
+		out[name] = o
+	}
+	return out, ""
+}
+
+// describeJSON names the kind of a JSON value for an error message; err is the decoding
+// error of invalid JSON, if the caller has one.
+func describeJSON(raw string, err error) string {
+	if !json.Valid([]byte(raw)) {
+		if err != nil {
+			return fmt.Sprintf("invalid JSON (%v)", err)
+		}
+		return "invalid JSON"
+	}
+	switch strings.TrimSpace(raw)[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
+}
+
+// setFor returns what livesync left the container with, given its current state cur. A record
+// written before Set existed is read the way that release wrote it: refresh replaced the image
+// by the same repository and tag with a digest added, so the current image counts as
+// livesync's when it is the original or such a pinned form of it, and as someone else's
+// otherwise (reported as an empty image, which no container has). That release cannot say who
+// set the pull policy; it is taken as livesync's, which is what restore did then.
+func (o Original) setFor(cur State) State {
+	if o.Set != nil {
+		return *o.Set
+	}
+	set := State{PullPolicy: cur.PullPolicy}
+	if cur.Image == o.Image || pinnedForm(cur.Image, o.Image) {
+		set.Image = cur.Image
+	}
+	return set
+}
+
+// pinnedForm reports whether img is ref's repository and tag with a digest pinned, which is
+// what refresh writes ("app:dev" -> "app:dev@sha256:…", "nginx" -> "nginx:latest@sha256:…").
+func pinnedForm(img, ref string) bool {
+	i, err := image.ParseReference(img)
+	if err != nil || i.Digest == "" || i.Tag == "" {
+		return false
+	}
+	r, err := image.ParseReference(ref)
+	return err == nil && r.Registry == i.Registry && r.Repository == i.Repository && r.Tag == i.Tag
 }
 
 // Change is a new image and/or pull policy for one container; empty fields stay as they are.
@@ -50,7 +161,7 @@ type Change struct {
 type Patch struct {
 	Workload *Workload
 	Changes  []Change
-	// Restore removes the annotation instead of recording originals.
+	// Restore reports that the patch removes the annotation: nothing is left to restore.
 	Restore bool
 	Data    []byte
 }
@@ -62,10 +173,49 @@ type containerPatch struct {
 }
 
 // BuildPatch builds a patch that changes only the given containers and records each one's
-// original image and policy in the annotation, unless an earlier change already recorded it.
-// When restore is set the annotation is removed instead. The patch carries the workload's
-// resourceVersion so a concurrent writer makes it fail rather than be overwritten.
+// original image and policy in the annotation, with what the patch sets. An earlier record is
+// kept, except for a field someone else changed since livesync set it: that choice is the
+// original restore must return to now. When restore is set the annotation is removed instead.
+// The patch carries the workload's resourceVersion so a concurrent writer makes it fail
+// rather than be overwritten.
 func BuildPatch(w *Workload, changes []Change, restore bool) (*Patch, error) {
+	if restore {
+		return buildPatch(w, changes, nil)
+	}
+	orig, err := w.Originals()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range changes {
+		cur := State{Image: c.Container.Image, PullPolicy: c.Container.PullPolicy}
+		rec, ok := orig[c.Container.Name]
+		if !ok {
+			rec = Original{Image: cur.Image, PullPolicy: cur.PullPolicy, Init: c.Container.Init}
+		} else {
+			set := rec.setFor(cur)
+			if cur.Image != set.Image {
+				rec.Image = cur.Image
+			}
+			if cur.PullPolicy != set.PullPolicy {
+				rec.PullPolicy = cur.PullPolicy
+			}
+		}
+		next := cur
+		if c.Image != "" {
+			next.Image = c.Image
+		}
+		if c.PullPolicy != "" {
+			next.PullPolicy = c.PullPolicy
+		}
+		rec.Set = &next
+		orig[c.Container.Name] = rec
+	}
+	return buildPatch(w, changes, orig)
+}
+
+// buildPatch builds the patch of changes that sets the annotation to orig, or removes it when
+// orig is empty.
+func buildPatch(w *Workload, changes []Change, orig Originals) (*Patch, error) {
 	var regular, init []containerPatch
 	for _, c := range changes {
 		cp := containerPatch{Name: c.Container.Name, Image: c.Image, ImagePullPolicy: c.PullPolicy}
@@ -82,17 +232,8 @@ func BuildPatch(w *Workload, changes []Change, restore bool) (*Patch, error) {
 	if len(init) > 0 {
 		spec["initContainers"] = init
 	}
-	var annotation any
-	if !restore {
-		orig, err := ParseOriginals(w.Annotations)
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range changes {
-			if _, ok := orig[c.Container.Name]; !ok {
-				orig[c.Container.Name] = Original{Image: c.Container.Image, PullPolicy: c.Container.PullPolicy, Init: c.Container.Init}
-			}
-		}
+	var annotation any // nil removes the annotation
+	if len(orig) > 0 {
 		b, err := json.Marshal(orig)
 		if err != nil {
 			return nil, err
@@ -113,23 +254,7 @@ func BuildPatch(w *Workload, changes []Change, restore bool) (*Patch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Patch{Workload: w, Changes: changes, Restore: restore, Data: data}, nil
-}
-
-// RestoreChanges returns the changes that put every recorded original back, in a stable order.
-// Containers that no longer exist in the template are skipped.
-func RestoreChanges(w *Workload, orig Originals) []Change {
-	all, _ := w.Containers(nil)
-	var out []Change
-	for _, c := range all {
-		o, ok := orig[c.Name]
-		if !ok {
-			continue
-		}
-		out = append(out, Change{Container: c, Image: o.Image, PullPolicy: o.PullPolicy})
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Container.Name < out[j].Container.Name })
-	return out
+	return &Patch{Workload: w, Changes: changes, Restore: len(orig) == 0, Data: data}, nil
 }
 
 // Apply sends the patch. With dryRun the API server validates and authorizes it (dryRun=All)

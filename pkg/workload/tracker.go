@@ -20,18 +20,21 @@ type Sink interface {
 	RemoveTarget(t sync.Target)
 }
 
-// Tracker follows a workload's pods and keeps Sink told which containers run: a pod whose
-// chosen container runs is a target; a new containerID (restart, new pod) is a new target with
-// a fresh writable layer; a pod that stops, terminates or goes away leaves the set. It uses an
-// informer, which relists and rewatches across API timeouts and dropped connections.
+// Tracker follows a workload's pods and keeps Sink told which containers run: each of the
+// chosen containers that runs in a pod is a target of its own; a new containerID (restart, new
+// pod) is a new target with a fresh writable layer; a container that stops, or a pod that
+// terminates or goes away, leaves the set. It uses an informer, which relists and rewatches
+// across API timeouts and dropped connections.
 type Tracker struct {
-	Client    kubernetes.Interface
-	Workload  *Workload
-	Container string
-	Sink      Sink
+	Client   kubernetes.Interface
+	Workload *Workload
+	// Containers names the containers to sync into in every pod, at least one; the caller
+	// picks the default one (SyncContainer) when the user named none.
+	Containers []string
+	Sink       Sink
 
 	mu      gosync.Mutex
-	targets map[string]sync.Target // by pod name
+	targets map[string]sync.Target // by Target.String(): namespace/pod/container
 }
 
 // Run tracks until ctx is done. synced, if not nil, is closed once the first full list of pods
@@ -82,19 +85,22 @@ func (tr *Tracker) observe(obj any, deleted bool) {
 	if !ok {
 		return
 	}
-	next, running := TargetOf(pod, tr.Container)
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	cur, known := tr.targets[pod.Name]
-	switch {
-	case deleted || !running:
-		if known {
-			delete(tr.targets, pod.Name)
-			tr.Sink.RemoveTarget(cur)
+	for _, c := range tr.Containers {
+		next, running := TargetOf(pod, c)
+		key := next.String()
+		cur, known := tr.targets[key]
+		switch {
+		case deleted || !running:
+			if known {
+				delete(tr.targets, key)
+				tr.Sink.RemoveTarget(cur)
+			}
+		case !known || cur.ContainerID != next.ContainerID:
+			tr.targets[key] = next
+			tr.Sink.AddTarget(next)
 		}
-	case !known || cur.ContainerID != next.ContainerID:
-		tr.targets[pod.Name] = next
-		tr.Sink.AddTarget(next)
 	}
 }
 

@@ -15,8 +15,18 @@ import (
 
 type recordingSink chan string
 
-func (r recordingSink) AddTarget(t sync.Target)    { r <- "add " + t.Pod + " " + t.ContainerID }
-func (r recordingSink) RemoveTarget(t sync.Target) { r <- "remove " + t.Pod }
+func (r recordingSink) AddTarget(t sync.Target) {
+	r <- "add " + t.Pod + " " + t.ContainerID + containerSuffix(t)
+}
+func (r recordingSink) RemoveTarget(t sync.Target) { r <- "remove " + t.Pod + containerSuffix(t) }
+
+// containerSuffix names containers other than "app", which most tests use alone.
+func containerSuffix(t sync.Target) string {
+	if t.Container == "app" {
+		return ""
+	}
+	return " (" + t.Container + ")"
+}
 
 func (r recordingSink) next(t *testing.T) string {
 	t.Helper()
@@ -58,7 +68,7 @@ func TestTrackerFollowsPodsAndContainerIDs(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	synced := make(chan struct{})
-	tr := &Tracker{Client: client, Workload: w, Container: "app", Sink: sink}
+	tr := &Tracker{Client: client, Workload: w, Containers: []string{"app"}, Sink: sink}
 	go tr.Run(ctx, synced)
 	<-synced
 	if got := sink.next(t); got != "add a c://1" {
@@ -86,6 +96,65 @@ func TestTrackerFollowsPodsAndContainerIDs(t *testing.T) {
 		if got := sink.next(t); got != s.want {
 			t.Fatalf("step %d: got %q, want %q", i, got, s.want)
 		}
+	}
+	select {
+	case extra := <-sink:
+		t.Errorf("unexpected event %q", extra)
+	default:
+	}
+}
+
+// withSidecar adds a running container "sidecar" with container ID id to pod p.
+func withSidecar(p *corev1.Pod, id string) *corev1.Pod {
+	p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
+		Name: "sidecar", ContainerID: id, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+	})
+	return p
+}
+
+// TestTrackerSeveralContainers: with -c app -c sidecar each container of
+// each pod is a target of its own, added, restarted and removed on its own.
+func TestTrackerSeveralContainers(t *testing.T) {
+	client := fake.NewClientset(withSidecar(runningPod("a", "c://1"), "c://s1"))
+	w, err := FromObject(&appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
+		Spec:       appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := recordingSink(make(chan string, 16))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	synced := make(chan struct{})
+	go (&Tracker{Client: client, Workload: w, Containers: []string{"app", "sidecar"}, Sink: sink}).Run(ctx, synced)
+	<-synced
+	got := map[string]bool{sink.next(t): true, sink.next(t): true}
+	if !got["add a c://1"] || !got["add a c://s1 (sidecar)"] {
+		t.Fatalf("first events %v, want both containers of pod a added", got)
+	}
+
+	pods := client.CoreV1().Pods("ns")
+	steps := []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{withSidecar(runningPod("a", "c://1"), "c://s2"), "add a c://s2 (sidecar)"}, // only the sidecar restarted
+		{runningPod("a", "c://1"), "remove a (sidecar)"},                            // the sidecar stopped
+	}
+	for i, s := range steps {
+		if _, err := pods.Update(ctx, s.pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := sink.next(t); got != s.want {
+			t.Fatalf("step %d: got %q, want %q", i, got, s.want)
+		}
+	}
+	if err := pods.Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.next(t); got != "remove a" {
+		t.Fatalf("after the delete: got %q, want %q", got, "remove a")
 	}
 	select {
 	case extra := <-sink:

@@ -129,22 +129,26 @@ func TestPatchChangesOnlyChosenContainerAndRestoreRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	d3 := applyPatch(t, d2, p2.Data)
-	orig, err := ParseOriginals(d3.Annotations)
+	w3, _ := FromObject(d3)
+	orig, err := w3.Originals()
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Originals{
-		"app":     {Image: "example.com/app:dev", PullPolicy: "IfNotPresent"},
-		"sidecar": {Image: "example.com/side:dev", PullPolicy: "Always"},
+		"app":     {Image: "example.com/app:dev", PullPolicy: "IfNotPresent", Set: &State{Image: "example.com/app:dev@sha256:abc", PullPolicy: "Always"}},
+		"sidecar": {Image: "example.com/side:dev", PullPolicy: "Always", Set: &State{Image: "example.com/side:dev", PullPolicy: "Never"}},
 	}
 	if !reflect.DeepEqual(orig, want) {
 		t.Errorf("originals = %+v, want %+v", orig, want)
 	}
 
-	w3, _ := FromObject(d3)
-	p3, err := BuildPatch(w3, RestoreChanges(w3, orig), true)
+	plan, err := PlanRestore(w3, false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	p3, err := plan.Patch()
+	if err != nil || p3 == nil {
+		t.Fatalf("restore patch = %v, %v", p3, err)
 	}
 	d4 := applyPatch(t, d3, p3.Data)
 	if !reflect.DeepEqual(d4.Spec, d.Spec) {
@@ -177,13 +181,6 @@ func TestPodPatchAndInit(t *testing.T) {
 	}
 	if _, ok := spec["initContainers"]; !ok {
 		t.Errorf("init container change not under initContainers: %s", p.Data)
-	}
-}
-
-func TestParseOriginalsInvalid(t *testing.T) {
-	_, err := ParseOriginals(map[string]string{OriginalAnnotation: "{not json"})
-	if err == nil || !strings.Contains(err.Error(), OriginalAnnotation) {
-		t.Errorf("error = %v", err)
 	}
 }
 

@@ -1,0 +1,140 @@
+package cmd
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
+	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
+)
+
+// TestSyncResolvesSymlinkedLocal: a LOCAL that is a symlink is resolved in
+// Validate, so the roots the watcher reports and the roots the engine plans
+// are one path, and an edit of the linked file is seen through the watch of
+// the real file's directory.
+func TestSyncResolvesSymlinkedLocal(t *testing.T) {
+	base := t.TempDir()
+	realDir, realFile := filepath.Join(base, "releases", "v2"), filepath.Join(base, "conf", "v2.yaml")
+	for _, d := range []string{realDir, filepath.Dir(realFile)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(realFile, []byte("a: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("releases", "v2"), filepath.Join(base, "current")); err != nil {
+		t.Skip("no symlinks:", err)
+	}
+	if err := os.Symlink(filepath.Join("conf", "v2.yaml"), filepath.Join(base, "config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(base)
+	o := &SyncOptions{
+		args:    []string{"deploy/web", "./current:/app", "config.yaml:/etc/app/config.yaml"},
+		initial: string(sync.InitialUpload), output: "text", quiet: sync.DefaultQuiet, batchCap: sync.DefaultCap, parallel: 1,
+		execWait: sync.DefaultExecTimeout, onSyncWait: sync.DefaultOnSyncTimeout,
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var roots []string
+	for i, want := range []string{realDir, realFile} {
+		want, err := filepath.EvalSymlinks(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(o.mappings[i].Local); got != want {
+			t.Errorf("mapping %d: LOCAL %q, want the resolved %q", i, got, want)
+		}
+		roots = append(roots, want)
+	}
+
+	w, err := watch.New(roots, watch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	if err := os.WriteFile(filepath.Join(realDir, "index.html"), []byte("v2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(realFile, []byte("a: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{roots[0]: filepath.Join(roots[0], "index.html"), roots[1]: roots[1]}
+	timeout := time.After(10 * time.Second)
+	for len(want) > 0 {
+		select {
+		case ev := <-w.Events():
+			if !slices.Contains(roots, ev.Root) {
+				t.Fatalf("event %+v for a root the engine does not know; roots %v", ev, roots)
+			}
+			if want[ev.Root] == ev.Path {
+				delete(want, ev.Root)
+			}
+		case err := <-w.Errors():
+			t.Fatalf("watcher: %v", err)
+		case <-timeout:
+			t.Fatalf("no events for %v", want)
+		}
+	}
+}
+
+func TestSyncContainers(t *testing.T) {
+	w, err := workload.FromObject(&appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}, {Name: "sidecar"}}}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		names   []string
+		want    []string
+		warn    string
+		wantErr string
+	}{
+		{names: nil, want: []string{"app"}, warn: `Defaulted container "app" out of: app, sidecar`},
+		{names: []string{"sidecar"}, want: []string{"sidecar"}},
+		{names: []string{"sidecar", "app", "sidecar"}, want: []string{"sidecar", "app"}},
+		{names: []string{"app", "nope"}, wantErr: `container "nope" not found in deployment/web: it has app, sidecar`},
+	} {
+		t.Run(strings.Join(tt.names, ","), func(t *testing.T) {
+			var warn bytes.Buffer
+			got, err := syncContainers(w, tt.names, &warn)
+			switch {
+			case tt.wantErr != "":
+				if err == nil || err.Error() != tt.wantErr {
+					t.Errorf("err = %v, want %s", err, tt.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case !slices.Equal(got, tt.want):
+				t.Errorf("containers %q, want %q", got, tt.want)
+			}
+			if !strings.Contains(warn.String(), tt.warn) || tt.warn == "" && warn.Len() > 0 {
+				t.Errorf("warning %q, want %q", warn.String(), tt.warn)
+			}
+		})
+	}
+}
+
+func TestSyncEmptyContainerRefused(t *testing.T) {
+	_, _, err := execute(t, "deploy/web", t.TempDir()+":/app", "-c", "app", "-c", "")
+	if want := `-c "": name a container`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error = %v, want %q", err, want)
+	}
+}
