@@ -237,7 +237,13 @@ func remoteTree(ns, pod, container, root string) (tree, error) {
 // the local tree under root.
 func waitConverged(t *testing.T, ns, selector string, want int, local, root string, timeout time.Duration) {
 	t.Helper()
-	lt := localTree(t, local)
+	waitTree(t, ns, selector, want, localTree(t, local), root, timeout)
+}
+
+// waitTree waits until exactly want running pods match the selector and every one holds lt,
+// nothing more, under root.
+func waitTree(t *testing.T, ns, selector string, want int, lt tree, root string, timeout time.Duration) {
+	t.Helper()
 	last := ""
 	deadline := time.Now().Add(timeout)
 	for {
