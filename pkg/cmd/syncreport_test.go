@@ -26,17 +26,14 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	r.Report(sync.Progress{Target: tg}) // drawn on terminals only
 	r.Report(sync.Held{Target: tg, Mapping: sync.Mapping{Local: "/src", Remote: "/app"}, Reason: `local root "/src" is missing`,
 		Deleted: 120, Examples: []string{"/app/a", "/app/b"}, Hint: "nothing is deleted until it is back"})
+	r.warn(errors.New("watching /src: out of inotify watches"))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "held"}
+	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "held", "error"}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), out.String())
 	}
-	for i, l := range lines {
-		var ev map[string]any
-		if err := json.Unmarshal([]byte(l), &ev); err != nil {
-			t.Fatalf("line %d is not JSON: %q", i, l)
-		}
-		if ev["type"] != want[i] || ev["time"] == "" {
+	for i, ev := range assertNDJSON(t, out.String()) {
+		if ev["type"] != want[i] {
 			t.Errorf("line %d: type %v, want %s", i, ev["type"], want[i])
 		}
 	}
@@ -53,6 +50,28 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	if errOut.Len() != 0 {
 		t.Errorf("-o json wrote to stderr: %q", errOut.String())
 	}
+}
+
+// assertNDJSON checks the contract every -o json line keeps, whatever its type: one JSON
+// object with a "type" and a "time" in RFC 3339, UTC. It returns the decoded events.
+func assertNDJSON(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var evs []map[string]any
+	for i, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("line %d is not JSON: %q", i, l)
+		}
+		if typ, _ := ev["type"].(string); typ == "" {
+			t.Errorf("line %d has no type: %s", i, l)
+		}
+		ts, _ := ev["time"].(string)
+		if parsed, err := time.Parse(time.RFC3339Nano, ts); err != nil || !strings.HasSuffix(ts, "Z") || parsed.Location() != time.UTC {
+			t.Errorf("line %d: time %q is not RFC 3339 in UTC: %s", i, ts, l)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
 }
 
 func TestSyncReporterText(t *testing.T) {

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -72,11 +73,7 @@ func TestCoalesce(t *testing.T) {
 	in <- Change{Root: "/src", Rescan: true}
 	waitForWaiters(t, fc)
 	fc.Step(49 * time.Millisecond)
-	select {
-	case b := <-out:
-		t.Fatalf("batch before the quiet window: %+v", b)
-	default:
-	}
+	assertHeld(t, fc, out, "49ms after the last change")
 	fc.Step(time.Millisecond)
 	b := <-out
 	if len(b.paths) != 2 || len(b.rescans) != 1 || b.changes != 3 {
@@ -87,6 +84,7 @@ func TestCoalesce(t *testing.T) {
 	in <- Change{Path: "/src/c"}
 	waitForWaiters(t, fc)
 	fc.Step(50 * time.Millisecond)
+	waitReleased(t, fc)
 	in <- Change{Path: "/src/d"} // arrives while batch {c} waits for us
 	b = <-out
 	if len(b.paths) != 2 {
@@ -101,5 +99,40 @@ func TestCoalesce(t *testing.T) {
 	}
 	if _, ok := <-out; ok {
 		t.Fatal("output not closed")
+	}
+}
+
+// assertHeld fails if the coalescer released a batch at the fake clock's current time. It
+// waits until the coalescer's goroutine has settled: a batch still held has a timer armed on
+// the clock, a released one has none (the timer is stopped on release) and waits on out.
+// Without this, a check right after Step races the goroutine and an early batch goes unseen.
+func assertHeld(t *testing.T, fc *clocktesting.FakeClock, out <-chan *batch, when string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case b := <-out:
+			t.Fatalf("batch released %s: %+v", when, b)
+		default:
+		}
+		if fc.HasWaiters() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the coalescer neither released a batch nor armed its timer", when)
+		}
+		runtime.Gosched()
+	}
+}
+
+// waitReleased waits until the coalescer released its batch: its timer is gone.
+func waitReleased(t *testing.T, fc *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for fc.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("the coalescer did not release its batch")
+		}
+		runtime.Gosched()
 	}
 }
