@@ -3,9 +3,11 @@ package sync
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -65,13 +67,17 @@ func TestCoalesce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fc := clocktesting.NewFakeClock(time.Unix(0, 0))
+	clk := &armCountingClock{FakeClock: fc}
 	in := make(chan Change)
-	out := coalesce(ctx, fc, 50*time.Millisecond, time.Second, in)
+	out := coalesce(ctx, clk, 50*time.Millisecond, time.Second, in)
 
 	in <- Change{Root: "/src", Path: "/src/a"}
 	in <- Change{Root: "/src", Path: "/src/b"}
 	in <- Change{Root: "/src", Rescan: true}
-	waitForWaiters(t, fc)
+	// A send returns when the coalescer received the change, before it
+	// stamped it and armed its timer: stepping the clock earlier would move
+	// the quiet window and the release below would never come.
+	clk.waitArmed(t, 3)
 	fc.Step(49 * time.Millisecond)
 	assertHeld(t, fc, out, "49ms after the last change")
 	fc.Step(time.Millisecond)
@@ -99,6 +105,41 @@ func TestCoalesce(t *testing.T) {
 	}
 	if _, ok := <-out; ok {
 		t.Fatal("output not closed")
+	}
+}
+
+// armCountingClock counts how often the coalescer armed its timer (a new
+// timer or a Reset), so a test knows every change it sent was stamped.
+type armCountingClock struct {
+	*clocktesting.FakeClock
+	arms atomic.Int32
+}
+
+func (c *armCountingClock) NewTimer(d time.Duration) clock.Timer {
+	c.arms.Add(1)
+	return &armCountingTimer{Timer: c.FakeClock.NewTimer(d), arms: &c.arms}
+}
+
+type armCountingTimer struct {
+	clock.Timer
+	arms *atomic.Int32
+}
+
+func (t *armCountingTimer) Reset(d time.Duration) bool {
+	ok := t.Timer.Reset(d)
+	t.arms.Add(1)
+	return ok
+}
+
+// waitArmed waits until the timer was armed n times in all.
+func (c *armCountingClock) waitArmed(t *testing.T, n int32) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.arms.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the coalescer armed its timer %d times, want %d", c.arms.Load(), n)
+		}
+		runtime.Gosched()
 	}
 }
 
