@@ -17,10 +17,11 @@ build:
 ## test: unit + integration (in-process registry) + e2e on the local cluster
 test: verify verify-docs test-unit krew-test e2e
 
-## test-unit: unit tests and integration tests that need no cluster (real OCI registry on 127.0.0.1)
+## test-unit: unit tests and integration tests that need no cluster (real OCI registry on 127.0.0.1);
+## prints package lines, failures and skips, and fails on a skip not in hack/skips-allowed.txt
 test-unit:
-	$(GO) test -race -count=1 ./...
-	cd hack/localcluster/tools && $(GO) test -count=1 ./...
+	hack/check-skips.sh -race -count=1 ./...
+	cd hack/localcluster/tools && ../../check-skips.sh -count=1 ./...
 
 ## verify: gofmt, go vet and the house rules on imports
 verify:

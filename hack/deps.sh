@@ -2,7 +2,22 @@
 # deps.sh installs the Debian packages the local cluster and its tests need. Idempotent: when every
 # package is already installed it touches neither apt nor the network.
 set -euo pipefail
-pkgs=(containerd runc containernetworking-plugins busybox-static openssl iproute2 iptables curl procps bash-completion)
+# git: pkg/ignore compares its matcher with `git check-ignore`.
+pkgs=(containerd runc containernetworking-plugins busybox-static openssl iproute2 iptables curl procps bash-completion git)
+
+# pkg/watch runs a test in a new user namespace (to lower its inotify limit); it needs no package,
+# only a kernel that allows user namespaces. A limit of 0 disables them: raise it when we may.
+userns_limit=/proc/sys/user/max_user_namespaces
+if [[ -r $userns_limit && "$(<$userns_limit)" == 0 ]]; then
+  if [[ $EUID -eq 0 ]]; then
+    echo "deps.sh: enabling user namespaces (sysctl user.max_user_namespaces=15000)" >&2
+    sysctl -qw user.max_user_namespaces=15000
+  else
+    echo "deps.sh: user namespaces are disabled (run as root: sysctl -w user.max_user_namespaces=15000)" >&2
+    exit 1
+  fi
+fi
+
 missing=()
 for p in "${pkgs[@]}"; do
   if [[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" != installed ]]; then

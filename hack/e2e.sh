@@ -28,6 +28,7 @@ else
 fi
 start=$SECONDS
 status=0
-go test -tags e2e -count=1 -timeout 45m ${E2E_RUN:+-run "$E2E_RUN"} -v ./test/e2e/ || status=$?
+# -v: the whole log, as go test -v prints it; a skip not in hack/skips-allowed.txt fails the run.
+hack/check-skips.sh -v -tags e2e -count=1 -timeout 45m ${E2E_RUN:+-run "$E2E_RUN"} ./test/e2e/ || status=$?
 echo "e2e: finished in $((SECONDS - start))s" >&2
 exit "$status"

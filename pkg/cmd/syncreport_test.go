@@ -29,17 +29,14 @@ func TestSyncReporterNDJSON(t *testing.T) {
 		Deleted: 120, Examples: []string{"/app/a", "/app/b"}, Hint: "nothing is deleted until it is back"})
 	r.Report(sync.OnSync{Target: tg, ExitCode: 0, Duration: 120 * time.Millisecond, Output: "reloaded\n"})
 	r.Report(sync.OnSync{Target: tg, ExitCode: -1, Err: errors.New("on-sync command timed out after 30s"), Duration: 30 * time.Second})
+	r.warn(errors.New("watching /src: out of inotify watches"))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "held", "on-sync", "on-sync"}
+	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "held", "on-sync", "on-sync", "error"}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), out.String())
 	}
-	for i, l := range lines {
-		var ev map[string]any
-		if err := json.Unmarshal([]byte(l), &ev); err != nil {
-			t.Fatalf("line %d is not JSON: %q", i, l)
-		}
-		if ev["type"] != want[i] || ev["time"] == "" {
+	for i, ev := range assertNDJSON(t, out.String()) {
+		if ev["type"] != want[i] {
 			t.Errorf("line %d: type %v, want %s", i, ev["type"], want[i])
 		}
 	}
@@ -96,6 +93,28 @@ func TestSyncReporterOnSyncText(t *testing.T) {
 			}
 		})
 	}
+}
+
+// assertNDJSON checks the contract every -o json line keeps, whatever its type: one JSON
+// object with a "type" and a "time" in RFC 3339, UTC. It returns the decoded events.
+func assertNDJSON(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var evs []map[string]any
+	for i, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("line %d is not JSON: %q", i, l)
+		}
+		if typ, _ := ev["type"].(string); typ == "" {
+			t.Errorf("line %d has no type: %s", i, l)
+		}
+		ts, _ := ev["time"].(string)
+		if parsed, err := time.Parse(time.RFC3339Nano, ts); err != nil || !strings.HasSuffix(ts, "Z") || parsed.Location() != time.UTC {
+			t.Errorf("line %d: time %q is not RFC 3339 in UTC: %s", i, ts, l)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
 }
 
 func TestSyncReporterText(t *testing.T) {

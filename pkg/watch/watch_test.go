@@ -173,6 +173,16 @@ func TestAtomicSave(t *testing.T) {
 			t.Errorf("got an event for the skipped temporary file %q", tmp)
 		}
 	}
+	// The filter must have been asked about the temporary file, by its root-relative name:
+	// without that, no event for it proves nothing.
+	select {
+	case rel := <-skipped:
+		if rel != "main.go___jb_tmp___" {
+			t.Errorf("Skip asked about %q, want main.go___jb_tmp___", rel)
+		}
+	case <-time.After(deadline):
+		t.Errorf("Skip was never asked about the temporary file %q", tmp)
+	}
 }
 
 func TestSymlinkedRoot(t *testing.T) {

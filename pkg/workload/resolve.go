@@ -89,7 +89,27 @@ func explainGetError(err error, namespace string) error {
 		}
 	}
 	if apierrors.IsForbidden(err) {
+		// Reading a kind livesync can't use anyway (a service, a job) is forbidden to a user
+		// bound to docs/rbac.yaml: name the real problem rather than send them asking for
+		// a Role they don't need.
+		if errors.As(err, &status) {
+			if d := status.Status().Details; d != nil && d.Kind != "" && !hasPodTemplate(d.Group, d.Kind) {
+				return errNoPodTemplate(strings.TrimSuffix(d.Kind, "s"))
+			}
+		}
 		return fmt.Errorf("%w: ask for a Role with the get and list verbs on it", err)
 	}
 	return err
+}
+
+// hasPodTemplate reports whether a resource (group and plural name, as in a Status's details)
+// is one FromObject accepts.
+func hasPodTemplate(group, resource string) bool {
+	switch group {
+	case "":
+		return resource == "pods"
+	case "apps":
+		return resource == "deployments" || resource == "statefulsets" || resource == "daemonsets" || resource == "replicasets"
+	}
+	return false
 }

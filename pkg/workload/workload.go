@@ -58,6 +58,10 @@ type Container struct {
 	PullPolicy string
 }
 
+func errNoPodTemplate(kind string) error {
+	return fmt.Errorf("%s has no pod template: use a deployment, statefulset, daemonset, replicaset or pod", kind)
+}
+
 // FromObject builds a Workload from a typed object; kinds without a pod template are refused
 // with a message naming the supported kinds.
 func FromObject(obj runtime.Object) (*Workload, error) {
@@ -87,7 +91,7 @@ func FromObject(obj runtime.Object) (*Workload, error) {
 		if kind == "" {
 			kind = fmt.Sprintf("%T", obj)
 		}
-		return nil, fmt.Errorf("%s has no pod template: use a deployment, statefulset, daemonset, replicaset or pod", strings.ToLower(kind))
+		return nil, errNoPodTemplate(strings.ToLower(kind))
 	}
 	w.Namespace, w.Name, w.Annotations, w.ResourceVersion = om.Namespace, om.Name, om.Annotations, om.ResourceVersion
 	w.Object = obj

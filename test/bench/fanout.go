@@ -19,7 +19,7 @@ import (
 // measureFanout is item 5: one session on a 1-replica and one on a 5-replica deployment, saves
 // alternating between them, each timed by the session's own batch latency (first change seen →
 // applied in every replica). Paired with the cluster's own fan-out cost: `true` exec'd into 5
-// pods at once vs into 1.
+// pods at once vs into 1, the order alternating.
 func (b *bench) measureFanout(ctx context.Context) error {
 	type side struct {
 		name string
@@ -74,11 +74,8 @@ func (b *bench) measureFanout(ctx context.Context) error {
 			time.Sleep(time.Duration(50+b.rnd.IntN(50)) * time.Millisecond)
 			sd.s.drain()
 		}
-		d1, err := parallelFloor(ctx, b.c, sides[0].ts)
-		if err != nil {
-			return err
-		}
-		d5, err := parallelFloor(ctx, b.c, sides[1].ts)
+		d5, d1, err := alternate(i, func() (time.Duration, error) { return parallelFloor(ctx, b.c, sides[1].ts) },
+			func() (time.Duration, error) { return parallelFloor(ctx, b.c, sides[0].ts) })
 		if err != nil {
 			return err
 		}

@@ -61,7 +61,7 @@ func main() {
 		only       = flag.String("only", strings.Join(phases, ","), "comma-separated phases to run: "+strings.Join(phases, ","))
 	)
 	flag.IntVar(&b.edits, "edits", 60, "single-file saves (and exec floors) to pair; fan-out and the quiet-window latencies use a third")
-	flag.IntVar(&b.reps, "reps", 3, "repetitions of the slower measurements (watcher ready; bursts and 5 MB files ×5 and ×3)")
+	flag.IntVar(&b.reps, "reps", 3, "repetitions of the slower measurements (watcher ready; 50-file bursts and 5 MB files ×5 and ×3; 10,000-file bursts, at least 5)")
 	flag.IntVar(&b.initialReps, "initial-reps", 4, "repetitions of each initial-sync copy")
 	flag.DurationVar(&b.idle, "idle", 30*time.Second, "idle CPU measurement window")
 	flag.StringVar(&b.benchtime, "benchtime", "1s", "go test -benchtime for the micro-benchmarks")

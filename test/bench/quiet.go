@@ -37,8 +37,8 @@ var (
 // sources, tar -x of the 10,000-file tree) and counts the batches the coalescer's rule (a
 // batch is cut after quiet without an event, or cap after its first) makes of them at each
 // window. The count is an upper bound: the engine keeps adding to a cut batch until its exec
-// starts. Then save→visible is measured at 10 ms and 200 ms (paired with the floor) to show
-// that the window adds one for one.
+// starts. Then save→visible is measured at 10 ms and 200 ms (paired with the floor, the order
+// alternating) to show that the window adds one for one.
 func (b *bench) measureQuiet(ctx context.Context) error {
 	ops, err := b.operations()
 	if err != nil {
@@ -91,12 +91,10 @@ func (b *bench) measureQuiet(ctx context.Context) error {
 		}
 		var floors, saves []time.Duration
 		for i := -2; i < b.edits/3; i++ {
-			f, err := l.c.floor(ctx, l.t)
-			if err != nil {
-				l.stop()
-				return err
+			save := func() (time.Duration, error) {
+				return l.save([]string{"q.txt"}, map[string][]byte{"q.txt": l.text(80 + i)})
 			}
-			s, err := l.save([]string{"q.txt"}, map[string][]byte{"q.txt": l.text(80 + i)})
+			s, f, err := alternate(i, save, func() (time.Duration, error) { return l.c.floor(ctx, l.t) })
 			if err != nil {
 				l.stop()
 				return err

@@ -108,6 +108,24 @@ func (s *session) next(typ string, timeout time.Duration) (event, error) {
 	}
 }
 
+// settle reads events until two seconds pass without one and returns how many were batches.
+func (s *session) settle() (int, error) {
+	batches := 0
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				return batches, fmt.Errorf("session ended: %s", s.tail())
+			}
+			if ev.Type == "batch" {
+				batches++
+			}
+		case <-time.After(2 * time.Second):
+			return batches, nil
+		}
+	}
+}
+
 // drain discards the events already printed.
 func (s *session) drain() {
 	for {

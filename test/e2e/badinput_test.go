@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,25 +36,30 @@ func TestBadInput(t *testing.T) {
 	deployment(t, ns, "unreachable", image(repo, "dev"), 1, corev1.PullIfNotPresent)
 	patchImage(t, ns, "unreachable", "127.0.0.1:1/nothing:dev")
 
+	// want is the whole class of the error: what failed and the fix the README promises.
 	cases := []struct {
 		name string
 		args []string
-		want string
+		want []string
 	}{
-		{"workload not found", []string{"refresh", "deploy/nope"}, `deployment "nope" not found in namespace`},
-		{"pod not found", []string{"inspect", "nope"}, `pod "nope" not found`},
-		{"kind without pod template", []string{"refresh", "svc/svc"}, "has no pod template"},
-		{"missing container", []string{"refresh", "deploy/web", "-c", "nope"}, `container "nope" not found in deployment/web: it has app`},
-		{"invalid pull policy", []string{"pull-policy", "deploy/web", "Sometimes"}, "invalid image pull policy"},
-		{"name and selector", []string{"refresh", "deploy/web", "-l", "app=web"}, "use one of them"},
-		{"no workload", []string{"refresh"}, "name a workload"},
-		{"registry unreachable", []string{"refresh", "deploy/unreachable"}, "127.0.0.1:1"},
-		{"invalid output", []string{"inspect", "deploy/web", "-o", "xml"}, "invalid output format"},
+		{"workload not found", []string{"refresh", "deploy/nope"}, []string{`deployment "nope" not found in namespace "` + ns + `": check the name, or pass -n NAMESPACE`}},
+		{"pod not found", []string{"inspect", "nope"}, []string{`pod "nope" not found in namespace "` + ns + `": check the name, or pass -n NAMESPACE`}},
+		{"kind without pod template", []string{"refresh", "svc/svc"}, []string{"service has no pod template: use a deployment, statefulset, daemonset, replicaset or pod"}},
+		{"missing container", []string{"refresh", "deploy/web", "-c", "nope"}, []string{`container "nope" not found in deployment/web: it has app`}},
+		{"invalid pull policy", []string{"pull-policy", "deploy/web", "Sometimes"}, []string{`invalid image pull policy "Sometimes": use Always, IfNotPresent or Never`}},
+		{"name and selector", []string{"refresh", "deploy/web", "-l", "app=web"}, []string{`both a name ("deploy/web") and -l "app=web" were given: use one of them`}},
+		{"no workload", []string{"refresh"}, []string{"name a workload (e.g. deploy/my-app, pod/web-0, or a pod name) or pass -l SELECTOR"}},
+		{"registry unreachable", []string{"refresh", "deploy/unreachable"}, []string{`registry "127.0.0.1:1" unreachable`, "check the address and your network"}},
+		{"invalid output", []string{"inspect", "deploy/web", "-o", "xml"}, []string{`invalid output format "xml": use table, json or yaml`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			before := workloadSpecs(t, ns)
 			r := livesync(t, append([]string{"-n", ns}, tc.args...)...)
-			assertOneLineError(t, r, tc.want)
+			assertSpecsUnchanged(t, ns, before)
+			for _, w := range tc.want {
+				assertOneLineError(t, r, w)
+			}
 		})
 	}
 	if got := getDeployment(t, ns, "web").ResourceVersion; got != rv {
@@ -67,7 +73,7 @@ func TestBadInput(t *testing.T) {
 		// spec's generation, not the resourceVersion.
 		before := getDeployment(t, ns, "missing").Generation
 		r := livesync(t, "-n", ns, "refresh", "deploy/missing")
-		assertOneLineError(t, r, "not found")
+		assertOneLineError(t, r, `tag "never-pushed" not found in `+e.registry+"/"+repo+": push it, or check the image name")
 		if after := getDeployment(t, ns, "missing"); after.Generation != before || after.Annotations[originalAnnotation] != "" {
 			t.Errorf("refresh of a missing tag changed the deployment")
 		}
@@ -103,6 +109,36 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("want an error naming ImagePullBackOff: %s", r)
 		}
 	})
+}
+
+// workloadSpecs records, per deployment of ns, what a command could change: the spec's
+// generation, the pod template's images and pull policies, and the recorded original.
+// (Deployments whose pods fail to pull keep getting status writes: resourceVersion moves.)
+func workloadSpecs(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	list, err := e.client.AppsV1().Deployments(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, d := range list.Items {
+		v := fmt.Sprintf("generation %d, original %q", d.Generation, d.Annotations[originalAnnotation])
+		for _, c := range d.Spec.Template.Spec.Containers {
+			v += fmt.Sprintf(", %s=%s (%s)", c.Name, c.Image, c.ImagePullPolicy)
+		}
+		out[d.Name] = v
+	}
+	return out
+}
+
+func assertSpecsUnchanged(t *testing.T, ns string, before map[string]string) {
+	t.Helper()
+	after := workloadSpecs(t, ns)
+	for name, b := range before {
+		if a := after[name]; a != b {
+			t.Errorf("deployment %s changed: %s -> %s", name, b, a)
+		}
+	}
 }
 
 func assertOneLineError(t *testing.T, r result, want string) {

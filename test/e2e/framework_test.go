@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	gosync "sync"
 	"testing"
 	"time"
 
@@ -92,10 +93,38 @@ func (r result) String() string {
 	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 }
 
-// livesync runs kubectl-livesync with the suite's kubeconfig.
+// roleKubeconfigs maps each test namespace to a kubeconfig of a ServiceAccount bound to
+// docs/rbac.yaml alone there: the README promises that Role is enough for every command, so the
+// suite runs the binary as that user. Setup and independent checks use the admin kubeconfig.
+var roleKubeconfigs gosync.Map
+
+// kubeconfigFor returns the kubeconfig to run kubectl-livesync args with: the documented
+// Role's when args name a test namespace (-n), else the admin's.
+func kubeconfigFor(args []string) string {
+	for i, a := range args {
+		var ns string
+		switch {
+		case (a == "-n" || a == "--namespace") && i+1 < len(args):
+			ns = args[i+1]
+		case strings.HasPrefix(a, "--namespace="):
+			ns = strings.TrimPrefix(a, "--namespace=")
+		case strings.HasPrefix(a, "-n") && len(a) > 2 && !strings.HasPrefix(a, "--"):
+			ns = strings.TrimPrefix(strings.TrimPrefix(a, "-n"), "=")
+		default:
+			continue
+		}
+		if kc, ok := roleKubeconfigs.Load(ns); ok {
+			return kc.(string)
+		}
+	}
+	return e.kubeconfig
+}
+
+// livesync runs kubectl-livesync as the user of the documented Role in the namespace args name
+// (see kubeconfigFor).
 func livesync(t *testing.T, args ...string) result {
 	t.Helper()
-	return run(t, e.binary, append([]string{"--kubeconfig", e.kubeconfig}, args...)...)
+	return run(t, e.binary, append([]string{"--kubeconfig", kubeconfigFor(args)}, args...)...)
 }
 
 // mustLivesync runs kubectl-livesync and fails the test on a non-zero exit.
@@ -174,9 +203,11 @@ func namespace(t *testing.T) string {
 		return err == nil, err
 	})
 	t.Cleanup(func() {
+		roleKubeconfigs.Delete(name)
 		zero := int64(0)
 		_ = e.client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	})
+	roleKubeconfigs.Store(name, roleKubeconfig(t, name, documentedRole(t)))
 	return name
 }
 

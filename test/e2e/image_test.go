@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,12 +107,21 @@ func TestPullPolicyAndDryRun(t *testing.T) {
 	pushImage(t, repo, "dev", "app")
 	img := image(repo, "dev")
 	rv := deployment(t, ns, "web", img, 1, corev1.PullIfNotPresent).ResourceVersion
+	pushImage(t, repo, "dev", "app")
+
+	// --dry-run sends the patch with dryRun=All: an admission policy that refuses it must be
+	// reported, which a client-side dry run could not do.
+	lift := admissionGuard(t, ns, "web")
+	for _, args := range [][]string{{"pull-policy", "deploy/web", "Always"}, {"refresh", "deploy/web"}} {
+		r := livesync(t, append([]string{"-n", ns, "--dry-run"}, args...)...)
+		assertOneLineError(t, r, guardMessage)
+	}
+	lift()
 
 	r := mustLivesync(t, "-n", ns, "pull-policy", "deploy/web", "Always", "--dry-run")
 	if !strings.Contains(r.stdout, "dry run") {
 		t.Errorf("dry run output: %s", r)
 	}
-	pushImage(t, repo, "dev", "app")
 	mustLivesync(t, "-n", ns, "refresh", "deploy/web", "--dry-run")
 	if got := getDeployment(t, ns, "web").ResourceVersion; got != rv {
 		t.Fatalf("--dry-run changed the deployment: resourceVersion %s -> %s", rv, got)
@@ -124,6 +134,9 @@ func TestPullPolicyAndDryRun(t *testing.T) {
 		t.Fatalf("policy after pull-policy = %s", p)
 	}
 	rv = dep.ResourceVersion
+	lift = admissionGuard(t, ns, "web")
+	assertOneLineError(t, livesync(t, "-n", ns, "restore", "deploy/web", "--dry-run"), guardMessage)
+	lift()
 	mustLivesync(t, "-n", ns, "restore", "deploy/web", "--dry-run")
 	if got := getDeployment(t, ns, "web").ResourceVersion; got != rv {
 		t.Fatalf("restore --dry-run changed the deployment")
@@ -200,10 +213,29 @@ func TestOtherKinds(t *testing.T) {
 		})
 	}
 	// A bare Pod's pull policy is immutable: refused, nothing changed.
+	before := podSpecs(t, ns, "bare")
 	r := livesync(t, "-n", ns, "pull-policy", "pod/bare", "Always")
 	if r.code == 0 || !strings.Contains(r.stderr, "cannot be changed") {
 		t.Errorf("pull-policy on a bare pod: %s", r)
 	}
+	if after := podSpecs(t, ns, "bare"); after != before {
+		t.Errorf("a refused pull-policy changed the pod: %s -> %s", before, after)
+	}
+}
+
+// podSpecs records what a command could change in a pod: its containers' images and pull
+// policies and its annotations. (The kubelet writes status: resourceVersion moves.)
+func podSpecs(t *testing.T, ns, name string) string {
+	t.Helper()
+	p, err := e.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := fmt.Sprintf("annotations %v", p.Annotations)
+	for _, c := range p.Spec.Containers {
+		v += fmt.Sprintf(", %s=%s (%s)", c.Name, c.Image, c.ImagePullPolicy)
+	}
+	return v
 }
 
 // TestKubectlPluginDiscovery runs the binary as `kubectl livesync` through the real kubectl.

@@ -38,7 +38,7 @@ type session struct {
 func startSync(t *testing.T, args ...string) *session {
 	t.Helper()
 	s := &session{done: make(chan error, 1)}
-	s.cmd = exec.Command(e.binary, append([]string{"--kubeconfig", e.kubeconfig, "-o", "json"}, args...)...)
+	s.cmd = exec.Command(e.binary, append([]string{"--kubeconfig", kubeconfigFor(args), "-o", "json"}, args...)...)
 	s.cmd.Stderr = &s.stderr
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
@@ -83,11 +83,23 @@ func (s *session) stop(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Errorf("session did not stop within 30s of Ctrl-C")
 	}
+	// The contract of every NDJSON line, whatever its type (new types included): a type and
+	// a time in RFC 3339, UTC.
 	for _, ev := range s.snapshot() {
 		if ev["type"] == "invalid-json" {
 			t.Errorf("-o json printed a non-JSON line: %v", ev["line"])
+			continue
+		}
+		ts, _ := ev["time"].(string)
+		if typ, _ := ev["type"].(string); typ == "" || !isRFC3339UTC(ts) {
+			t.Errorf("-o json event without a type or an RFC 3339 UTC time: %v", ev)
 		}
 	}
+}
+
+func isRFC3339UTC(ts string) bool {
+	parsed, err := time.Parse(time.RFC3339Nano, ts)
+	return err == nil && strings.HasSuffix(ts, "Z") && parsed.Location() == time.UTC
 }
 
 func (s *session) snapshot() []map[string]any {
@@ -225,7 +237,13 @@ func remoteTree(ns, pod, container, root string) (tree, error) {
 // the local tree under root.
 func waitConverged(t *testing.T, ns, selector string, want int, local, root string, timeout time.Duration) {
 	t.Helper()
-	lt := localTree(t, local)
+	waitTree(t, ns, selector, want, localTree(t, local), root, timeout)
+}
+
+// waitTree waits until exactly want running pods match the selector and every one holds lt,
+// nothing more, under root.
+func waitTree(t *testing.T, ns, selector string, want int, lt tree, root string, timeout time.Duration) {
+	t.Helper()
 	last := ""
 	deadline := time.Now().Add(timeout)
 	for {

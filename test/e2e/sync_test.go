@@ -72,8 +72,11 @@ func TestSyncLoop(t *testing.T) {
 		})
 	}
 
+	// Containers that went away (a deleted pod, a restart) must be reported as removed.
+	var gone []string
 	t.Run("a deleted pod's replacement gets the tree", func(t *testing.T) {
 		pods := runningPods(t, ns, sel)
+		gone = append(gone, pods[0].Status.ContainerStatuses[0].ContainerID)
 		if err := e.client.CoreV1().Pods(ns).Delete(context.Background(), pods[0].Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -83,6 +86,7 @@ func TestSyncLoop(t *testing.T) {
 	t.Run("a restarted container is re-synced", func(t *testing.T) {
 		pod := runningPods(t, ns, sel)[0]
 		before := pod.Status.ContainerStatuses[0].RestartCount
+		gone = append(gone, pod.Status.ContainerStatuses[0].ContainerID)
 		kexec(t, ns, pod.Name, "kill", "1")
 		waitFor(t, "the container to restart", 2*time.Minute, func() (bool, error) {
 			p, err := e.client.CoreV1().Pods(ns).Get(context.Background(), pod.Name, metav1.GetOptions{})
@@ -114,11 +118,59 @@ func TestSyncLoop(t *testing.T) {
 		waitConverged(t, ns, sel, 3, local, root, 5*time.Minute)
 	})
 
+	running := runningPods(t, ns, sel)
 	s.stop(t)
-	if s.count("batch") == 0 || s.count("initial-sync") < 2 || s.count("target-added") < 4 {
-		t.Errorf("NDJSON events missing: %d batch, %d initial-sync, %d target-added\n%s",
-			s.count("batch"), s.count("initial-sync"), s.count("target-added"), s.dump())
+	// Five containers ran during the session: the first two, the deleted pod's replacement,
+	// the restarted container and the scaled-up replica. Each was added and synced; the two
+	// that went away were removed.
+	added, synced, removed := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, ev := range s.snapshot() {
+		id := eventContainerID(ev)
+		switch ev["type"] {
+		case "target-added":
+			added[id] = true
+		case "initial-sync":
+			if ev["error"] == nil {
+				synced[id] = true
+			}
+		case "target-removed":
+			removed[id] = true
+		}
 	}
+	if s.count("batch") < len(steps) {
+		t.Errorf("%d batch events for %d steps that each changed files", s.count("batch"), len(steps))
+	}
+	var ids []string
+	for _, p := range running {
+		ids = append(ids, p.Status.ContainerStatuses[0].ContainerID)
+	}
+	ids = append(ids, gone...)
+	if len(ids) != 5 {
+		t.Fatalf("want 5 containers (3 running, 2 gone), got %v", ids)
+	}
+	for _, id := range ids {
+		if !added[id] || !synced[id] {
+			t.Errorf("container %s: target-added %v, initial-sync %v; want both", id, added[id], synced[id])
+		}
+	}
+	for _, id := range gone {
+		if !removed[id] {
+			t.Errorf("container %s went away without a target-removed event", id)
+		}
+	}
+	if len(added) != 5 || len(synced) != 5 || len(removed) != 2 {
+		t.Errorf("%d containers added, %d synced, %d removed; want 5, 5, 2", len(added), len(synced), len(removed))
+	}
+	if t.Failed() {
+		t.Logf("events:\n%s", s.dump())
+	}
+}
+
+// eventContainerID returns the target's containerID of an NDJSON event, or "".
+func eventContainerID(ev map[string]any) string {
+	tg, _ := ev["target"].(map[string]any)
+	id, _ := tg["containerID"].(string)
+	return id
 }
 
 // TestSyncMirrorOnSyncDryRun: --initial=mirror removes extraneous files, --on-sync runs with
