@@ -480,6 +480,13 @@ func (e *Engine) syncBatch(tg *target, hints []map[string]struct{}, rescan []boo
 		}
 		e.hold(tg, i, p.Held)
 		e.warn(tg, p.Warnings)
+		if p.Empty() && len(p.Rmdirs) == 0 {
+			// Nothing for the container (a touch, a re-walk, a held
+			// delete): no exec, which would only cost a round trip and
+			// report a pod going away as an error.
+			tg.idx[i].apply(p, archiveResult{})
+			continue
+		}
 		res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p)
 		if err != nil {
 			e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	gosync "sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -381,5 +382,30 @@ func TestFakeExecutor(t *testing.T) {
 	got, _ := readTar(t, calls[1].Stdin)
 	if got["a"].content != "a" {
 		t.Errorf("tar = %+v", got)
+	}
+}
+
+// A batch with nothing for the container (a touch: same content, new mtime)
+// runs no exec at all: one would cost a round trip per replica and report a
+// pod that is going away as an error.
+func TestEngineEmptyBatchRunsNoExec(t *testing.T) {
+	f := newEngineFixture(t, Config{})
+	var calls atomic.Int32
+	f.ex.Fail = func(Target, []string) error { calls.Add(1); return nil }
+	f.e.AddTarget(podTarget("web-1"))
+	f.run(t)
+	if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+		t.Fatalf("initial sync = %+v", ev)
+	}
+	before := calls.Load()
+	name := filepath.Join(f.local, "a")
+	later := time.Now().Add(time.Hour)
+	must(t, os.Chtimes(name, later, later))
+	b := f.batch(t, Change{Root: f.local, Path: name}, 1)
+	if b.Changed != 0 || b.Deleted != 0 || b.Failed != 0 {
+		t.Errorf("batch = %+v", b)
+	}
+	if n := calls.Load() - before; n != 0 {
+		t.Errorf("an empty batch ran %d execs, want 0", n)
 	}
 }
