@@ -1,0 +1,597 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	gosync "sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// --- trees by content hash, read in the container -----------------------------------------------
+
+// hashScript prints every entry under $1 (nothing when $1 is missing) as NUL-terminated tokens:
+//
+//	F name... "" modes hashes   per chunk of regular files that find hands over: `stat -c %a`
+//	                            lines and `sha256sum` lines, both in the order of the names
+//	D name | L name target | O name   directories, symlinks, anything else
+//
+// Hashing in the container keeps the check's traffic to a few bytes per file, where streaming the
+// tree out (remoteTree) would move the whole tree for every replica after every burst.
+const hashScript = `cd "$1" 2>/dev/null || exit 0
+find . ! -name . -type f -exec sh -c 'printf "F\0"; printf "%s\0" "$@"; printf "\0"; stat -c %a "$@"; printf "\0"; sha256sum "$@"; printf "\0"' sh {} +
+find . ! -name . ! -type f -exec sh -c 'for p; do if [ -L "$p" ]; then printf "L\0%s\0" "$p"; readlink "$p"; printf "\0"; elif [ -d "$p" ]; then printf "D\0%s\0" "$p"; else printf "O\0%s\0" "$p"; fi; done' sh {} +
+`
+
+// remoteHashTree reads a directory in a container as localTree reads a local one, hashing the
+// files in the container.
+func remoteHashTree(ctx context.Context, ns, pod, container, root string) (tree, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.kubectl, "--kubeconfig", e.kubeconfig, "-n", ns, "exec", pod, "-c", container, "--",
+		"sh", "-c", hashScript, "sh", root)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("hashing %s in pod %s: %w: %s", root, pod, err, strings.TrimSpace(errb.String()))
+	}
+	tr, err := parseHashTree(out.String())
+	if err != nil {
+		return nil, fmt.Errorf("hashing %s in pod %s: %w", root, pod, err)
+	}
+	return tr, nil
+}
+
+var hexRE = regexp.MustCompile(`^[0-9a-f]{64}  `)
+
+func parseHashTree(s string) (tree, error) {
+	toks := strings.Split(s, "\x00")
+	toks = toks[:len(toks)-1] // after the last NUL
+	i := 0
+	next := func() (string, error) {
+		if i >= len(toks) {
+			return "", errors.New("output ends early")
+		}
+		i++
+		return toks[i-1], nil
+	}
+	rel := func(name string) string { return strings.TrimPrefix(name, "./") }
+	tr := tree{}
+	for i < len(toks) {
+		kind, _ := next()
+		name, err := next()
+		if err != nil {
+			return nil, err
+		}
+		switch kind {
+		case "D":
+			tr[rel(name)] = "d"
+		case "O":
+			tr[rel(name)] = "o"
+		case "L":
+			target, err := next()
+			if err != nil {
+				return nil, err
+			}
+			tr[rel(name)] = "l:" + strings.TrimSuffix(target, "\n")
+		case "F":
+			var names []string
+			for ; name != ""; name, err = next() {
+				if err != nil {
+					return nil, err
+				}
+				names = append(names, name)
+			}
+			modes, err := next()
+			if err != nil {
+				return nil, err
+			}
+			hashes, err := next()
+			if err != nil {
+				return nil, err
+			}
+			ms := strings.Fields(modes)
+			if len(ms) != len(names) {
+				return nil, fmt.Errorf("%d modes for %d files (a file changed while hashed)", len(ms), len(names))
+			}
+			for j, n := range names {
+				line := "  " + n + "\n"
+				if !hexRE.MatchString(hashes) || !strings.HasPrefix(hashes[64:], line) {
+					return nil, fmt.Errorf("no hash for %q (a file changed while hashed)", n)
+				}
+				mode, err := strconv.ParseUint(ms[j], 8, 32)
+				if err != nil {
+					return nil, fmt.Errorf("mode %q of %q: %w", ms[j], n, err)
+				}
+				tr[rel(n)] = fmt.Sprintf("f:%o:%s", mode&0o111, hashes[:16])
+				hashes = hashes[64+len(line):]
+			}
+		default:
+			return nil, fmt.Errorf("unexpected token %q", kind)
+		}
+	}
+	return tr, nil
+}
+
+// mismatches counts the entries two trees disagree on.
+func (tr tree) mismatches(other tree) int {
+	n := 0
+	for k, v := range tr {
+		if other[k] != v {
+			n++
+		}
+	}
+	for k := range other {
+		if _, ok := tr[k]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// checkStats counts what the tree checks of a test compared.
+type checkStats struct {
+	trees, entries, files, mismatches int
+}
+
+// converge waits until exactly want running pods match sel, each running its container, and
+// each one's tree under remote equals the local tree by content hash. It tolerates API and exec
+// errors while it waits (a restarted apiserver, a container coming back) and returns the last
+// difference when timeout passes. The stats count the successful comparison, and the mismatches
+// seen last when it fails.
+func converge(t *testing.T, ns, sel string, want int, local, remote string, timeout time.Duration, st *checkStats) error {
+	t.Helper()
+	lt := localTree(t, local)
+	files := 0
+	for _, v := range lt {
+		if strings.HasPrefix(v, "f:") {
+			files++
+		}
+	}
+	last, lastMismatches := "nothing checked yet", 0
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := e.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			last = "listing pods: " + err.Error()
+			return false, nil
+		}
+		var pods []string
+		for _, p := range list.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+				last = "pod " + p.Name + " not running"
+				return false, nil
+			}
+			pods = append(pods, p.Name)
+		}
+		if len(pods) != want {
+			last = fmt.Sprintf("%d running pods, want %d", len(pods), want)
+			return false, nil
+		}
+		trees := make([]tree, len(pods))
+		errs := make([]error, len(pods))
+		var wg gosync.WaitGroup
+		for i, p := range pods {
+			wg.Go(func() { trees[i], errs[i] = remoteHashTree(ctx, ns, p, "app", remote) })
+		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			return false, nil // the timeout cut the check short: keep the last result
+		}
+		if err := errors.Join(errs...); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		var diffs []string
+		n := 0
+		for i, rt := range trees {
+			if m := lt.mismatches(rt); m > 0 {
+				n += m
+				diffs = append(diffs, fmt.Sprintf("pod %s: %d mismatches:\n%s", pods[i], m, lt.diff(rt)))
+			}
+		}
+		if n > 0 {
+			last, lastMismatches = strings.Join(diffs, "\n"), n
+			return false, nil
+		}
+		st.trees += want
+		st.entries += want * len(lt)
+		st.files += want * files
+		return true, nil
+	})
+	if err != nil {
+		st.mismatches += lastMismatches
+		return fmt.Errorf("replicas did not converge within %s: %s", timeout, last)
+	}
+	return nil
+}
+
+// copyTree copies a local tree (files with their modes, directories, symlinks) into dst, which
+// it creates.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		case d.IsDir():
+			return os.Mkdir(to, info.Mode().Perm())
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(to, b, info.Mode().Perm()); err != nil {
+				return err
+			}
+			return os.Chmod(to, info.Mode().Perm()) // WriteFile's mode passes through the umask
+		}
+	})
+}
+
+// --- the local cluster's daemons -----------------------------------------------------------------
+
+// localCluster is the cluster of hack/localcluster named by LIVESYNC_E2E_LOCALCLUSTER (its
+// LIVESYNC_CLUSTER_DIR). The fault suite kills its daemons by the pids in pids/NAME and starts
+// them again with hack/localcluster/restart.sh.
+type localCluster struct {
+	dir  string
+	lock *os.File // the cluster lock, held from a kill until the restart
+}
+
+// localClusterFromEnv returns the local cluster, or nil and why the component faults can't run.
+// It fails the test when LIVESYNC_E2E_LOCALCLUSTER is set and the daemons are not found there:
+// hack/e2e.sh sets it on the local cluster, where those faults must never be skipped silently.
+func localClusterFromEnv(t *testing.T) (*localCluster, string) {
+	t.Helper()
+	dir := os.Getenv("LIVESYNC_E2E_LOCALCLUSTER")
+	if dir == "" {
+		return nil, "LIVESYNC_E2E_LOCALCLUSTER is not set: the cluster is not hack/localcluster's, whose daemons this test may kill (hack/e2e.sh sets it on the local cluster)"
+	}
+	c := &localCluster{dir: dir}
+	for _, n := range []string{"kubelet", "kube-apiserver"} {
+		if _, err := c.pid(n); err != nil {
+			t.Fatalf("LIVESYNC_E2E_LOCALCLUSTER=%s, but %v: is the local cluster up (hack/localcluster/up.sh)?", dir, err)
+		}
+	}
+	return c, ""
+}
+
+// pid returns the pid of a running daemon of the cluster.
+func (c *localCluster) pid(name string) (int, error) {
+	f := filepath.Join(c.dir, "pids", name)
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return 0, fmt.Errorf("no pid file for %s: %w", name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("pid file %s: %w", f, err)
+	}
+	if !c.alive(pid) {
+		return 0, fmt.Errorf("%s (pid %d in %s) is not running", name, pid, f)
+	}
+	return pid, nil
+}
+
+// alive says whether pid runs, a zombie not counting, and is the cluster's: like lc_alive, it
+// wants the cluster dir on the command line, against reused pids.
+func (c *localCluster) alive(pid int) bool {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if state, ok := strings.CutPrefix(line, "State:"); ok && strings.HasPrefix(strings.TrimSpace(state), "Z") {
+			return false
+		}
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && bytes.Contains(cmdline, []byte(c.dir))
+}
+
+// lockCluster takes the cluster lock that up.sh and down.sh take, so that no up.sh (another
+// test run's) finds the cluster unhealthy while a daemon is down and rebuilds it. It waits for
+// a running up.sh (it holds the lock through a cold build, which takes minutes).
+func (c *localCluster) lockCluster(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(c.dir+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatalf("opening the cluster lock: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		_ = f.Close()
+		t.Fatalf("taking the cluster lock %s.lock (held by a running up.sh or down.sh): %v", c.dir, err)
+	}
+	c.lock = f
+	t.Cleanup(c.unlock)
+}
+
+func (c *localCluster) unlock() {
+	if c.lock != nil {
+		_ = c.lock.Close() // releases the flock
+		c.lock = nil
+	}
+}
+
+// restart runs hack/localcluster/restart.sh: it starts each named daemon that is not running and
+// waits until all are healthy. The caller holds the lock.
+func (c *localCluster) restart(names ...string) error {
+	if c.lock == nil {
+		return errors.New("restarting without the cluster lock")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack/localcluster/restart.sh"), names...)
+	cmd.Env = append(os.Environ(), "LIVESYNC_CLUSTER_DIR="+c.dir, "LIVESYNC_CLUSTER_LOCK_HELD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("hack/localcluster/restart.sh %s: %w:\n%s", strings.Join(names, " "), err, out)
+	}
+	return nil
+}
+
+// outage kills the daemon name with SIGKILL and registers its restart for the end of the test,
+// should the test fail before it restarts the daemon itself. The caller holds the lock.
+func (c *localCluster) outage(t *testing.T, name string, pid int) {
+	t.Helper()
+	t.Cleanup(func() {
+		if _, err := c.pid(name); err == nil {
+			return
+		}
+		if c.lock == nil {
+			c.lockCluster(t)
+		}
+		if err := c.restart(name); err != nil {
+			t.Errorf("restarting %s after the test: %v", name, err)
+		}
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing %s (pid %d): %v", name, pid, err)
+	}
+	waitFor(t, fmt.Sprintf("%s (pid %d) to die", name, pid), 30*time.Second, func() (bool, error) {
+		return !c.alive(pid), nil
+	})
+}
+
+// --- in-container tar freezing ---------------------------------------------------------------------
+
+// freezeScript stops (SIGSTOP) the first tar that extracts in the container and prints its pid;
+// $1 bounds how long it looks, in seconds. livesync's apply runs `tar -x…`; nothing else in the
+// app image runs a tar whose arguments hold an x. busybox ps shows "{exe} tar -x…" when the
+// process name differs from argv[0] (busybox sh running its own applet).
+const freezeScript = `echo "ready $$"
+end=$(($(date +%s) + $1))
+while [ "$(date +%s)" -lt "$end" ]; do
+  ps -o pid,args | { while read -r pid cmd args; do
+    case "$cmd" in "{"*"}") set -- $args; cmd=${1:-}; shift; args="$*" ;; esac
+    [ "$cmd" = tar ] || continue
+    case "$args" in -*x*) kill -STOP "$pid" && echo "frozen $pid" && exit 3 ;; esac
+  done; exit 0; }
+  [ $? -ne 3 ] || exit 0
+done
+echo "no extracting tar within $1s" >&2
+exit 1
+`
+
+// freezer runs freezeScript in a container through kubectl exec.
+type freezer struct {
+	cmd    *exec.Cmd
+	pid    string // of the script in the container
+	lines  chan string
+	stderr bytes.Buffer
+	cancel context.CancelFunc
+}
+
+// startFreezer starts freezeScript in pod and waits until it looks.
+func startFreezer(t *testing.T, ns, pod string) *freezer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	f := &freezer{lines: make(chan string, 4), cancel: cancel}
+	f.cmd = exec.CommandContext(ctx, e.kubectl, "--kubeconfig", e.kubeconfig, "-n", ns, "exec", pod, "-c", "app", "--",
+		"sh", "-c", freezeScript, "freeze", "150")
+	f.cmd.Stderr = &f.stderr
+	out, err := f.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cmd.Start(); err != nil {
+		t.Fatalf("starting the tar freezer in %s: %v", pod, err)
+	}
+	t.Cleanup(func() {
+		// Ending kubectl exec leaves the script running in the container, where it would
+		// freeze a later tar: kill it there first.
+		if f.pid != "" {
+			kexec(t, ns, pod, "kill", "-KILL", f.pid)
+		}
+		f.stop()
+	})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f.lines <- sc.Text()
+		}
+		close(f.lines)
+	}()
+	l, _ := f.next(30 * time.Second)
+	pid, ready := strings.CutPrefix(l, "ready ")
+	if !ready {
+		t.Fatalf("the tar freezer in %s did not start (%q): %s", pod, l, f.stderr.String())
+	}
+	f.pid = pid
+	return f
+}
+
+// next returns the freezer's next line; ok is false on timeout or when it ended.
+func (f *freezer) next(timeout time.Duration) (string, bool) {
+	select {
+	case l, ok := <-f.lines:
+		return l, ok
+	case <-time.After(timeout):
+		return "", false
+	}
+}
+
+func (f *freezer) stop() {
+	f.cancel()
+	_ = f.cmd.Wait()
+}
+
+// --- inotify ---------------------------------------------------------------------------------------
+
+const maxUserWatchesFile = "/proc/sys/fs/inotify/max_user_watches"
+
+func readSysctl(file string) (int, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// inotifyWatches counts the inotify watches a process holds.
+func inotifyWatches(pid int) int {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, _ := os.ReadDir(dir)
+	n := 0
+	for _, fd := range fds {
+		if l, _ := os.Readlink(filepath.Join(dir, fd.Name())); l != "anon_inode:inotify" {
+			continue
+		}
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, fd.Name()))
+		n += bytes.Count(b, []byte("inotify wd:"))
+	}
+	return n
+}
+
+// userInotifyWatches counts the inotify watches of every process of this user, which is what
+// max_user_watches bounds.
+func userInotifyWatches() int {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	uid := os.Getuid()
+	n := 0
+	for _, p := range procs {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != uid {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(p)); err == nil {
+			n += inotifyWatches(pid)
+		}
+	}
+	return n
+}
+
+// --- the session's events ----------------------------------------------------------------------
+
+// errorsSince returns the session's events from the i-th on that carry an error.
+func (s *session) errorsSince(i int) []string {
+	evs := s.snapshot()
+	var out []string
+	for _, ev := range evs[min(i, len(evs)):] {
+		if msg, ok := ev["error"].(string); ok && msg != "" {
+			out = append(out, fmt.Sprint(ev["type"], ": ", msg))
+		}
+	}
+	return out
+}
+
+// --- the report --------------------------------------------------------------------------------------
+
+// faultRecord is how one fault went.
+type faultRecord struct {
+	Name            string  `json:"name"`
+	AfterOps        int     `json:"afterOps"`
+	Skipped         string  `json:"skipped,omitempty"`
+	Recovered       bool    `json:"recovered"`
+	RecoverySeconds float64 `json:"recoverySeconds,omitempty"`
+	SessionErrors   int     `json:"sessionErrors"` // events with an error the session printed meanwhile
+	Error           string  `json:"error,omitempty"`
+}
+
+// faultReport is _output/fault-recovery.json.
+type faultReport struct {
+	Seed           uint64         `json:"seed"`
+	Ops            int            `json:"ops"`
+	Bursts         int            `json:"bursts"`
+	TreesChecked   int            `json:"treesChecked"`
+	EntriesChecked int            `json:"entriesChecked"`
+	FilesChecked   int            `json:"filesChecked"`
+	Mismatches     int            `json:"mismatches"`
+	Faults         []*faultRecord `json:"faults"`
+}
+
+func (r *faultReport) write(t *testing.T) {
+	t.Helper()
+	dir, err := filepath.Abs("../../_output")
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	var b []byte
+	if err == nil {
+		b, err = json.MarshalIndent(r, "", "  ")
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "fault-recovery.json"), append(b, '\n'), 0o644)
+	}
+	if err != nil {
+		t.Errorf("writing _output/fault-recovery.json: %v", err)
+		return
+	}
+	t.Logf("recovery times in %s", filepath.Join(dir, "fault-recovery.json"))
+}
+
+// sortedPods lists the running pods of sel by name.
+func sortedPods(t *testing.T, ns, sel string) []corev1.Pod {
+	t.Helper()
+	pods := runningPods(t, ns, sel)
+	slices.SortFunc(pods, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return pods
+}
