@@ -151,7 +151,11 @@ func TestFault(t *testing.T) {
 			if err := conv(t, 30*time.Second); err != nil {
 				t.Logf("after %s failed the session still does not converge (%v): starting a new session to judge the remaining faults; the old one printed:\n%s", fl.name, err, s.dump())
 				s.kill()
-				<-s.done
+				select {
+				case <-s.done:
+				case <-time.After(30 * time.Second):
+					t.Fatalf("the session did not exit within 30s of SIGKILL")
+				}
 				s = sync("--initial=mirror")
 				if err := conv(t, faultTimeout); err != nil {
 					t.Fatalf("a new session after %s did not converge: %v\n%s", fl.name, err, s.dump())
