@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -128,7 +129,7 @@ func TestFault(t *testing.T) {
 			}()
 			nerr := len(s.snapshot())
 			fl.run(fr)
-			err := conv(t, faultTimeout)
+			err := conv(t, cmp.Or(fl.timeout, faultTimeout))
 			rec.SessionErrors = len(s.errorsSince(nerr))
 			if err != nil {
 				rec.Error = err.Error()
@@ -196,6 +197,8 @@ type fault struct {
 	cluster bool // kills daemons of hack/localcluster's cluster
 	// can says why the fault cannot run on this machine; "" when it can.
 	can func() string
+	// timeout bounds the recovery; default faultTimeout.
+	timeout time.Duration
 	// run does the fault's burst: its operations, the fault in their middle (marked with
 	// faultRun.inject) and whatever the test itself must put back (a killed daemon restarted);
 	// the suite then waits for the tree to converge.
@@ -299,7 +302,9 @@ func faultList() []fault {
 				return cs.ContainerID != id && cs.State.Running != nil, nil
 			})
 		}},
-		{name: "tar-frozen", run: func(f *faultRun) {
+		// The exec deadline scales with what the exec carries (5 MB here), then the target's
+		// retry waits out its backoff: more time than the other faults need.
+		{name: "tar-frozen", timeout: 3 * time.Minute, run: func(f *faultRun) {
 			t := f.t
 			p := f.pod()
 			f.firstHalf()
