@@ -69,6 +69,16 @@ lc_alive() {
   [[ $cmd == *"$LC_DIR"* ]]
 }
 
+# lc_exited PID succeeds when PID is gone or a zombie. A killed process stops being lc_alive when
+# its memory goes, a moment before it has closed its files (and freed its ports).
+lc_exited() {
+  local k v
+  { while read -r k v _; do
+    [[ $k == State: ]] && break
+  done </proc/"$1"/status; } 2>/dev/null || return 0
+  [[ $v == Z || $v == X ]]
+}
+
 # lc_pids NAME... prints the recorded pids of the named daemons that still run.
 lc_pids() {
   local n p

@@ -61,6 +61,14 @@ for name; do
       echo "restart: no recorded command line for $name in $cmd: restart the cluster (down.sh, up.sh)" >&2
       exit 1
     fi
+    # A daemon killed a moment ago may still hold its ports.
+    old="$(cat "$LC_DIR/pids/$name" 2>/dev/null)" || old=
+    if [[ $old =~ ^[0-9]+$ ]]; then
+      for ((i = 0; i < 100; i++)); do
+        lc_exited "$old" && break
+        sleep 0.1
+      done
+    fi
     mapfile -d '' argv <"$cmd"
     lc_start "$name" "${argv[@]}"
     lc_step "restart: $name started again (pid $(<"$LC_DIR/pids/$name"))"

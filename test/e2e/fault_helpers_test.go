@@ -307,20 +307,29 @@ func (c *localCluster) pid(name string) (int, error) {
 	return pid, nil
 }
 
-// alive says whether pid runs, a zombie not counting, and is the cluster's: like lc_alive, it
-// wants the cluster dir on the command line, against reused pids.
+// alive says whether pid runs and is the cluster's: like lc_alive, it wants the cluster dir on
+// the command line, against reused pids.
 func (c *localCluster) alive(pid int) bool {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
+	if exited(pid) {
 		return false
-	}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if state, ok := strings.CutPrefix(line, "State:"); ok && strings.HasPrefix(strings.TrimSpace(state), "Z") {
-			return false
-		}
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	return err == nil && bytes.Contains(cmdline, []byte(c.dir))
+}
+
+// exited says whether pid is gone or a zombie. A killed process loses its command line before it
+// has closed its files: only then are its ports free for the restarted daemon.
+func exited(pid int) bool {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if state, ok := strings.CutPrefix(line, "State:"); ok {
+			return strings.HasPrefix(strings.TrimSpace(state), "Z") || strings.HasPrefix(strings.TrimSpace(state), "X")
+		}
+	}
+	return false
 }
 
 // lockCluster takes the cluster lock that up.sh and down.sh take, so that no up.sh (another
@@ -393,8 +402,8 @@ func (c *localCluster) outage(t *testing.T, name string, pid int) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("killing %s (pid %d): %v", name, pid, err)
 	}
-	waitFor(t, fmt.Sprintf("%s (pid %d) to die", name, pid), 30*time.Second, func() (bool, error) {
-		return !c.alive(pid), nil
+	waitFor(t, fmt.Sprintf("%s (pid %d) to exit", name, pid), 30*time.Second, func() (bool, error) {
+		return exited(pid), nil
 	})
 }
 
