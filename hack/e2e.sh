@@ -2,6 +2,8 @@
 # e2e.sh runs test/e2e against a real cluster. With KUBECONFIG and LIVESYNC_E2E_REGISTRY set it
 # uses that cluster and registry; otherwise it brings the local cluster up (hack/localcluster) and,
 # if it was not already running, tears it down again when the tests end, pass or fail.
+# LIVESYNC_E2E_LOCALCLUSTER (the local cluster's dir; set here when the cluster is the local one)
+# lets the fault suite kill and restart the cluster's daemons.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 lc=hack/localcluster
@@ -15,6 +17,12 @@ if [[ -n "${KUBECONFIG:-}" && -n "${LIVESYNC_E2E_REGISTRY:-}" ]]; then
     (cd $lc/tools && go build -o "$LIVESYNC_LCIMAGE" ./cmd/lcimage)
   fi
   export LIVESYNC_LCIMAGE LIVESYNC_KUBECTL="${LIVESYNC_KUBECTL:-$(command -v kubectl)}"
+  # The local cluster named by its kubeconfig: the fault suite may kill and restart its daemons.
+  # shellcheck source=hack/localcluster/lib.sh
+  if [[ -z "${LIVESYNC_E2E_LOCALCLUSTER:-}" ]] && source $lc/lib.sh &&
+    [[ -f "$LC_DIR/$LC_MARK" && "$(realpath -m "$KUBECONFIG")" == "$LC_DIR/kubeconfig" ]]; then
+    export LIVESYNC_E2E_LOCALCLUSTER="$LC_DIR"
+  fi
 else
   bin="$($lc/build.sh)"
   export LIVESYNC_KUBECTL="${LIVESYNC_KUBECTL:-$bin/kubectl}" LIVESYNC_LCIMAGE="${LIVESYNC_LCIMAGE:-$bin/lcimage}"
@@ -24,7 +32,12 @@ else
     trap '$lc/down.sh' EXIT
   fi
   KUBECONFIG="$($lc/up.sh | tail -n 1)"
-  export KUBECONFIG LIVESYNC_E2E_REGISTRY="$LC_REGISTRY"
+  export KUBECONFIG LIVESYNC_E2E_REGISTRY="$LC_REGISTRY" LIVESYNC_E2E_LOCALCLUSTER="$LC_DIR"
+fi
+if [[ -n "${LIVESYNC_E2E_LOCALCLUSTER:-}" ]]; then
+  echo "e2e: component faults on the local cluster in $LIVESYNC_E2E_LOCALCLUSTER" >&2
+else
+  echo "e2e: component faults skipped: not the local cluster (LIVESYNC_E2E_LOCALCLUSTER unset)" >&2
 fi
 start=$SECONDS
 status=0

@@ -69,6 +69,16 @@ lc_alive() {
   [[ $cmd == *"$LC_DIR"* ]]
 }
 
+# lc_exited PID succeeds when PID is gone or a zombie. A killed process stops being lc_alive when
+# its memory goes, a moment before it has closed its files (and freed its ports).
+lc_exited() {
+  local k v
+  { while read -r k v _; do
+    [[ $k == State: ]] && break
+  done </proc/"$1"/status; } 2>/dev/null || return 0
+  [[ $v == Z || $v == X ]]
+}
+
 # lc_pids NAME... prints the recorded pids of the named daemons that still run.
 lc_pids() {
   local n p
@@ -129,13 +139,37 @@ lc_lock() {
   flock 8
 }
 
-# lc_start NAME CMD... starts a daemon in its own session, logging to logs/NAME.log. The daemon
-# must not inherit the lock: it would hold it as long as it runs.
+# lc_start NAME CMD... starts a daemon in its own session, logging to logs/NAME.log, its pid in
+# pids/NAME and its argv, NUL-separated, in cmds/NAME (restart.sh starts it again from there). The
+# daemon must not inherit the lock: it would hold it as long as it runs.
 lc_start() {
   local name=$1
   shift
+  mkdir -p "$LC_DIR/cmds"
+  printf '%s\0' "$@" >"$LC_DIR/cmds/$name"
   setsid "$@" </dev/null >>"$LC_DIR/logs/$name.log" 2>&1 8>&- &
   echo $! >"$LC_DIR/pids/$name"
+}
+
+# lc_node_ready succeeds when the node is Ready and has no taints.
+lc_node_ready() {
+  [[ "$("$LC_DIR/bin/kubectl" --kubeconfig "$LC_DIR/kubeconfig" get node "$(lc_node)" \
+    -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}/{.spec.taints}')" == True/ ]]
+}
+
+# lc_healthy NAME succeeds when the daemon NAME serves: the checks up.sh waits on.
+lc_healthy() {
+  local pki=$LC_DIR/pki
+  case $1 in
+  etcd) curl -fsS http://127.0.0.1:2379/health ;;
+  containerd) lc_crictl version ;;
+  registry) curl -fsS "http://$LC_REGISTRY/v2/" ;;
+  kube-apiserver) curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$LC_APISERVER/readyz" ;;
+  kube-controller-manager) curl -fsSk https://127.0.0.1:10257/healthz ;;
+  kube-scheduler) curl -fsSk https://127.0.0.1:10259/healthz ;;
+  kubelet) curl -fsS http://127.0.0.1:10248/healthz && lc_node_ready ;;
+  *) return 2 ;;
+  esac
 }
 
 lc_start_containerd() {

@@ -58,11 +58,7 @@ healthy() {
   for n in "${LC_DAEMONS[@]}" containerd; do
     [[ -n "$(lc_pids "$n")" ]] || return 1
   done
-  node_ready 2>/dev/null
-}
-
-node_ready() {
-  [[ "$(kubectl get node "$node" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}/{.spec.taints}')" == True/ ]]
+  lc_node_ready 2>/dev/null
 }
 
 "$LC_HERE/../deps.sh"
@@ -83,7 +79,7 @@ if ((${#LC_SOCK} > 100)); then
   exit 1
 fi
 
-mkdir -p "$LC_DIR"/{pids,logs,pki,etcd,registry,kubelet,pod-logs,cni/net.d,cni/ipam,containerd,runc} \
+mkdir -p "$LC_DIR"/{pids,cmds,logs,pki,etcd,registry,kubelet,pod-logs,cni/net.d,cni/ipam,containerd,runc} \
   "$LC_DIR/certs.d/$LC_REGISTRY"
 touch "$LC_DIR/$LC_MARK"
 ln -sfn "$bin" "$LC_DIR/bin"
@@ -260,17 +256,17 @@ lc_start kube-apiserver "$bin/kube-apiserver" --etcd-servers http://127.0.0.1:23
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.96.0.0/16 --authorization-mode Node,RBAC --allow-privileged \
   --endpoint-reconciler-type none --enable-priority-and-fairness=false --profiling=false
-wait_for etcd 30 curl -fsS http://127.0.0.1:2379/health
+wait_for etcd 30 lc_healthy etcd
 lc_step "etcd healthy"
-wait_for containerd 30 lc_crictl version
+wait_for containerd 30 lc_healthy containerd
 lc_step "containerd ready"
 lc_start kubelet "$bin/kubelet" --config "$LC_DIR/kubelet/config.yaml" --kubeconfig "$pki/node.kubeconfig" \
   --root-dir "$LC_DIR/kubelet" --hostname-override "$node"
-wait_for registry 30 curl -fsS "http://$LC_REGISTRY/v2/"
+wait_for registry 30 lc_healthy registry
 "$bin/lcimage" build --registry "$LC_REGISTRY" "${LC_PAUSE_IMAGE#"$LC_REGISTRY"/}" --kind pause >/dev/null 2>>"$LC_DIR/logs/registry.log" ||
   fail registry "pushing the pause image failed"
 lc_step "registry ready, $LC_PAUSE_IMAGE pushed"
-wait_for kube-apiserver 60 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$LC_APISERVER/readyz"
+wait_for kube-apiserver 60 lc_healthy kube-apiserver
 lc_step "kube-apiserver ready"
 # Started only now: before RBAC is bootstrapped the controller-manager exits on a forbidden configmap.
 lc_start kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$pki/controller-manager.kubeconfig" \
@@ -282,7 +278,7 @@ lc_start kube-controller-manager "$bin/kube-controller-manager" --kubeconfig "$p
 lc_start kube-scheduler "$bin/kube-scheduler" --kubeconfig "$pki/scheduler.kubeconfig" \
   --authentication-kubeconfig "$pki/scheduler.kubeconfig" --authorization-kubeconfig "$pki/scheduler.kubeconfig" \
   --bind-address 127.0.0.1 --leader-elect=false --profiling=false
-wait_for kubelet 90 node_ready
+wait_for kubelet 90 lc_healthy kubelet
 lc_step "node $node ready"
 wait_for kube-controller-manager 60 kubectl -n default get serviceaccount default
 lc_step "default service account exists: cluster up"
