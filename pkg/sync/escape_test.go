@@ -56,17 +56,7 @@ func (f *escapeFixture) outsideApp(t *testing.T) map[string]string {
 
 func (f *escapeFixture) assertUntouched(t *testing.T, before map[string]string) {
 	t.Helper()
-	after := f.outsideApp(t)
-	for k, v := range before {
-		if after[k] != v {
-			t.Errorf("outside /app: %q is %q, was %q", k, after[k], v)
-		}
-	}
-	for k, v := range after {
-		if _, ok := before[k]; !ok {
-			t.Errorf("outside /app: %q appeared: %q", k, v)
-		}
-	}
+	diffTrees(t, "outside /app", f.outsideApp(t), before)
 }
 
 // Symlinks in the container below a mapping's remote root never let a copy

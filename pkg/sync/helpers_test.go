@@ -64,6 +64,24 @@ func readTree(t *testing.T, dir string) map[string]string {
 	return out
 }
 
+// diffTrees reports every entry where got (described by what) differs from
+// want, as readTree describes them.
+func diffTrees(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if g, ok := got[k]; !ok {
+			t.Errorf("%s: %q missing, want %q", what, k, want[k])
+		} else if g != want[k] {
+			t.Errorf("%s: %q is %q, want %q", what, k, g, want[k])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: %q is %q, want it absent", what, k, got[k])
+		}
+	}
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,19 +42,7 @@ func syncOnce(t *testing.T, ex Executor, m *mapping, idx *Index) *Plan {
 
 func assertSameTree(t *testing.T, local, remote string) {
 	t.Helper()
-	l, r := readTree(t, local), readTree(t, remote)
-	if !maps.Equal(l, r) {
-		for k, v := range l {
-			if r[k] != v {
-				t.Errorf("%q: remote %q, local %q", k, r[k], v)
-			}
-		}
-		for k, v := range r {
-			if _, ok := l[k]; !ok {
-				t.Errorf("%q: only remote: %q", k, v)
-			}
-		}
-	}
+	diffTrees(t, "remote", readTree(t, remote), readTree(t, local))
 }
 
 func TestApply(t *testing.T) {

@@ -75,18 +75,7 @@ func TestMirrorKeepsIgnoredEntries(t *testing.T) {
 				"with space": "dir -rwxr-xr-x", "with space/new\nline": "dir -rwxr-xr-x",
 				"with space/new\nline/x.log": "file -rw-r--r-- ignored",
 			}
-			if !maps.Equal(got, want) {
-				for k, v := range want {
-					if got[k] != v {
-						t.Errorf("%q = %q, want %q", k, got[k], v)
-					}
-				}
-				for k, v := range got {
-					if _, ok := want[k]; !ok {
-						t.Errorf("%q = %q, want it deleted", k, v)
-					}
-				}
-			}
+			diffTrees(t, "remote", got, want)
 		})
 	}
 }
