@@ -47,8 +47,8 @@ func imageDeployment(annotation, app, sidecar string) *appsv1.Deployment {
 }
 
 // runImageCommand runs one command against a fake cluster holding d and returns stdout, the
-// error, the deployment afterwards and the patches the command sent.
-func runImageCommand(t *testing.T, d *appsv1.Deployment, args ...string) (string, error, *appsv1.Deployment, []k8stesting.PatchActionImpl) {
+// deployment afterwards, the patches the command sent and its error.
+func runImageCommand(t *testing.T, d *appsv1.Deployment, args ...string) (string, *appsv1.Deployment, []k8stesting.PatchActionImpl, error) {
 	t.Helper()
 	kubeconfig := filepath.Join(t.TempDir(), "config")
 	if err := os.WriteFile(kubeconfig, []byte(testKubeconfig), 0o600); err != nil {
@@ -75,7 +75,7 @@ func runImageCommand(t *testing.T, d *appsv1.Deployment, args ...string) (string
 			patches = append(patches, p)
 		}
 	}
-	return out.String(), err, after, patches
+	return out.String(), after, patches, err
 }
 
 func images(d *appsv1.Deployment) []string {
@@ -128,7 +128,7 @@ func TestRestoreLeavesWhatSomeoneElseChanged(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := imageDeployment(recorded, userImage, sidePinned)
-			out, err, after, patches := runImageCommand(t, d, tc.args...)
+			out, after, patches, err := runImageCommand(t, d, tc.args...)
 			if err != nil {
 				t.Fatalf("restore: %v\n%s", err, out)
 			}
@@ -156,7 +156,7 @@ func TestRestoreLeavesWhatSomeoneElseChanged(t *testing.T) {
 
 	// Nothing restorable: no patch at all, the record stays whole, exit 0.
 	d := imageDeployment(`{"app":{"image":"`+devImage+`","imagePullPolicy":"IfNotPresent","set":{"image":"`+pinnedImage+`","imagePullPolicy":"IfNotPresent"}}}`, userImage, sideImage)
-	out, err, after, patches := runImageCommand(t, d, "restore", "deployment/web")
+	out, after, patches, err := runImageCommand(t, d, "restore", "deployment/web")
 	if err != nil || len(patches) != 0 || after.Annotations[workload.OriginalAnnotation] != d.Annotations[workload.OriginalAnnotation] {
 		t.Errorf("restore with only a changed container: err %v, %d patches, annotation %q", err, len(patches), after.Annotations[workload.OriginalAnnotation])
 	}
@@ -169,11 +169,11 @@ func TestRestoreLeavesWhatSomeoneElseChanged(t *testing.T) {
 // digest-pinned form of the original tag, and treats any other image as someone else's.
 func TestRestoreLegacyRecord(t *testing.T) {
 	legacy := `{"app":{"image":"` + devImage + `","imagePullPolicy":"IfNotPresent"}}`
-	_, err, after, _ := runImageCommand(t, imageDeployment(legacy, pinnedImage, sideImage), "restore", "deployment/web", "--no-wait")
+	_, after, _, err := runImageCommand(t, imageDeployment(legacy, pinnedImage, sideImage), "restore", "deployment/web", "--no-wait")
 	if err != nil || images(after)[0] != devImage || after.Annotations[workload.OriginalAnnotation] != "" {
 		t.Errorf("legacy record over a pinned form: err %v, images %q, annotation %q", err, images(after), after.Annotations[workload.OriginalAnnotation])
 	}
-	out, err, after, _ := runImageCommand(t, imageDeployment(legacy, userImage, sideImage), "restore", "deployment/web", "--no-wait")
+	out, after, _, err := runImageCommand(t, imageDeployment(legacy, userImage, sideImage), "restore", "deployment/web", "--no-wait")
 	if err != nil || images(after)[0] != userImage || after.Annotations[workload.OriginalAnnotation] != legacy || !strings.Contains(out, "left as is") {
 		t.Errorf("legacy record under another tag: err %v, images %q, annotation %q\n%s", err, images(after), after.Annotations[workload.OriginalAnnotation], out)
 	}
@@ -192,7 +192,7 @@ func TestMalformedRecordRefused(t *testing.T) {
 			{"inspect", "deployment/web"},
 		} {
 			t.Run(raw+" "+strings.Join(args, " "), func(t *testing.T) {
-				_, err, after, patches := runImageCommand(t, imageDeployment(raw, pinnedImage, sideImage), args...)
+				_, after, patches, err := runImageCommand(t, imageDeployment(raw, pinnedImage, sideImage), args...)
 				if err == nil || !strings.Contains(err.Error(), "annotation livesync.dev/original on deployment/web is not what livesync writes") ||
 					!strings.Contains(err.Error(), "kubectl annotate -n apps deployment/web livesync.dev/original-") {
 					t.Errorf("error = %v", err)

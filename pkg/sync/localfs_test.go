@@ -11,7 +11,7 @@ import (
 // foldFS is the real disk seen as a case-insensitive file system would show
 // it (the macOS and Windows defaults): a name that exists under another case
 // is found, listings show the stored names.
-type foldFS struct{ osFS }
+type foldFS struct{}
 
 // real returns name spelled as stored, element by element.
 func (f foldFS) real(name string) string {

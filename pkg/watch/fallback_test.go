@@ -115,11 +115,6 @@ func receiveError(t *testing.T, w Watcher) error {
 // make a root fall back to polling.
 var outOfResourceErrors = []syscall.Errno{syscall.ENOSPC, syscall.EMFILE, syscall.ENFILE}
 
-func checkFallbackError(t *testing.T, err error, root string) {
-	t.Helper()
-	checkFallbackErrno(t, err, root, syscall.ENOSPC)
-}
-
 // checkFallbackErrno checks the one line that says a root fell back to
 // polling because of errno, and what to do about it.
 func checkFallbackErrno(t *testing.T, err error, root string, errno syscall.Errno) {
