@@ -71,9 +71,12 @@ func WithRetry(p RetryPolicy) Option { return func(e *Engine) { e.retry = p } }
 // default nothing is logged.
 func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 
-// retryAfter is how long a target whose sync failed transiently waits before
-// trying again by itself (doubling up to maxRetryAfter). Any new batch also
-// retries it.
+// retryAfter is how long a target whose sync failed waits before trying
+// again by itself (doubling up to maxRetryAfter). Any new batch also retries
+// it. Failures that look permanent are retried too: an apiserver that just
+// restarted answers "forbidden" until its RBAC cache is warm, and a kubelet
+// that just restarted says "pod does not exist"; while the tracker keeps the
+// target, only a later try can tell. The same error is reported once.
 const (
 	retryAfter    = 2 * time.Second
 	maxRetryAfter = 30 * time.Second
@@ -424,7 +427,7 @@ func (e *Engine) process(tg *target) {
 	if tg.ctx.Err() != nil {
 		return // removed or shutting down: nothing to report
 	}
-	if r.err != nil && IsTransient(r.err) {
+	if r.err != nil {
 		tg.backoff = min(max(2*tg.backoff, retryAfter), maxRetryAfter)
 	} else {
 		tg.backoff = 0

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -260,7 +262,8 @@ func TestEngineFailingTargetDoesNotBlockOthers(t *testing.T) {
 		t.Fatalf("ok=%d failed=%d", ok, failed)
 	}
 	writeTree(t, f.local, map[string]string{"b": "b"})
-	b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "b")}, 1)
+	// The broken target's backoff timer waits on the clock too.
+	b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "b")}, 2)
 	if b.Targets != 1 || b.Failed != 0 || b.Changed != 1 {
 		t.Errorf("batch = %+v", b)
 	}
@@ -408,4 +411,31 @@ func TestEngineEmptyBatchRunsNoExec(t *testing.T) {
 	if n := calls.Load() - before; n != 0 {
 		t.Errorf("an empty batch ran %d execs, want 0", n)
 	}
+}
+
+// A target whose sync failed with an error that looks permanent (exec
+// forbidden, as a restarted apiserver answers until its RBAC cache is warm)
+// is tried again by its backoff timer, with no new change to trigger it.
+func TestEngineRetriesPermanentLookingFailure(t *testing.T) {
+	f := newEngineFixture(t, Config{}, WithRetry(RetryPolicy{Tries: 1}))
+	var forbidden atomic.Bool
+	forbidden.Store(true)
+	f.ex.Fail = func(Target, []string) error {
+		if forbidden.Load() {
+			return apierrors.NewForbidden(schema.GroupResource{Resource: "pods/exec"}, "web-1", errors.New("RBAC: not ready"))
+		}
+		return nil
+	}
+	f.e.AddTarget(podTarget("web-1"))
+	f.run(t)
+	if ev := wait[InitialSync](t, f.rec); ev.Err == nil || IsTransient(ev.Err) {
+		t.Fatalf("initial sync = %+v, want a permanent-looking failure", ev)
+	}
+	forbidden.Store(false)
+	waitForWaiters(t, f.fc)
+	f.fc.Step(retryAfter)
+	if ev := wait[InitialSync](t, f.rec); ev.Err != nil || ev.Files != 5 {
+		t.Fatalf("retried initial sync = %+v", ev)
+	}
+	assertSameTree(t, f.local, f.remote("web-1"))
 }
