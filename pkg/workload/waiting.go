@@ -131,8 +131,13 @@ func notRunning(p *corev1.Pod, containers []string) string {
 	}
 	state := "not running yet"
 	for _, c := range containers {
-		if st := ContainerStatus(p, c, false); st != nil && st.State.Waiting != nil && st.State.Waiting.Reason != "" {
+		st := ContainerStatus(p, c, false)
+		switch {
+		case st == nil:
+		case st.State.Waiting != nil && st.State.Waiting.Reason != "":
 			state = fmt.Sprintf("not running yet (%s)", st.State.Waiting.Reason)
+		case st.State.Terminated != nil:
+			state = fmt.Sprintf("not running: it exited with code %d", st.State.Terminated.ExitCode)
 		}
 	}
 	if len(containers) == 1 {

@@ -59,6 +59,8 @@ func TestWaitReason(t *testing.T) {
 			WaitCrashLoop, `pod "a": container "app" is in CrashLoopBackOff after 4 restarts, last exit code 3`},
 		{"not ready yet", []*corev1.Pod{podIn("a", corev1.PodPending, waitingIn("ContainerCreating", ""))}, []string{"app"}, true,
 			WaitNotReady, `pod "a": container "app" is not running yet (ContainerCreating)`},
+		{"an exited container names its exit code", []*corev1.Pod{podIn("a", corev1.PodRunning, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3}})}, []string{"app"}, true,
+			WaitNotReady, `pod "a": container "app" is not running: it exited with code 3`},
 		{"a missing container lists the ones that exist", []*corev1.Pod{podIn("a", corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})}, []string{"nope"}, true,
 			WaitContainerMissing, `pod "a": no container "nope": it has app, sidecar`},
 		{"the most telling pod wins", []*corev1.Pod{podIn("a", corev1.PodPending, waitingIn("ContainerCreating", "")), podIn("b", corev1.PodPending, waitingIn("ImagePullBackOff", "Back-off pulling image"))}, []string{"app"}, true,
