@@ -255,6 +255,9 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 			return fmt.Errorf("not every container of %s converged; see the errors above", w.Ref())
 		}
 		if rep.targetCount() == 0 {
+			if len(containers) == 0 {
+				return fmt.Errorf("%s has no running pod to sync into", w.Ref())
+			}
 			return fmt.Errorf("%s has no running pod with container %q to sync into", w.Ref(), strings.Join(containers, ", "))
 		}
 		return nil
