@@ -31,8 +31,9 @@ type Sink interface {
 type Tracker struct {
 	Client   kubernetes.Interface
 	Workload *Workload
-	// Containers names the containers to sync into in every pod, at least one; the caller
-	// picks the default one (SyncContainer) when the user named none.
+	// Containers names the containers to sync into in every pod; the caller picks the default
+	// one (SyncContainer) when the user named none. Empty means each pod's default container,
+	// for -l selecting pods that did not exist when the session started.
 	Containers []string
 	Sink       Sink
 	// Reporter, if not nil, is told why there is nothing to sync into (sync.Waiting) and about
