@@ -107,6 +107,7 @@ func (l *lockedReporter) Report(ev Event) {
 // changes. Reason is a stable word for scripts (e.g. ImagePull); Message says what to do.
 type Waiting struct {
 	Workload string // e.g. deployment/web
+	Pod      string // the pod the reason is about, if one
 	Reason   string
 	Message  string
 }

@@ -199,7 +199,7 @@ func (tr *Tracker) judgeWait() {
 		why = NoPodsReason(tr.ctx, tr.Client, tr.Workload)
 	}
 	why.Workload = tr.Workload.Ref()
-	if why.Reason == tr.waiting.Reason {
+	if why.Reason == tr.waiting.Reason || tr.sameTrouble(why) {
 		return
 	}
 	tr.waiting = why
@@ -219,4 +219,13 @@ func TargetOf(pod *corev1.Pod, container string) (sync.Target, bool) {
 	}
 	t.ContainerID = st.ContainerID
 	return t, true
+}
+
+// sameTrouble tells a retry from a new reason: between two pulls or two crashes the kubelet
+// shows the container as ContainerCreating or exited, which is still the pull or crash last
+// reported for that pod.
+func (tr *Tracker) sameTrouble(why sync.Waiting) bool {
+	last := tr.waiting
+	return why.Reason == WaitNotReady && why.Pod != "" && why.Pod == last.Pod &&
+		(last.Reason == WaitImagePull || last.Reason == WaitCrashLoop)
 }

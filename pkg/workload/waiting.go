@@ -93,7 +93,7 @@ func WaitReason(w *Workload, pods []*corev1.Pod, containers []string) (reason sy
 	best, bestRank := sync.Waiting{}, len(waitRank)+1
 	consider := func(p *corev1.Pod, reason, text string) {
 		if r := waitRank[reason]; r < bestRank {
-			best, bestRank = sync.Waiting{Reason: reason, Message: fmt.Sprintf("pod %q: %s", p.Name, text)}, r
+			best, bestRank = sync.Waiting{Pod: p.Name, Reason: reason, Message: fmt.Sprintf("pod %q: %s", p.Name, text)}, r
 		}
 	}
 	for _, p := range pods {

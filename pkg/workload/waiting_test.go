@@ -163,6 +163,8 @@ func TestTrackerReportsWaitsOnChange(t *testing.T) {
 		{pull, "waiting deployment/web ImagePull"},
 		// The kubelet alternates ErrImagePull and ImagePullBackOff: one reason, said once.
 		{podIn("a", corev1.PodPending, waitingIn("ImagePullBackOff", "Back-off")), ""},
+		// Between two pulls the kubelet shows ContainerCreating again: still the pull.
+		{podIn("a", corev1.PodPending, waitingIn("ContainerCreating", "")), ""},
 		{pull, ""},
 		{podIn("a", corev1.PodPending, waitingIn("CrashLoopBackOff", "")), "waiting deployment/web CrashLoopBackOff"},
 	}
