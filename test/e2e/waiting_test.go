@@ -160,27 +160,37 @@ func TestWaitingImagePull(t *testing.T) {
 	}
 	txt.waitLine(t, `waiting for deployment/web: pod "`, time.Minute)
 	txt.waitLine(t, `: container "app" is in `, 2*time.Minute)
-	// The kubelet alternates ErrImagePull and ImagePullBackOff: one reason, said once. Wait
-	// until the pod went through both.
-	waitFor(t, "ImagePullBackOff after ErrImagePull", 2*time.Minute, func() (bool, error) {
+	// The kubelet alternates ErrImagePull and ImagePullBackOff, with ContainerCreating between
+	// two pulls: one reason, said once. Wait until the pod went back to ErrImagePull after a
+	// back-off, so it went through all three.
+	backedOff := false
+	waitFor(t, "a second pull after ImagePullBackOff", 2*time.Minute, func() (bool, error) {
 		for _, p := range runningPods(t, ns, "app=web") {
 			for _, st := range p.Status.ContainerStatuses {
-				if st.State.Waiting != nil && st.State.Waiting.Reason == "ImagePullBackOff" {
-					return true, nil
+				if w := st.State.Waiting; w != nil {
+					backedOff = backedOff || w.Reason == "ImagePullBackOff"
+					return backedOff && w.Reason == "ErrImagePull", nil
 				}
 			}
 		}
 		return false, nil
 	})
 	s.stop(t)
-	n := 0
+	var after []any
+	pull := 0
 	for _, ev := range s.snapshot() {
-		if ev["type"] == "waiting" && ev["reason"] == "ImagePull" {
-			n++
+		if ev["type"] != "waiting" {
+			continue
+		}
+		if pull > 0 {
+			after = append(after, ev["reason"])
+		}
+		if ev["reason"] == "ImagePull" {
+			pull++
 		}
 	}
-	if n != 1 {
-		t.Errorf("%d waiting events with reason ImagePull, want 1:\n%s", n, s.dump())
+	if pull != 1 || len(after) != 0 {
+		t.Errorf("%d waiting events with reason ImagePull and %v after it, want 1 and none:\n%s", pull, after, s.dump())
 	}
 }
 
