@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
@@ -105,7 +106,7 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.DurationVar(&o.quiet, "batch-quiet", sync.DefaultQuiet, "a batch is sent after this long without a new change")
 	f.DurationVar(&o.batchCap, "batch-max", sync.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.IntVar(&o.parallel, "parallel", 8, "at most this many containers are written to at once")
-	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, target-added, target-removed, error, held, refresh, dry-run)")
+	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, target-added, target-removed, waiting, restarting, error, held, refresh, dry-run)")
 	f.BoolVar(&o.once, "once", false, "initial sync and exit once the --on-sync runs finished or timed out; the exit code says whether every container converged (not how --on-sync went)")
 	f.BoolVar(&o.massDelete, "allow-mass-delete", false, "let a batch or initial sync delete more than 50 remote entries and more than half of a mapping's, or mirror an emptied local root; without it such deletes are held and reported")
 	return cmd
@@ -187,6 +188,11 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 		return err
 	}
 	containers, err := syncContainers(w, o.target.containers, o.g.ErrOut)
+	if w.Kind == selectedPods && (len(o.target.containers) > 0 || len(w.Spec.Containers) == 0) {
+		// Pods picked by -l may differ, or not exist yet: the tracker says which lack the
+		// container, and picks each pod's default container when none was named.
+		containers, err = slices.Compact(slices.Clone(o.target.containers)), nil
+	}
 	if err != nil {
 		return err
 	}
@@ -225,7 +231,7 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 		return err
 	}
 	engine := sync.New(&workload.PodExecutor{Config: restCfg, Client: o.g.client}, cfg, sync.WithReporter(rep))
-	tracker := &workload.Tracker{Client: o.g.client, Workload: w, Containers: containers, Sink: engine}
+	tracker := &workload.Tracker{Client: o.g.client, Workload: w, Containers: containers, Sink: engine, Reporter: rep}
 	tctx, stopTracking := context.WithCancel(ctx)
 	defer stopTracking()
 	synced := make(chan struct{})
@@ -249,6 +255,9 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 			return fmt.Errorf("not every container of %s converged; see the errors above", w.Ref())
 		}
 		if rep.targetCount() == 0 {
+			if len(containers) == 0 {
+				return fmt.Errorf("%s has no running pod to sync into", w.Ref())
+			}
 			return fmt.Errorf("%s has no running pod with container %q to sync into", w.Ref(), strings.Join(containers, ", "))
 		}
 		return nil
@@ -273,13 +282,21 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 	return err
 }
 
+// selectedPods is the Kind of the workload -l without a TYPE makes: the pods it selects.
+const selectedPods = "Pods"
+
 // resolveOne reads the workload. -l without a TYPE selects pods, tracked by that selector.
 func (o *SyncOptions) resolveOne() (*workload.Workload, error) {
 	ws, err := o.target.resolve(o.g, o.args)
+	noMatch := errors.Is(err, workload.ErrNoMatch) && len(o.args) == 0
+	if noMatch {
+		// No pod matches -l yet: wait for one (the tracker says so) rather than fail.
+		ws, err = []*workload.Workload{{Namespace: o.g.namespace, Spec: &corev1.PodSpec{}}}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	if len(ws) == 1 {
+	if len(ws) == 1 && !noMatch {
 		return ws[0], nil
 	}
 	if len(o.args) == 0 && o.target.selector != "" {
@@ -288,7 +305,7 @@ func (o *SyncOptions) resolveOne() (*workload.Workload, error) {
 			return nil, fmt.Errorf("parsing -l %q: %w", o.target.selector, err)
 		}
 		w := *ws[0]
-		w.Kind, w.Name, w.Selector = "Pods", o.target.selector, sel
+		w.Kind, w.Name, w.Selector = selectedPods, o.target.selector, sel
 		return &w, nil
 	}
 	var names []string

@@ -69,6 +69,8 @@ type jsonEvent struct {
 	Hint      string      `json:"hint,omitempty"`
 	Message   string      `json:"message,omitempty"`
 	Reason    string      `json:"reason,omitempty"`
+	Workload  string      `json:"workload,omitempty"`
+	Restarts  *int        `json:"restarts,omitempty"`
 }
 
 func ms(d time.Duration) *float64 {
@@ -130,6 +132,19 @@ func (r *syncReporter) Report(ev sync.Event) {
 		}
 		r.emitErr(jsonEvent{Type: "held", Target: toJSONTarget(e.Target), Deleted: &e.Deleted, Names: e.Examples, Reason: e.Reason, Hint: e.Hint},
 			"held: %s: not deleting %s%s: %s; %s", e.Target, plural(e.Deleted, "remote entry", "remote entries"), more, e.Reason, e.Hint)
+	case sync.Waiting:
+		r.emitErr(jsonEvent{Type: "waiting", Workload: e.Workload, Reason: e.Reason, Message: e.Message},
+			"waiting for %s: %s", e.Workload, e.Message)
+	case sync.Restarting:
+		ev := jsonEvent{Type: "restarting", Target: toJSONTarget(e.Target), Restarts: &e.Restarts}
+		code := ""
+		if e.ExitCode != nil {
+			c := int(*e.ExitCode)
+			ev.ExitCode, code = &c, fmt.Sprintf(", last exit code %d", c)
+		}
+		ev.Message = fmt.Sprintf("restarted %d times within %s%s: each restart wipes the synced files from the container's writable layer and livesync syncs them again; the app is probably crashing: kubectl logs %s -c %s --previous -n %s",
+			e.Restarts, e.Window, code, e.Target.Pod, e.Target.Container, e.Target.Namespace)
+		r.emitErr(ev, "warning: %s %s", e.Target, ev.Message)
 	case sync.DryRun:
 		r.emit(jsonEvent{Type: "dry-run", Target: toJSONTarget(e.Target), Copy: e.Copy, Delete: e.Delete},
 			"dry run %s: would copy %d, delete %d%s", e.Target, len(e.Copy), len(e.Delete), listing(e.Copy, e.Delete))

@@ -135,3 +135,35 @@ func TestSyncReporterText(t *testing.T) {
 		t.Errorf("stderr = %q", errOut.String())
 	}
 }
+
+// TestSyncReporterWaiting: a wait is one line on stderr, or a `waiting` NDJSON event with
+// reason and message; a restart loop names the exit code and what a restart does to synced files.
+func TestSyncReporterWaiting(t *testing.T) {
+	tg := sync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "containerd://abc"}
+	three := int32(3)
+	wait := sync.Waiting{Workload: "deployment/web", Reason: "ImagePull", Message: `pod "web-1": container "app" is in ImagePullBackOff: not found`}
+	loop := sync.Restarting{Target: tg, Restarts: 2, Window: 5 * time.Minute, ExitCode: &three}
+
+	var out, errOut bytes.Buffer
+	r := newSyncReporter(&out, &errOut, false)
+	r.Report(wait)
+	r.Report(loop)
+	want := "waiting for deployment/web: pod \"web-1\": container \"app\" is in ImagePullBackOff: not found\n" +
+		"warning: ns/web-1/app restarted 2 times within 5m0s, last exit code 3: each restart wipes the synced files from the container's writable layer and livesync syncs them again; the app is probably crashing: kubectl logs web-1 -c app --previous -n ns\n"
+	if out.Len() != 0 || errOut.String() != want {
+		t.Errorf("stdout %q, stderr %q; want stderr %q", out.String(), errOut.String(), want)
+	}
+
+	out.Reset()
+	errOut.Reset()
+	r = newSyncReporter(&out, &errOut, true)
+	r.Report(wait)
+	r.Report(loop)
+	evs := assertNDJSON(t, out.String())
+	if len(evs) != 2 || evs[0]["type"] != "waiting" || evs[0]["reason"] != "ImagePull" || evs[0]["message"] != wait.Message || evs[0]["workload"] != "deployment/web" {
+		t.Errorf("waiting event = %v", evs)
+	}
+	if len(evs) == 2 && (evs[1]["type"] != "restarting" || evs[1]["exitCode"] != 3.0 || evs[1]["restarts"] != 2.0 || evs[1]["target"] == nil) {
+		t.Errorf("restarting event = %v", evs[1])
+	}
+}

@@ -18,7 +18,7 @@ type ReporterFunc func(Event)
 func (f ReporterFunc) Report(ev Event) { f(ev) }
 
 // Event is one of InitialSync, Batch, TargetAdded, TargetRemoved, Error,
-// DryRun, Held, Progress, OnSync.
+// DryRun, Held, Progress, OnSync, Waiting, Restarting.
 type Event interface{ event() }
 
 // InitialSync reports a target's initial sync (also the re-sync of a new
@@ -102,3 +102,24 @@ func (l *lockedReporter) Report(ev Event) {
 	defer l.mu.Unlock()
 	l.r.Report(ev)
 }
+
+// Waiting reports why there is no container to sync into, once and again whenever the reason
+// changes. Reason is a stable word for scripts (e.g. ImagePull); Message says what to do.
+type Waiting struct {
+	Workload string // e.g. deployment/web
+	Pod      string // the pod the reason is about, if one
+	Reason   string
+	Message  string
+}
+
+// Restarting reports a synced container that keeps restarting: each restart starts from the
+// image, without the synced files, so livesync syncs it again; the app is probably crashing.
+type Restarting struct {
+	Target   Target
+	Restarts int // in Window
+	Window   time.Duration
+	ExitCode *int32 // of the last run, when the kubelet reported it
+}
+
+func (Waiting) event()    {}
+func (Restarting) event() {}

@@ -13,6 +13,9 @@ import (
 // ErrNoWorkload is returned when the command line names no workload at all.
 var ErrNoWorkload = errors.New("name a workload (e.g. deploy/my-app, pod/web-0, or a pod name) or pass -l SELECTOR")
 
+// ErrNoMatch is wrapped by the error Resolve returns when -l selects nothing.
+var ErrNoMatch = errors.New("nothing matches")
+
 // BuilderArgs turns the workload part of a command line into resource.Builder arguments using
 // kubectl's grammar: TYPE/NAME, "TYPE NAME", a bare NAME meaning a pod, or -l SELECTOR with an
 // optional TYPE (pods when absent). A name together with -l is a conflict.
@@ -67,7 +70,7 @@ func Resolve(b *resource.Builder, namespace string, args []string, selector stri
 		return nil, explainGetError(err, namespace)
 	}
 	if len(infos) == 0 {
-		return nil, fmt.Errorf("no %s match -l %q in namespace %q", bargs[0], selector, namespace)
+		return nil, fmt.Errorf("%w: no %s match -l %q in namespace %q", ErrNoMatch, bargs[0], selector, namespace)
 	}
 	var out []*Workload
 	for _, info := range infos {
@@ -85,6 +88,10 @@ func explainGetError(err error, namespace string) error {
 	if errors.As(err, &status) && apierrors.IsNotFound(err) {
 		if d := status.Status().Details; d != nil && d.Name != "" {
 			kind := strings.TrimSuffix(d.Kind, "s")
+			if kind == "namespace" {
+				// The API server reports a missing namespace as the object not found.
+				return fmt.Errorf("namespace %q not found: check -n, or list them with kubectl get namespaces", d.Name)
+			}
 			return fmt.Errorf("%s %q not found in namespace %q: check the name, or pass -n NAMESPACE", kind, d.Name, namespace)
 		}
 	}

@@ -20,6 +20,9 @@ func TestExplainGetError(t *testing.T) {
 	}{
 		{"not found names the kind and the fix", apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web"),
 			`deployment "web" not found in namespace "dev": check the name, or pass -n NAMESPACE`},
+		// A missing namespace comes back as the namespace object not found.
+		{"a missing namespace is said once", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "dev"),
+			`namespace "dev" not found: check -n, or list them with kubectl get namespaces`},
 		{"a forbidden workload asks for a Role", forbidden("apps", "deployments", "web"),
 			"ask for a Role with the get and list verbs on it"},
 		{"a forbidden pod asks for a Role", forbidden("", "pods", "web-0"),

@@ -201,18 +201,8 @@ func (wt *Waiter) diagnose(ctx context.Context, w *Workload) string {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				key := fmt.Sprintf("%s: %s", c.Reason, c.Message)
-				reasons[key] = append(reasons[key], p.Name)
-			}
-		}
-		statuses := append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
-		for _, st := range statuses {
-			if st.State.Waiting != nil && st.State.Waiting.Reason != "" && st.State.Waiting.Reason != "PodInitializing" && st.State.Waiting.Reason != "ContainerCreating" {
-				key := fmt.Sprintf("container %q is in %s: %s", st.Name, st.State.Waiting.Reason, firstLine(st.State.Waiting.Message))
-				reasons[key] = append(reasons[key], p.Name)
-			}
+		for _, pr := range podProblems(p, nil) {
+			reasons[pr.text] = append(reasons[pr.text], p.Name)
 		}
 	}
 	if len(reasons) == 0 {

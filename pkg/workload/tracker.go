@@ -2,7 +2,9 @@ package workload
 
 import (
 	"context"
+	"slices"
 	gosync "sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
 )
@@ -28,19 +31,38 @@ type Sink interface {
 type Tracker struct {
 	Client   kubernetes.Interface
 	Workload *Workload
-	// Containers names the containers to sync into in every pod, at least one; the caller
-	// picks the default one (SyncContainer) when the user named none.
+	// Containers names the containers to sync into in every pod; the caller picks the default
+	// one (SyncContainer) when the user named none. Empty means each pod's default container,
+	// for -l selecting pods that did not exist when the session started.
 	Containers []string
 	Sink       Sink
+	// Reporter, if not nil, is told why there is nothing to sync into (sync.Waiting) and about
+	// synced containers that keep restarting (sync.Restarting).
+	Reporter sync.Reporter
+	// Clock times restarts; nil means the real clock.
+	Clock clock.PassiveClock
 
-	mu      gosync.Mutex
-	targets map[string]sync.Target // by Target.String(): namespace/pod/container
+	mu       gosync.Mutex
+	targets  map[string]sync.Target // by Target.String(): namespace/pod/container
+	lastID   map[string]string      // by the same key: the last running containerID seen
+	restarts map[string][]time.Time // by the same key: restarts within RestartWindow
+	store    cache.Store
+	listed   bool         // the first full list was observed: waits can be judged
+	waiting  sync.Waiting // the last reason reported; zero while there are targets
+	ctx      context.Context
 }
+
+// RestartWindow is how close together two restarts of a synced container must come to be
+// reported as a restart loop.
+const RestartWindow = 5 * time.Minute
 
 // Run tracks until ctx is done. synced, if not nil, is closed once the first full list of pods
 // has been delivered to Sink.
 func (tr *Tracker) Run(ctx context.Context, synced chan<- struct{}) {
-	tr.targets = map[string]sync.Target{}
+	tr.targets, tr.lastID, tr.restarts, tr.ctx = map[string]sync.Target{}, map[string]string{}, map[string][]time.Time{}, ctx
+	if tr.Clock == nil {
+		tr.Clock = clock.RealClock{}
+	}
 	w := tr.Workload
 	pods := tr.Client.CoreV1().Pods(w.Namespace)
 	opts := func(o *metav1.ListOptions) {
@@ -61,12 +83,23 @@ func (tr *Tracker) Run(ctx context.Context, synced chan<- struct{}) {
 		},
 	}, tr.Client)
 	inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	tr.store = inf.GetStore()
+	reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { tr.observe(obj, false) },
 		UpdateFunc: func(_, obj any) { tr.observe(obj, false) },
 		DeleteFunc: func(obj any) { tr.observe(obj, true) },
 	})
 	go inf.RunWithContext(ctx)
+	go func() {
+		// Judge the wait only once every listed pod was seen: the first pods alone may all be
+		// Pending while a later one runs.
+		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+			tr.mu.Lock()
+			defer tr.mu.Unlock()
+			tr.listed = true
+			tr.judgeWait()
+		}
+	}()
 	if synced != nil {
 		go func() {
 			if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
@@ -87,7 +120,13 @@ func (tr *Tracker) observe(obj any, deleted bool) {
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	for _, c := range tr.Containers {
+	containers := tr.Containers
+	if len(containers) == 0 {
+		if c := defaultContainer(pod); c != "" {
+			containers = []string{c}
+		}
+	}
+	for _, c := range containers {
 		next, running := TargetOf(pod, c)
 		key := next.String()
 		cur, known := tr.targets[key]
@@ -97,11 +136,74 @@ func (tr *Tracker) observe(obj any, deleted bool) {
 				delete(tr.targets, key)
 				tr.Sink.RemoveTarget(cur)
 			}
+			if deleted {
+				delete(tr.lastID, key)
+				delete(tr.restarts, key)
+			}
 		case !known || cur.ContainerID != next.ContainerID:
+			tr.noteRestart(pod, next)
 			tr.targets[key] = next
 			tr.Sink.AddTarget(next)
 		}
 	}
+	tr.judgeWait()
+}
+
+// noteRestart counts a new container in a pod where another one of that name ran before, and
+// reports a restart loop at the second restart within RestartWindow: each restart starts from
+// the image, so the synced files are gone until livesync syncs them again.
+func (tr *Tracker) noteRestart(pod *corev1.Pod, t sync.Target) {
+	key := t.String()
+	prev := tr.lastID[key]
+	tr.lastID[key] = t.ContainerID
+	if prev == "" || prev == t.ContainerID || tr.Reporter == nil {
+		return
+	}
+	now := tr.Clock.Now()
+	recent := slices.DeleteFunc(tr.restarts[key], func(at time.Time) bool { return now.Sub(at) > RestartWindow })
+	recent = append(recent, now)
+	tr.restarts[key] = recent
+	if len(recent) < 2 {
+		return
+	}
+	ev := sync.Restarting{Target: t, Restarts: len(recent), Window: RestartWindow}
+	if st := ContainerStatus(pod, t.Container, false); st != nil && st.LastTerminationState.Terminated != nil {
+		code := st.LastTerminationState.Terminated.ExitCode
+		ev.ExitCode = &code
+	}
+	tr.restarts[key] = nil // say it again only after two more
+	tr.Reporter.Report(ev)
+}
+
+// judgeWait reports why nothing can be synced when there is no target, once per reason.
+// Called with mu held.
+func (tr *Tracker) judgeWait() {
+	if tr.Reporter == nil || !tr.listed {
+		return
+	}
+	if len(tr.targets) > 0 {
+		tr.waiting = sync.Waiting{}
+		return
+	}
+	var pods []*corev1.Pod
+	for _, obj := range tr.store.List() {
+		if p, ok := obj.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	why, ok := WaitReason(tr.Workload, pods, tr.Containers)
+	if !ok {
+		if live := slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return p.DeletionTimestamp == nil }); live {
+			return // a chosen container runs; its target is on its way
+		}
+		why = NoPodsReason(tr.ctx, tr.Client, tr.Workload)
+	}
+	why.Workload = tr.Workload.Ref()
+	if why.Reason == tr.waiting.Reason || tr.sameTrouble(why) {
+		return
+	}
+	tr.waiting = why
+	tr.Reporter.Report(why)
 }
 
 // TargetOf returns the pod's container as a target, and whether it can receive files now: the
@@ -117,4 +219,13 @@ func TargetOf(pod *corev1.Pod, container string) (sync.Target, bool) {
 	}
 	t.ContainerID = st.ContainerID
 	return t, true
+}
+
+// sameTrouble tells a retry from a new reason: between two pulls or two crashes the kubelet
+// shows the container as ContainerCreating or exited, which is still the pull or crash last
+// reported for that pod.
+func (tr *Tracker) sameTrouble(why sync.Waiting) bool {
+	last := tr.waiting
+	return why.Reason == WaitNotReady && why.Pod != "" && why.Pod == last.Pod &&
+		(last.Reason == WaitImagePull || last.Reason == WaitCrashLoop)
 }
