@@ -18,9 +18,18 @@ import (
 // "inotify wd:" lines in the fdinfo of each of its inotify descriptors.
 func inotifyWatches(t *testing.T) int {
 	t.Helper()
+	n := countInotifyWatches()
+	if n < 0 {
+		t.Fatal("can't read /proc/self/fd")
+	}
+	return n
+}
+
+// countInotifyWatches is inotifyWatches, or -1 without /proc/self/fd.
+func countInotifyWatches() int {
 	fds, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
-		t.Fatal(err)
+		return -1
 	}
 	n := 0
 	for _, fd := range fds {
@@ -263,4 +272,49 @@ func TestRecursiveWatchDropsIgnoredEvents(t *testing.T) {
 	if got := fn.watches(); got != 1 {
 		t.Errorf("%d watch setups after a Refresh, want 1: a recursive watch needs no rebuild", got)
 	}
+}
+
+// BenchmarkWatchReadyIgnored measures New on a tree of 100,000 files with
+// 90% of them under ignored node_modules directories, and reports the
+// inotify watches it holds against the synced directories.
+func BenchmarkWatchReadyIgnored(b *testing.B) {
+	root := b.TempDir()
+	synced := 1
+	for i := range 10 {
+		for j := range 10 {
+			dir := filepath.Join(root, fmt.Sprint("s", i), fmt.Sprint("s", j))
+			mkdirAll(b, dir)
+			for f := range 100 {
+				writeFile(b, filepath.Join(dir, fmt.Sprint("f", f, ".js")), "x\n")
+			}
+			synced++
+		}
+		synced++
+	}
+	for i := range 90 {
+		for j := range 10 {
+			dir := filepath.Join(root, "node_modules", fmt.Sprint("p", i), fmt.Sprint("m", j))
+			mkdirAll(b, dir)
+			for f := range 100 {
+				writeFile(b, filepath.Join(dir, fmt.Sprint("f", f, ".js")), "x\n")
+			}
+		}
+	}
+	skip := newIgnoreSet("node_modules").skip
+	var watches int
+	for b.Loop() {
+		b.StopTimer()
+		base := countInotifyWatches()
+		b.StartTimer()
+		w, err := New([]string{root}, Options{Skip: skip})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		watches = countInotifyWatches() - base
+		w.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(watches), "watches")
+	b.ReportMetric(float64(synced), "synced-dirs")
 }
