@@ -385,7 +385,8 @@ func skipper(roots []string, matchers []sync.Matcher) func(root, rel string, isD
 }
 
 // pump turns watcher events into engine changes. An edit of a .livesyncignore (or .gitignore
-// with --gitignore) reloads the root's matcher and rescans the root.
+// with --gitignore) reloads the root's matcher and refreshes the root's watches, which ends in
+// a Rescan of the root.
 func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []sync.Matcher, out chan<- sync.Change, rep *syncReporter) {
 	defer close(out)
 	reload := map[string]*ignore.Matcher{}
@@ -416,7 +417,8 @@ func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []sync.
 					if err := m.Reload(); err != nil {
 						rep.warn(err)
 					}
-					c = sync.Change{Root: ev.Root, Path: ev.Root, Rescan: true}
+					w.Refresh(ev.Root) // rewatches what the matcher now leaves, then sends a Rescan
+					continue
 				}
 			}
 			select {

@@ -7,7 +7,7 @@ import (
 )
 
 // BenchmarkWatchReady measures how long New takes to set up notify's
-// recursive watch on a tree of 10,000 files in 1,111 directories, which is
+// watches on a tree of 10,000 files in 1,111 directories, which is
 // how long a user waits before the first save is seen.
 func BenchmarkWatchReady(b *testing.B) {
 	root := b.TempDir()

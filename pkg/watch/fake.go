@@ -10,6 +10,9 @@ type FakeWatcher struct {
 	done   chan struct{}
 	once   sync.Once
 	mu     sync.RWMutex // held for reading while sending, for writing to close the channels
+
+	refreshMu sync.Mutex
+	refreshed []string
 }
 
 var _ Watcher = (*FakeWatcher)(nil)
@@ -60,6 +63,21 @@ func (f *FakeWatcher) Close() error {
 		close(f.errs)
 	})
 	return nil
+}
+
+// Refresh implements Watcher: it records root for Refreshed and sends
+// nothing; a test sends the Rescan that a Watcher would.
+func (f *FakeWatcher) Refresh(root string) {
+	f.refreshMu.Lock()
+	defer f.refreshMu.Unlock()
+	f.refreshed = append(f.refreshed, root)
+}
+
+// Refreshed returns the roots passed to Refresh so far, in order.
+func (f *FakeWatcher) Refreshed() []string {
+	f.refreshMu.Lock()
+	defer f.refreshMu.Unlock()
+	return append([]string(nil), f.refreshed...)
 }
 
 // Closed reports whether Close was called.

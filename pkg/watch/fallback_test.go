@@ -196,7 +196,7 @@ func TestOverflowChannelFull(t *testing.T) {
 			root := t.TempDir()
 			fn := &fakeNotify{}
 			w := newFakeWatcher(t, []string{root}, Options{Buffer: tt.buffer}, fn.backend(clocktesting.NewFakeClock(time.Now())))
-			ch := fn.channels()[filepath.Join(root, "...")]
+			ch := fn.channels()[root]
 			ch <- fakeEvent{path: filepath.Join(root, "f"), ev: notify.Write}
 
 			evs := waitFor(t, w, "any event", func(Event) bool { return true })
@@ -213,7 +213,7 @@ func TestOverflowBurstRescansEveryRoot(t *testing.T) {
 	be := fn.backend(clocktesting.NewFakeClock(time.Now())) // time stands still: one window
 	be.burstLimit = 100
 	w := newFakeWatcher(t, []string{root1, root2}, Options{}, be)
-	ch := fn.channels()[filepath.Join(root1, "...")]
+	ch := fn.channels()[root1]
 	for i := range be.burstLimit {
 		ch <- fakeEvent{path: filepath.Join(root1, fmt.Sprint(i)), ev: notify.Create}
 	}

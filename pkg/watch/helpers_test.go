@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -134,14 +135,17 @@ func ourGoroutines() []string {
 // fakeNotify stands in for notify in the backend.
 type fakeNotify struct {
 	mu       sync.Mutex
-	watchErr error                  // returned by every watch
-	probe    func(dir string) error // nil: no probe failure
-	watched  map[chan<- eventInfo]string
-	nwatch   int
+	watchErr error                   // returned by every watch
+	errFor   func(path string) error // nil: no watch fails but by watchErr
+	paths    map[chan<- eventInfo][]string
+	probe    func(dir string) error      // nil: no probe failure
+	watched  map[chan<- eventInfo]string // the first path watched with each channel
+	nwatch   int                         // see watches
 	stops    int
 }
 
-// watches returns how many watches were set up.
+// watches returns how many times the watches of a root were set up:
+// watches of a channel that had none (a root's first directory).
 func (f *fakeNotify) watches() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -153,20 +157,34 @@ func (f *fakeNotify) backend(clk clock.WithTickerAndDelayedExecution) backend {
 		watch: func(path string, c chan<- eventInfo) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			f.nwatch++
+			if _, ok := f.watched[c]; !ok {
+				f.nwatch++
+			}
 			if f.watchErr != nil {
 				return f.watchErr
+			}
+			if f.errFor != nil {
+				if err := f.errFor(path); err != nil {
+					return err
+				}
 			}
 			if f.watched == nil {
 				f.watched = map[chan<- eventInfo]string{}
 			}
-			f.watched[c] = path
+			if _, ok := f.watched[c]; !ok { // the root's directory is watched first
+				f.watched[c] = path
+			}
+			if f.paths == nil {
+				f.paths = map[chan<- eventInfo][]string{}
+			}
+			f.paths[c] = append(f.paths[c], path)
 			return nil
 		},
 		stop: func(c chan<- eventInfo) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			delete(f.watched, c)
+			delete(f.paths, c)
 			f.stops++
 		},
 		probe: func(dir string) error {
@@ -175,14 +193,16 @@ func (f *fakeNotify) backend(clk clock.WithTickerAndDelayedExecution) backend {
 			}
 			return f.probe(dir)
 		},
-		clock:       clk,
-		burstLimit:  1 << 30,
-		burstWindow: time.Second,
-		settle:      time.Second,
+		perDirectory: true,
+		clock:        clk,
+		burstLimit:   1 << 30,
+		burstWindow:  time.Second,
+		settle:       time.Second,
 	}
 }
 
-// channels returns the channels currently watched, by watched path.
+// channels returns the channels currently watched, by the first path
+// watched with each: the root's directory.
 func (f *fakeNotify) channels() map[string]chan<- eventInfo {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -191,6 +211,18 @@ func (f *fakeNotify) channels() map[string]chan<- eventInfo {
 		m[p] = c
 	}
 	return m
+}
+
+// watchedDirs returns every directory watched now, sorted.
+func (f *fakeNotify) watchedDirs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var dirs []string
+	for _, ps := range f.paths {
+		dirs = append(dirs, ps...)
+	}
+	slices.Sort(dirs)
+	return dirs
 }
 
 // fakeEvent is a notify.EventInfo made by hand.

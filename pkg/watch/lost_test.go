@@ -39,7 +39,7 @@ func newLostRootFixture(t *testing.T, opts Options) *lostRootFixture {
 // send delivers an event from notify's watch of the root.
 func (f *lostRootFixture) send(t *testing.T, path string, ev notify.Event) {
 	t.Helper()
-	ch, ok := f.fn.channels()[filepath.Join(f.root, "...")]
+	ch, ok := f.fn.channels()[f.root]
 	if !ok {
 		t.Fatalf("notify does not watch %q; it watches %v", f.root, f.fn.channels())
 	}

@@ -16,6 +16,7 @@ type eventFlags struct {
 	created   bool // the path appeared: created or moved in
 	movedAway bool // a directory was renamed away from the path
 	gone      bool // the watched directory itself was deleted or renamed away
+	removed   bool // the path was deleted (or, where that can't be told apart, renamed)
 }
 
 // selfGone reports whether an event for a watched directory itself says
@@ -29,11 +30,12 @@ func notifyBackend() backend {
 		watch: func(path string, c chan<- eventInfo) error {
 			return notify.Watch(path, c, watchEvents...)
 		},
-		stop:        notify.Stop,
-		probe:       probeWatch,
-		clock:       clock.RealClock{},
-		burstLimit:  burstLimit(),
-		burstWindow: time.Second,
-		settle:      time.Second,
+		stop:         notify.Stop,
+		perDirectory: perDirectory,
+		probe:        probeWatch,
+		clock:        clock.RealClock{},
+		burstLimit:   burstLimit(),
+		burstWindow:  time.Second,
+		settle:       time.Second,
 	}
 }

@@ -23,6 +23,7 @@ func describe(ei eventInfo) eventFlags {
 		return eventFlags{}
 	}
 	f := eventFlags{dirKnown: true, isDir: ie.Mask&unix.IN_ISDIR != 0}
+	f.removed = ie.Mask&unix.IN_DELETE_SELF != 0 || f.isDir && ie.Mask&unix.IN_DELETE != 0
 	if f.isDir {
 		f.created = ie.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0
 		f.movedAway = ie.Mask&unix.IN_MOVED_FROM != 0

@@ -14,9 +14,13 @@ var watchEvents = []notify.Event{notify.All}
 
 // describe can't tell directories from files here: a created or renamed
 // path is marked created, and the watcher Lstats it to see whether it is a
-// directory to walk.
+// directory to walk; a removed or renamed one is marked removed, so that a
+// directory created again under that name is watched again.
 func describe(ei eventInfo) eventFlags {
-	return eventFlags{created: ei.Event()&(notify.Create|notify.Rename) != 0}
+	return eventFlags{
+		created: ei.Event()&(notify.Create|notify.Rename) != 0,
+		removed: ei.Event()&(notify.Remove|notify.Rename) != 0,
+	}
 }
 
 // probeWatch reports EMFILE or ENFILE when no further file descriptor can

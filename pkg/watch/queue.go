@@ -92,6 +92,7 @@ func (q *queue) push(it item) {
 		old.created = old.created || it.created
 		old.movedAway = old.movedAway || it.movedAway
 		old.gone = old.gone || it.gone
+		old.removed = old.removed || it.removed
 		old.checked = old.checked && it.checked
 		return
 	}

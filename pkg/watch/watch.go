@@ -29,27 +29,41 @@
 // A queued Rescan makes the root's other queued hints redundant, older ones
 // and newer ones until it is delivered; they are dropped.
 //
-// notify's recursive inotify watch also has races and blind spots, handled
-// here:
+// # What is watched
 //
-//   - files created in a new directory before notify watches it produce no
+// Where notify's recursive watch is a watch per directory anyway (inotify,
+// kqueue), it can't leave out ignored trees: a node_modules of 5,000
+// directories cost 5,000 inotify watches, and on macOS without cgo (the
+// release build) a descriptor per file. There the Watcher watches each
+// directory that Options.Skip leaves with a non-recursive watch of its
+// own, adds a watch for each new directory before walking it, and
+// Refresh rebuilds the watches after an ignore file changed what Skip
+// answers. Where notify watches trees natively (Windows, macOS with cgo:
+// one handle for the tree) it keeps the recursive watch, and Skip drops
+// ignored trees' events before they become Events.
+//
+// notify's watches also have races and blind spots, handled here:
+//
+//   - files created in a new directory before it is watched produce no
 //     event, and a directory moved into the tree produces one event for
 //     itself only: every new directory is walked and its entries are
-//     emitted (notify issue #172). notify adds the watch in a goroutine of
-//     its own, so a file can still slip in between that walk and the watch:
-//     the directory is walked again a second later (one walk per new
-//     subtree);
+//     emitted (notify issue #172). A recursive watch adds the watch in a
+//     goroutine of its own, so a file can still slip in between that walk
+//     and the watch: the directory is walked again a second later (one
+//     walk per new subtree);
 //   - a directory renamed away keeps a stale node in notify's tree, so a
 //     directory later created under the old name is never watched (notify
-//     #227): the root's watch is rebuilt a second after the rename (once for
-//     a burst of renames), followed by a Rescan;
+//     #227); the same goes for a deleted directory watched on its own: the
+//     root's watches are rebuilt a second after the rename, or after the
+//     directory came back (once for a burst), followed by a Rescan;
 //   - running out of inotify watches is not reported by a recursive watch
 //     (notify #109): after setting up a root, and for each new directory,
 //     the Watcher probes whether one more watch can be added; when it
-//     can't, the root falls back to polling and Errors reports
+//     can't, or a watch of a directory of its own fails with ENOSPC,
+//     EMFILE or ENFILE, the root falls back to polling and Errors reports
 //     ErrOutOfWatches. kqueue (macOS without cgo, the BSDs) needs a file
-//     descriptor per watched file and drops EMFILE the same way: there the
-//     probe opens one more descriptor;
+//     descriptor per watched file and directory: there the probe opens one
+//     more descriptor;
 //   - a watch follows the inode, not the name: once the root is deleted or
 //     renamed (`rm -rf dist && tsc`), it watches nothing. An event for the
 //     watched directory itself makes the Watcher check that it is still the
@@ -57,8 +71,7 @@
 //     again (a stat per PollInterval), watches it afresh and sends a Rescan.
 //     A polled root is checked the same way on each walk.
 //
-// notify can't exclude subtrees, so ignored directories (node_modules) are
-// still watched; Options.Skip only filters events and prunes the walks.
+// Polling, too, doesn't descend into directories Skip leaves out.
 package watch
 
 import (
@@ -92,14 +105,20 @@ type Event struct {
 type Watcher interface {
 	Events() <-chan Event
 	Errors() <-chan error
+	// Refresh says that what Options.Skip answers for root changed (an
+	// ignore file was edited): the Watcher watches the directories it
+	// leaves now, and only those, then sends a Rescan of root. It doesn't
+	// block; a root not given to New is ignored.
+	Refresh(root string)
 	Close() error
 }
 
 // Options configures a Watcher. The zero value is usable.
 type Options struct {
 	// Skip reports whether a path is ignored: no events are sent for it,
-	// and walks (polling, new directories) don't descend into a skipped
-	// directory. rel is slash-separated and relative to root (the root as
+	// a skipped directory gets no watch (see the package documentation),
+	// and walks (polling, new directories) don't descend into it. When its
+	// answers change, call Watcher.Refresh. rel is slash-separated and relative to root (the root as
 	// given in Event.Root); isDir is false when unknown, as for a deleted
 	// path on platforms without that information. It may be called from
 	// several goroutines at once. Roots that are single files aren't passed
@@ -151,8 +170,9 @@ func (e *fallbackError) Error() string {
 func (e *fallbackError) Is(target error) bool { return target == ErrOutOfWatches }
 func (e *fallbackError) Unwrap() error        { return e.err }
 
-// New watches each root recursively with notify and returns once the
-// watches are set up: a change made after New returns produces an event.
+// New watches each root with notify, each directory that Options.Skip
+// leaves (see the package documentation), and returns once the watches
+// are set up: a change made after New returns produces an event.
 // A root may be a directory or a single file, relative or absolute, and may
 // be or contain symlinks. A root that runs out of inotify watches is polled
 // instead, and Errors reports it.
@@ -209,6 +229,9 @@ type backend struct {
 	// EMFILE or ENFILE when no further descriptor can be opened.
 	probe func(dir string) error
 	clock clock.WithTickerAndDelayedExecution
+	// perDirectory: watch each directory the Skip leaves on its own, not
+	// the tree with one recursive watch.
+	perDirectory bool
 	// settle is how long after a new directory appeared it is walked a
 	// second time.
 	settle time.Duration

@@ -33,7 +33,7 @@ func TestNewDirectoryOutOfWatches(t *testing.T) {
 			}}
 			clk := clocktesting.NewFakeClock(time.Now())
 			w := newFakeWatcher(t, []string{root}, Options{}, fn.backend(clk))
-			fn.channels()[filepath.Join(root, "...")] <- fakeEvent{
+			fn.channels()[root] <- fakeEvent{
 				path: newDir,
 				ev:   notify.Create,
 				sys:  &unix.InotifyEvent{Mask: unix.IN_CREATE | unix.IN_ISDIR},
@@ -61,7 +61,7 @@ func TestNewDirectoryWalkedAgain(t *testing.T) {
 	fn := &fakeNotify{}
 	clk := clocktesting.NewFakeClock(time.Now())
 	w := newFakeWatcher(t, []string{root}, Options{}, fn.backend(clk))
-	ch := fn.channels()[filepath.Join(root, "...")]
+	ch := fn.channels()[root]
 	created := func(p string) eventInfo {
 		return fakeEvent{path: p, ev: notify.Create, sys: &unix.InotifyEvent{Mask: unix.IN_CREATE | unix.IN_ISDIR}}
 	}
@@ -87,7 +87,7 @@ func TestRenameBurstRewatchesOnce(t *testing.T) {
 	fn := &fakeNotify{}
 	clk := clocktesting.NewFakeClock(time.Now())
 	w := newFakeWatcher(t, []string{root}, Options{}, fn.backend(clk))
-	ch := fn.channels()[filepath.Join(root, "...")]
+	ch := fn.channels()[root]
 	var paths []string
 	for i := range 3 {
 		p := filepath.Join(root, fmt.Sprint("dir", i))
@@ -115,7 +115,7 @@ func TestRewatchOutOfDescriptors(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Now())
 			w := newFakeWatcher(t, []string{root}, Options{}, fn.backend(clk))
 			moved := filepath.Join(root, "moved")
-			fn.channels()[filepath.Join(root, "...")] <- fakeEvent{path: moved, ev: notify.Rename, sys: &unix.InotifyEvent{Mask: unix.IN_MOVED_FROM | unix.IN_ISDIR}}
+			fn.channels()[root] <- fakeEvent{path: moved, ev: notify.Rename, sys: &unix.InotifyEvent{Mask: unix.IN_MOVED_FROM | unix.IN_ISDIR}}
 			waitPath(t, w, moved)
 			fn.mu.Lock()
 			fn.watchErr = errno
@@ -202,31 +202,9 @@ const usernsEnv = "LIVESYNC_WATCH_TEST_IN_USERNS"
 // running out of watches, which notify doesn't report, is detected both
 // when the root is set up and when new directories appear.
 func TestOutOfInotifyWatchesForReal(t *testing.T) {
-	if os.Getenv(usernsEnv) == "" {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestOutOfInotifyWatchesForReal$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), usernsEnv+"=1")
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Cloneflags:  syscall.CLONE_NEWUSER,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
-		}
-		out, err := cmd.CombinedOutput()
-		if exitErr := (*exec.ExitError)(nil); err != nil && !errors.As(err, &exitErr) {
-			t.Skipf("can't start a process in a new user namespace: %v", err)
-		}
-		if err != nil {
-			t.Fatalf("in a user namespace with few inotify watches: %v\n%s", err, out)
-		}
-		if strings.Contains(string(out), "--- SKIP") {
-			t.Skipf("skipped in the user namespace:\n%s", out)
-		}
-		t.Logf("in a user namespace:\n%s", out)
-		return
-	}
-
 	const limit = 16
-	if err := os.WriteFile("/proc/sys/user/max_inotify_watches", []byte(fmt.Sprint(limit)), 0); err != nil {
-		t.Skipf("can't lower the inotify watch limit: %v", err)
+	if !inLowWatchNamespace(t, "TestOutOfInotifyWatchesForReal", limit) {
+		return
 	}
 	opts := Options{PollInterval: 20 * time.Millisecond}
 	wantErr := func(err error, root string) {
@@ -270,4 +248,29 @@ func TestOutOfInotifyWatchesForReal(t *testing.T) {
 		writeFile(t, filepath.Join(root, "3", "f"), "x")
 		waitPath(t, w, filepath.Join(root, "3", "f"))
 	})
+}
+
+// runInUserNamespace runs the test named name again, alone, in a new user
+// namespace, where it may lower the namespace's inotify limits, and fails
+// or skips as it did.
+func runInUserNamespace(t *testing.T, name string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), usernsEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+	}
+	out, err := cmd.CombinedOutput()
+	if exitErr := (*exec.ExitError)(nil); err != nil && !errors.As(err, &exitErr) {
+		t.Skipf("can't start a process in a new user namespace: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("in a user namespace with few inotify watches: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "--- SKIP") {
+		t.Skipf("skipped in the user namespace:\n%s", out)
+	}
+	t.Logf("in a user namespace:\n%s", out)
 }

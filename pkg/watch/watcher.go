@@ -23,10 +23,14 @@ type watchRoot struct {
 	ch chan eventInfo // notify delivers here; nil if never watched with notify
 
 	// Set in New, then owned by the pump goroutine:
-	notifying bool          // notify watches the root; false once it is polled or lost
-	ino       uint64        // the inode of dir that notify watches
-	lost      bool          // dir vanished or was replaced: waiting for it to be back
-	await     chan struct{} // closed to stop awaitRoot's goroutine; nil when none runs
+	notifying bool   // notify watches the root; false once it is polled or lost
+	ino       uint64 // the inode of dir that notify watches
+	// watched holds each directory notify watches for the root (real
+	// paths), with its inode; 0 once it was deleted, when notify keeps a
+	// node for it that makes a new watch of that path a no-op.
+	watched map[string]uint64
+	lost    bool          // dir vanished or was replaced: waiting for it to be back
+	await   chan struct{} // closed to stop awaitRoot's goroutine; nil when none runs
 }
 
 // dirState returns the inode of dir, following symlinks, and whether dir
@@ -52,6 +56,12 @@ func (r *watchRoot) rel(p string) string {
 		return ""
 	}
 	return strings.TrimPrefix(p[len(r.path):], string(os.PathSeparator))
+}
+
+// realPath maps a path under the root as the user named it to the path
+// notify watches and reports.
+func (r *watchRoot) realPath(p string) string {
+	return filepath.Join(r.real, r.rel(p))
 }
 
 // userPath maps a path notify reported to the same path under the root as
@@ -181,25 +191,35 @@ func (w *watcher) watchRoot(r *watchRoot) error {
 	return nil
 }
 
-// startNotify watches r with notify: recursively for a directory, its
-// parent directory for a file.
+// startNotify watches r with notify: each directory of the tree that Skip
+// leaves with a watch of its own, not recursive, so that ignored trees
+// (node_modules) cost no inotify watch or kqueue descriptor, or the tree
+// with one recursive watch where that costs one handle (see perDirectory);
+// the parent directory for a file.
 func (w *watcher) startNotify(r *watchRoot) error {
 	if r.ch == nil {
 		r.ch = make(chan eventInfo, w.opts.Buffer)
 		w.wg.Add(1)
 		go w.drain(r, r.ch)
 	}
-	target := filepath.Join(r.real, "...")
-	if r.file {
-		target = r.dir
-	}
 	r.ino, _ = dirState(r.dir) // before the watch: a later replacement is then seen
-	if err := w.be.watch(target, r.ch); err != nil {
-		w.be.stop(r.ch) // a recursive watch may have been set up in part
+	r.watched = map[string]uint64{}
+	var err error
+	switch {
+	case r.file:
+		err = w.watchDir(r, r.dir)
+	case w.be.perDirectory:
+		err = w.watchTree(r, r.real)
+	default:
+		err = w.be.watch(filepath.Join(r.real, "..."), r.ch)
+	}
+	if err != nil {
+		w.be.stop(r.ch) // the tree may have been watched in part
+		r.watched = nil
 		return err
 	}
 	r.notifying = true
-	if !r.file { // a plain watch reports ENOSPC and EMFILE itself
+	if !r.file { // kqueue: one more descriptor must be left for new files
 		if err := w.be.probe(r.real); err != nil {
 			return err
 		}
@@ -208,6 +228,55 @@ func (w *watcher) startNotify(r *watchRoot) error {
 		return errReplaced
 	}
 	return nil
+}
+
+// watchDir adds a watch on the directory dir (a real path) alone.
+func (w *watcher) watchDir(r *watchRoot, dir string) error {
+	ino, _ := dirState(dir) // before the watch: a replacement after it is then seen
+	if err := w.be.watch(dir, r.ch); err != nil {
+		return err
+	}
+	r.watched[dir] = ino
+	return nil
+}
+
+// watchTree watches top (a real path) and each directory under it that
+// Skip leaves, each before it is read, so that what a walk of it misses
+// has an event. Running out of watches or descriptors stops it with the
+// error; a directory below top that can't be watched (gone already,
+// unreadable) is left out, as a recursive watch would.
+func (w *watcher) watchTree(r *watchRoot, top string) error {
+	return filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil && p == top:
+			return err
+		case err != nil || !d.IsDir():
+			return nil
+		}
+		if p != r.real {
+			if up, ok := r.userPath(p); ok && w.skip(r, up, true) {
+				return filepath.SkipDir
+			}
+		}
+		if err := w.watchDir(r, p); err != nil && (p == top || outOfResources(err)) {
+			return err
+		}
+		return nil
+	})
+}
+
+// staleDir reports whether notify's node for the directory dir (a real
+// path) is stale: dir was watched, then deleted or replaced. notify keeps
+// the node after the kernel dropped its watch and treats a new watch of
+// the path as a no-op, so only a rebuild of the root's watches watches the
+// new directory.
+func (r *watchRoot) staleDir(dir string) bool {
+	old, ok := r.watched[dir]
+	if !ok {
+		return false
+	}
+	ino, _ := dirState(dir)
+	return old == 0 || old != ino
 }
 
 // fallBack switches r to polling after its notify watch ran out of inotify
@@ -386,8 +455,13 @@ func (w *watcher) nextEvent() (Event, bool) {
 			// renames (npm renames thousands of directories) is enough.
 			w.afterSettling(item{kind: kindRewatch, root: r.idx})
 		}
+		if it.removed && r.notifying {
+			if _, ok := r.watched[r.realPath(it.path)]; ok {
+				r.watched[r.realPath(it.path)] = 0
+			}
+		}
 		if it.created && it.isDir && r.notifying {
-			if err := w.be.probe(it.path); outOfResources(err) {
+			if err := w.watchNew(r, it.path); err != nil {
 				w.fallBack(r, err)
 				w.q.push(item{kind: kindRescan, root: r.idx})
 			} else {
@@ -396,6 +470,40 @@ func (w *watcher) nextEvent() (Event, bool) {
 			}
 		}
 		return Event{Root: r.path, Path: it.path}, true
+	}
+}
+
+// watchNew watches a directory that appeared under r, and the directories
+// in it, and returns an error only when r must fall back to polling.
+func (w *watcher) watchNew(r *watchRoot, dir string) error {
+	if err := w.be.probe(dir); outOfResources(err) {
+		return err
+	}
+	if !w.be.perDirectory {
+		return nil // notify's recursive watch covers it
+	}
+	real := r.realPath(dir)
+	if r.staleDir(real) {
+		w.afterSettling(item{kind: kindRewatch, root: r.idx})
+	}
+	if err := w.watchTree(r, real); outOfResources(err) {
+		return err
+	}
+	return nil // gone already, or unreadable: its own event or the walk says so
+}
+
+// Refresh makes the Watcher ask Options.Skip again which directories under
+// root to watch, after its answers changed (an ignore file was edited),
+// and then send a Rescan of root. It doesn't wait for either; a root that
+// wasn't given to New is ignored.
+func (w *watcher) Refresh(root string) {
+	for _, r := range w.roots {
+		if r.path == root {
+			if !r.file && w.be.perDirectory {
+				w.q.push(item{kind: kindRewatch, root: r.idx}) // it sends the Rescan; queued first, so the Rescan below waits for it
+			}
+			w.q.push(item{kind: kindRescan, root: r.idx})
+		}
 	}
 }
 
