@@ -32,7 +32,8 @@ func newFakeWatcher(t *testing.T, roots []string, opts Options, be backend) Watc
 }
 
 // stepUntil advances the fake clock one poll interval at a time until an
-// event for each of paths arrived.
+// event for each of paths arrived. A Rescan of a root covers every path
+// under it: a poll that sees a change asks for one.
 func stepUntil(t *testing.T, clk *clocktesting.FakeClock, w Watcher, paths ...string) []Event {
 	t.Helper()
 	missing := map[string]bool{}
@@ -41,6 +42,13 @@ func stepUntil(t *testing.T, clk *clocktesting.FakeClock, w Watcher, paths ...st
 	}
 	return stepFor(t, clk, w, func() string { return fmt.Sprint(slices.Sorted(mapsKeys(missing))) }, func(ev Event) bool {
 		delete(missing, ev.Path)
+		if ev.Rescan {
+			for p := range missing {
+				if rel, err := filepath.Rel(ev.Root, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+					delete(missing, p)
+				}
+			}
+		}
 		return len(missing) == 0
 	}, nil)
 }

@@ -79,21 +79,25 @@ func (p *poller) poll() {
 		}
 	}
 	cur := p.scan()
+	changed := len(cur) != len(p.prev)
 	for path, st := range cur {
 		if old, ok := p.prev[path]; !ok || old != st {
-			p.push(path, st)
-		}
-	}
-	for path, st := range p.prev {
-		if _, ok := cur[path]; !ok {
-			p.push(path, st)
+			changed = true
+			break
 		}
 	}
 	p.prev = cur
-}
-
-func (p *poller) push(path string, st fileState) {
-	p.w.q.push(item{root: p.r.idx, path: path, eventFlags: eventFlags{isDir: st.mode.IsDir(), dirKnown: true}, checked: true})
+	if changed {
+		// A Rescan, not a hint per changed path. The consumer acts on a
+		// hint later than this walk ran, and a hint for a new directory
+		// makes it copy what the directory holds then, which this snapshot
+		// may not have: an entry created after the walk, copied, and
+		// deleted before the next walk is in neither snapshot, so no hint
+		// would ever delete it in the container. Only a compare of the
+		// whole tree with what was sent finds it; it costs the consumer
+		// about what this walk cost.
+		p.w.q.push(item{kind: kindRescan, root: p.r.idx})
+	}
 }
 
 // scan walks the root, not descending into skipped directories. Entries

@@ -71,7 +71,12 @@
 //     again (a stat per PollInterval), watches it afresh and sends a Rescan.
 //     A polled root is checked the same way on each walk.
 //
-// Polling, too, doesn't descend into directories Skip leaves out.
+// Polling, too, doesn't descend into directories Skip leaves out. A walk that
+// finds anything changed sends a Rescan of its root rather than a hint per
+// path: the consumer acts on hints after the walk, and a hint for a new
+// directory makes it copy what the directory holds by then, which may include
+// an entry created after the walk and deleted before the next one; no later
+// walk would hint that delete, while a compare with what was sent finds it.
 package watch
 
 import (

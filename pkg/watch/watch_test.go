@@ -380,5 +380,7 @@ func TestPollingRealClock(t *testing.T) {
 	}
 	defer w.Close()
 	writeFile(t, filepath.Join(root, "f"), "x")
-	waitPath(t, w, filepath.Join(root, "f"))
+	if !waitAll(t, w, root, []string{filepath.Join(root, "f")}) {
+		t.Error("a poll that saw a change sent no Rescan")
+	}
 }
