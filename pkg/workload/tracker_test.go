@@ -30,11 +30,17 @@ func containerSuffix(t sync.Target) string {
 
 func (r recordingSink) next(t *testing.T) string {
 	t.Helper()
+	return receive(t, r, "target event")
+}
+
+// receive returns the next string on ch, failing the test after 10s.
+func receive(t *testing.T, ch <-chan string, what string) string {
+	t.Helper()
 	select {
-	case s := <-r:
+	case s := <-ch:
 		return s
 	case <-time.After(10 * time.Second):
-		t.Fatal("no target event")
+		t.Fatalf("no %s", what)
 		return ""
 	}
 }

@@ -124,13 +124,7 @@ func (r recordingReporter) Report(ev sync.Event) {
 
 func (r recordingReporter) next(t *testing.T) string {
 	t.Helper()
-	select {
-	case s := <-r:
-		return s
-	case <-time.After(10 * time.Second):
-		t.Fatal("no report")
-		return ""
-	}
+	return receive(t, r, "report")
 }
 
 // TestTrackerReportsWaitsOnChange: each reason is reported once, again only when it changes,
