@@ -34,17 +34,7 @@ func (r *recorder) Report(ev Event) {
 }
 
 // errors returns the Error events so far.
-func (r *recorder) errors() []Error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []Error
-	for _, ev := range r.all {
-		if e, ok := ev.(Error); ok {
-			out = append(out, e)
-		}
-	}
-	return out
-}
+func (r *recorder) errors() []Error { return eventsOf[Error](r) }
 
 // wait returns the next event of type T, failing the test after 20s.
 func wait[T Event](t *testing.T, r *recorder) T {

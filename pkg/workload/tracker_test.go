@@ -33,6 +33,19 @@ func (r recordingSink) next(t *testing.T) string {
 	return receive(t, r, "target event")
 }
 
+// webDeployment is deployment ns/web selecting app=web, as a Workload.
+func webDeployment(t *testing.T) *Workload {
+	t.Helper()
+	w, err := FromObject(&appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
+		Spec:       appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // receive returns the next string on ch, failing the test after 10s.
 func receive(t *testing.T, ch <-chan string, what string) string {
 	t.Helper()
@@ -63,13 +76,7 @@ func TestTrackerFollowsPodsAndContainerIDs(t *testing.T) {
 	other.Labels = map[string]string{"app": "db"}
 	_, _ = client.CoreV1().Pods("ns").Update(context.Background(), other, metav1.UpdateOptions{})
 
-	w, err := FromObject(&appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
-		Spec:       appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := webDeployment(t)
 	sink := recordingSink(make(chan string, 16))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -122,13 +129,7 @@ func withSidecar(p *corev1.Pod, id string) *corev1.Pod {
 // each pod is a target of its own, added, restarted and removed on its own.
 func TestTrackerSeveralContainers(t *testing.T) {
 	client := fake.NewClientset(withSidecar(runningPod("a", "c://1"), "c://s1"))
-	w, err := FromObject(&appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
-		Spec:       appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := webDeployment(t)
 	sink := recordingSink(make(chan string, 16))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -199,13 +199,7 @@ func TestTrackerReportsWaitsOnChange(t *testing.T) {
 // RestartWindow is reported with the last exit code; restarts further apart are not.
 func TestTrackerReportsRestartLoop(t *testing.T) {
 	client := fake.NewClientset(runningPod("a", "c://1"))
-	w, err := FromObject(&appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
-		Spec:       appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := webDeployment(t)
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	sink, rep := recordingSink(make(chan string, 16)), recordingReporter(make(chan string, 16))
 	ctx, cancel := context.WithCancel(context.Background())
