@@ -15,10 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
 	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -48,8 +48,8 @@ type SyncOptions struct {
 	massDelete bool
 
 	args     []string
-	mappings []sync.Mapping
-	mode     sync.InitialMode
+	mappings []filesync.Mapping
+	mode     filesync.InitialMode
 }
 
 func newCmdSync(g *globalOptions) *cobra.Command {
@@ -93,18 +93,18 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	o.target.addFlags(f, "container to sync into, repeatable: every named container of each pod is synced; default: the kubectl.kubernetes.io/default-container annotation, else the first")
 	o.registry.addFlags(f)
 	o.mutate.addFlags(f)
-	f.StringVar(&o.initial, "initial", string(sync.InitialUpload), "initial sync of each new container: upload (send what differs), mirror (also delete remote files that are not local), none")
+	f.StringVar(&o.initial, "initial", string(filesync.InitialUpload), "initial sync of each new container: upload (send what differs), mirror (also delete remote files that are not local), none")
 	f.StringArrayVar(&o.excludes, "exclude", nil, "do not sync paths matching this gitignore-style pattern; repeatable")
 	f.BoolVar(&o.gitignore, "gitignore", false, "also honour .gitignore files (off by default: locally built, git-ignored outputs are often what you want to sync)")
 	f.StringVar(&o.onSync, "on-sync", "", "run `sh -c CMD` in each container after each applied batch and the initial sync, without holding up the next batch; $LIVESYNC_CHANGED lists the changed remote paths")
-	f.DurationVar(&o.onSyncWait, "on-sync-timeout", sync.DefaultOnSyncTimeout, "close an --on-sync command's exec after this long and report it (what it started keeps running in the container)")
-	f.DurationVar(&o.execWait, "exec-timeout", sync.DefaultExecTimeout, "cancel and retry a file transfer or listing after this long without progress (a frozen or overloaded container)")
+	f.DurationVar(&o.onSyncWait, "on-sync-timeout", filesync.DefaultOnSyncTimeout, "close an --on-sync command's exec after this long and report it (what it started keeps running in the container)")
+	f.DurationVar(&o.execWait, "exec-timeout", filesync.DefaultExecTimeout, "cancel and retry a file transfer or listing after this long without progress (a frozen or overloaded container)")
 	f.StringVar(&o.pullPolicy, "pull-policy", "", "set this imagePullPolicy on the workload first (Always|IfNotPresent|Never), like the pull-policy command")
 	f.BoolVar(&o.refresh, "refresh", false, "pin a moved tag to its new digest first, like the refresh command")
 	f.BoolVar(&o.followTag, "follow-tag", false, "while syncing, poll the registry and pin each new push of the tag; new pods get their initial sync")
 	f.DurationVar(&o.interval, "interval", 30*time.Second, "registry polling interval with --follow-tag")
-	f.DurationVar(&o.quiet, "batch-quiet", sync.DefaultQuiet, "a batch is sent after this long without a new change")
-	f.DurationVar(&o.batchCap, "batch-max", sync.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
+	f.DurationVar(&o.quiet, "batch-quiet", filesync.DefaultQuiet, "a batch is sent after this long without a new change")
+	f.DurationVar(&o.batchCap, "batch-max", filesync.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.IntVar(&o.parallel, "parallel", 8, "at most this many containers are written to at once")
 	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, target-added, target-removed, waiting, restarting, error, held, refresh, dry-run)")
 	f.BoolVar(&o.once, "once", false, "initial sync and exit once the --on-sync runs finished or timed out; the exit code says whether every container converged (not how --on-sync went)")
@@ -117,7 +117,7 @@ func (o *SyncOptions) Validate() error {
 	var wargs []string
 	for _, a := range o.args {
 		if strings.Contains(a, ":") {
-			m, err := sync.ParseMapping(a)
+			m, err := filesync.ParseMapping(a)
 			if err != nil {
 				return err
 			}
@@ -125,7 +125,7 @@ func (o *SyncOptions) Validate() error {
 			if err != nil {
 				return fmt.Errorf("mapping %q: %w", a, err)
 			}
-			m.Local = sync.LocalPath(abs)
+			m.Local = filesync.LocalPath(abs)
 			o.mappings = append(o.mappings, m)
 		} else {
 			wargs = append(wargs, a)
@@ -135,7 +135,7 @@ func (o *SyncOptions) Validate() error {
 	if len(o.mappings) == 0 {
 		return fmt.Errorf("%q is not a command, and no LOCAL:REMOTE mapping was given: e.g. kubectl livesync deploy/my-app ./src:/app, or see kubectl livesync --help", strings.Join(wargs, " "))
 	}
-	if err := sync.ValidateMappings(o.mappings); err != nil {
+	if err := filesync.ValidateMappings(o.mappings); err != nil {
 		return err
 	}
 	// A symlinked LOCAL (./current -> releases/v2) is resolved once, here, so the watcher and
@@ -145,12 +145,12 @@ func (o *SyncOptions) Validate() error {
 		if err != nil {
 			return fmt.Errorf("mapping %q: resolving local path: %w", m, err)
 		}
-		o.mappings[i].Local = sync.LocalPath(real)
+		o.mappings[i].Local = filesync.LocalPath(real)
 	}
 	if slices.Contains(o.target.containers, "") {
 		return errors.New(`-c "": name a container, or leave -c out to sync into the default one`)
 	}
-	mode, err := sync.ParseInitialMode(o.initial)
+	mode, err := filesync.ParseInitialMode(o.initial)
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 		}
 	}
 
-	matchers := make([]sync.Matcher, len(o.mappings))
+	matchers := make([]filesync.Matcher, len(o.mappings))
 	var roots []string
 	for i, m := range o.mappings {
 		roots = append(roots, string(m.Local))
@@ -221,7 +221,7 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 			matchers[i] = mt
 		}
 	}
-	cfg := sync.Config{
+	cfg := filesync.Config{
 		Mappings: o.mappings, Matchers: matchers, Initial: o.mode,
 		Quiet: o.quiet, Cap: o.batchCap, Parallelism: o.parallel,
 		OnSync: o.onSync, OnSyncTimeout: o.onSyncWait, ExecTimeout: o.execWait, DryRun: o.mutate.dryRun, AllowMassDelete: o.massDelete,
@@ -230,7 +230,7 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	engine := sync.New(&workload.PodExecutor{Config: restCfg, Client: o.g.client}, cfg, sync.WithReporter(rep))
+	engine := filesync.New(&workload.PodExecutor{Config: restCfg, Client: o.g.client}, cfg, filesync.WithReporter(rep))
 	tracker := &workload.Tracker{Client: o.g.client, Workload: w, Containers: containers, Sink: engine, Reporter: rep}
 	tctx, stopTracking := context.WithCancel(ctx)
 	defer stopTracking()
@@ -268,7 +268,7 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = watcher.Close() }()
-	changes := make(chan sync.Change, 1024)
+	changes := make(chan filesync.Change, 1024)
 	go pump(ctx, watcher, roots, matchers, changes, rep)
 	if o.followTag {
 		go o.followTags(ctx, w, &ref)
@@ -371,8 +371,8 @@ func (o *SyncOptions) followTags(ctx context.Context, w *workload.Workload, ref 
 }
 
 // skipper adapts the per-root matchers to the watcher's Skip hook.
-func skipper(roots []string, matchers []sync.Matcher) func(root, rel string, isDir bool) bool {
-	byRoot := map[string]sync.Matcher{}
+func skipper(roots []string, matchers []filesync.Matcher) func(root, rel string, isDir bool) bool {
+	byRoot := map[string]filesync.Matcher{}
 	for i, r := range roots {
 		if matchers[i] != nil {
 			byRoot[r] = matchers[i]
@@ -387,7 +387,7 @@ func skipper(roots []string, matchers []sync.Matcher) func(root, rel string, isD
 // pump turns watcher events into engine changes. An edit of a .livesyncignore (or .gitignore
 // with --gitignore) reloads the root's matcher and refreshes the root's watches, which ends in
 // a Rescan of the root.
-func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []sync.Matcher, out chan<- sync.Change, rep *syncReporter) {
+func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []filesync.Matcher, out chan<- filesync.Change, rep *syncReporter) {
 	defer close(out)
 	reload := map[string]*ignore.Matcher{}
 	for i, r := range roots {
@@ -411,7 +411,7 @@ func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []sync.
 				events = nil
 				continue
 			}
-			c := sync.Change{Root: ev.Root, Path: ev.Path, Rescan: ev.Rescan}
+			c := filesync.Change{Root: ev.Root, Path: ev.Path, Rescan: ev.Rescan}
 			if m := reload[ev.Root]; m != nil && !ev.Rescan {
 				if rel, err := filepath.Rel(ev.Root, ev.Path); err == nil && m.IsIgnoreFile(filepath.ToSlash(rel)) {
 					if err := m.Reload(); err != nil {

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	gosync "sync"
+	"sync"
 	"time"
 
 	"k8s.io/cli-runtime/pkg/printers"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
 // syncReporter prints the engine's events: one human line per event, or NDJSON with -o json.
@@ -22,7 +22,7 @@ type syncReporter struct {
 	tty      bool
 	progress bool // a progress line is on screen
 
-	mu      gosync.Mutex
+	mu      sync.Mutex
 	targets map[string]bool
 	batches int
 	files   int
@@ -43,7 +43,7 @@ type jsonTarget struct {
 	ContainerID string `json:"containerID,omitempty"`
 }
 
-func toJSONTarget(t sync.Target) *jsonTarget {
+func toJSONTarget(t filesync.Target) *jsonTarget {
 	return &jsonTarget{Namespace: t.Namespace, Pod: t.Pod, Container: t.Container, ContainerID: t.ContainerID}
 }
 
@@ -78,18 +78,18 @@ func ms(d time.Duration) *float64 {
 	return &v
 }
 
-// Report implements sync.Reporter.
-func (r *syncReporter) Report(ev sync.Event) {
+// Report implements filesync.Reporter.
+func (r *syncReporter) Report(ev filesync.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch e := ev.(type) {
-	case sync.TargetAdded:
+	case filesync.TargetAdded:
 		r.targets[e.Target.String()] = true
 		r.emit(jsonEvent{Type: "target-added", Target: toJSONTarget(e.Target)}, "+ %s (container %s)", e.Target, shortID(e.Target.ContainerID))
-	case sync.TargetRemoved:
+	case filesync.TargetRemoved:
 		delete(r.targets, e.Target.String())
 		r.emit(jsonEvent{Type: "target-removed", Target: toJSONTarget(e.Target)}, "- %s", e.Target)
-	case sync.InitialSync:
+	case filesync.InitialSync:
 		if e.Err != nil {
 			r.errors++
 			r.emitErr(jsonEvent{Type: "initial-sync", Target: toJSONTarget(e.Target), Error: e.Err.Error()}, "initial sync of %s failed: %v", e.Target, e.Err)
@@ -99,7 +99,7 @@ func (r *syncReporter) Report(ev sync.Event) {
 		r.bytes += e.Bytes
 		r.emit(jsonEvent{Type: "initial-sync", Target: toJSONTarget(e.Target), Files: &e.Files, Deleted: &e.Deleted, Bytes: &e.Bytes, Duration: ms(e.Duration)},
 			"synced %s: %d sent, %d deleted, %s in %s", e.Target, e.Files, e.Deleted, humanBytes(e.Bytes), e.Duration.Round(time.Millisecond))
-	case sync.Batch:
+	case filesync.Batch:
 		if e.Changed == 0 && e.Deleted == 0 && e.Failed == 0 {
 			return // events that changed nothing (e.g. a directory's mtime) are noise
 		}
@@ -112,16 +112,16 @@ func (r *syncReporter) Report(ev sync.Event) {
 		}
 		r.emit(jsonEvent{Type: "batch", Changed: &e.Changed, Deleted: &e.Deleted, Names: e.Names, Targets: &e.Targets, Failed: &e.Failed, Bytes: &e.Bytes, LatencyMs: ms(e.Latency)},
 			"%s -> %d/%d containers, %s in %s", line, e.Targets-e.Failed, e.Targets, humanBytes(e.Bytes), e.Latency.Round(time.Millisecond))
-	case sync.Error:
+	case filesync.Error:
 		r.errors++
 		r.emitErr(jsonEvent{Type: "error", Target: toJSONTarget(e.Target), Error: e.Err.Error(), Hint: e.Hint}, "error: %s: %v", e.Target, e.Err)
-	case sync.OnSync:
+	case filesync.OnSync:
 		r.onSync(e)
-	case sync.Progress:
+	case filesync.Progress:
 		if r.tty {
 			r.drawProgress(e)
 		}
-	case sync.Held:
+	case filesync.Held:
 		more := ""
 		if len(e.Examples) > 0 {
 			more = " (" + strings.Join(e.Examples, ", ")
@@ -132,10 +132,10 @@ func (r *syncReporter) Report(ev sync.Event) {
 		}
 		r.emitErr(jsonEvent{Type: "held", Target: toJSONTarget(e.Target), Deleted: &e.Deleted, Names: e.Examples, Reason: e.Reason, Hint: e.Hint},
 			"held: %s: not deleting %s%s: %s; %s", e.Target, plural(e.Deleted, "remote entry", "remote entries"), more, e.Reason, e.Hint)
-	case sync.Waiting:
+	case filesync.Waiting:
 		r.emitErr(jsonEvent{Type: "waiting", Workload: e.Workload, Reason: e.Reason, Message: e.Message},
 			"waiting for %s: %s", e.Workload, e.Message)
-	case sync.Restarting:
+	case filesync.Restarting:
 		ev := jsonEvent{Type: "restarting", Target: toJSONTarget(e.Target), Restarts: &e.Restarts}
 		code := ""
 		if e.ExitCode != nil {
@@ -145,7 +145,7 @@ func (r *syncReporter) Report(ev sync.Event) {
 		ev.Message = fmt.Sprintf("restarted %d times within %s%s: each restart wipes the synced files from the container's writable layer and livesync syncs them again; the app is probably crashing: kubectl logs %s -c %s --previous -n %s",
 			e.Restarts, e.Window, code, e.Target.Pod, e.Target.Container, e.Target.Namespace)
 		r.emitErr(ev, "warning: %s %s", e.Target, ev.Message)
-	case sync.DryRun:
+	case filesync.DryRun:
 		r.emit(jsonEvent{Type: "dry-run", Target: toJSONTarget(e.Target), Copy: e.Copy, Delete: e.Delete},
 			"dry run %s: would copy %d, delete %d%s", e.Target, len(e.Copy), len(e.Delete), listing(e.Copy, e.Delete))
 	}
@@ -156,7 +156,7 @@ const onSyncLines = 10
 
 // onSync prints one on-sync run: a line on stdout when it exited 0, else a warning on stderr,
 // with the last lines of its output indented below.
-func (r *syncReporter) onSync(e sync.OnSync) {
+func (r *syncReporter) onSync(e filesync.OnSync) {
 	ev := jsonEvent{Type: "on-sync", Target: toJSONTarget(e.Target), Duration: ms(e.Duration), Output: &e.Output}
 	took := e.Duration.Round(time.Millisecond)
 	tail := indentTail(e.Output, onSyncLines)
@@ -233,7 +233,7 @@ func (r *syncReporter) summary() {
 }
 
 // drawProgress shows files, bytes, rate and ETA of an initial sync on one line.
-func (r *syncReporter) drawProgress(p sync.Progress) {
+func (r *syncReporter) drawProgress(p filesync.Progress) {
 	rate := float64(p.Bytes) / p.Elapsed.Seconds()
 	line := fmt.Sprintf("syncing %s: %d files, %s/%s, %s/s", p.Target, p.Files, humanBytes(p.Bytes), humanBytes(p.TotalBytes), humanBytes(int64(rate)))
 	if p.TotalBytes > p.Bytes && rate > 0 {

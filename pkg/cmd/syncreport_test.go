@@ -9,26 +9,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
 func TestSyncReporterNDJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
 	r := newSyncReporter(&out, &errOut, true)
-	tg := sync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "containerd://abc"}
-	r.Report(sync.TargetAdded{Target: tg})
-	r.Report(sync.InitialSync{Target: tg, Files: 3, Bytes: 2048, Duration: 1500 * time.Microsecond})
-	r.Report(sync.Batch{Changed: 1, Names: []string{"/app/a"}, Targets: 1, Bytes: 512, Latency: 80 * time.Millisecond})
-	r.Report(sync.Batch{}) // changed nothing: not printed
-	r.Report(sync.Error{Target: tg, Err: errors.New("tar not found"), Hint: "the image needs sh and tar"})
-	r.Report(sync.TargetRemoved{Target: tg})
+	tg := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "containerd://abc"}
+	r.Report(filesync.TargetAdded{Target: tg})
+	r.Report(filesync.InitialSync{Target: tg, Files: 3, Bytes: 2048, Duration: 1500 * time.Microsecond})
+	r.Report(filesync.Batch{Changed: 1, Names: []string{"/app/a"}, Targets: 1, Bytes: 512, Latency: 80 * time.Millisecond})
+	r.Report(filesync.Batch{}) // changed nothing: not printed
+	r.Report(filesync.Error{Target: tg, Err: errors.New("tar not found"), Hint: "the image needs sh and tar"})
+	r.Report(filesync.TargetRemoved{Target: tg})
 	r.refreshed("pinned")
-	r.Report(sync.DryRun{Target: tg, Copy: []string{"/app/a"}, Delete: []string{"/app/b"}})
-	r.Report(sync.Progress{Target: tg}) // drawn on terminals only
-	r.Report(sync.Held{Target: tg, Mapping: sync.Mapping{Local: "/src", Remote: "/app"}, Reason: `local root "/src" is missing`,
+	r.Report(filesync.DryRun{Target: tg, Copy: []string{"/app/a"}, Delete: []string{"/app/b"}})
+	r.Report(filesync.Progress{Target: tg}) // drawn on terminals only
+	r.Report(filesync.Held{Target: tg, Mapping: filesync.Mapping{Local: "/src", Remote: "/app"}, Reason: `local root "/src" is missing`,
 		Deleted: 120, Examples: []string{"/app/a", "/app/b"}, Hint: "nothing is deleted until it is back"})
-	r.Report(sync.OnSync{Target: tg, ExitCode: 0, Duration: 120 * time.Millisecond, Output: "reloaded\n"})
-	r.Report(sync.OnSync{Target: tg, ExitCode: -1, Err: errors.New("on-sync command timed out after 30s"), Duration: 30 * time.Second})
+	r.Report(filesync.OnSync{Target: tg, ExitCode: 0, Duration: 120 * time.Millisecond, Output: "reloaded\n"})
+	r.Report(filesync.OnSync{Target: tg, ExitCode: -1, Err: errors.New("on-sync command timed out after 30s"), Duration: 30 * time.Second})
 	r.warn(errors.New("watching /src: out of inotify watches"))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "held", "on-sync", "on-sync", "error"}
@@ -65,23 +65,23 @@ func TestSyncReporterNDJSON(t *testing.T) {
 }
 
 func TestSyncReporterOnSyncText(t *testing.T) {
-	tg := sync.Target{Namespace: "default", Pod: "pod", Container: "app"}
+	tg := filesync.Target{Namespace: "default", Pod: "pod", Container: "app"}
 	many := ""
 	for i := range 15 {
 		many += fmt.Sprintf("line %d\n", i)
 	}
 	tests := []struct {
 		name          string
-		ev            sync.OnSync
+		ev            filesync.OnSync
 		stdout, stder string
 	}{
-		{name: "exit 0", ev: sync.OnSync{Target: tg, Duration: 120 * time.Millisecond, Output: "reloading\nok\n"},
+		{name: "exit 0", ev: filesync.OnSync{Target: tg, Duration: 120 * time.Millisecond, Output: "reloading\nok\n"},
 			stdout: "on-sync default/pod/app: exit 0 in 120ms\n  reloading\n  ok\n"},
-		{name: "exit 0, no output", ev: sync.OnSync{Target: tg, Duration: time.Second},
+		{name: "exit 0, no output", ev: filesync.OnSync{Target: tg, Duration: time.Second},
 			stdout: "on-sync default/pod/app: exit 0 in 1s\n"},
-		{name: "failure, last lines", ev: sync.OnSync{Target: tg, ExitCode: 2, Duration: time.Second, Output: many},
+		{name: "failure, last lines", ev: filesync.OnSync{Target: tg, ExitCode: 2, Duration: time.Second, Output: many},
 			stder: "warning: on-sync default/pod/app: exit 2 in 1s\n  line 5\n  line 6\n  line 7\n  line 8\n  line 9\n  line 10\n  line 11\n  line 12\n  line 13\n  line 14\n"},
-		{name: "timeout", ev: sync.OnSync{Target: tg, ExitCode: -1, Err: errors.New("on-sync command timed out after 30s"), Duration: 30 * time.Second, Output: "starting\n"},
+		{name: "timeout", ev: filesync.OnSync{Target: tg, ExitCode: -1, Err: errors.New("on-sync command timed out after 30s"), Duration: 30 * time.Second, Output: "starting\n"},
 			stder: "warning: on-sync default/pod/app: on-sync command timed out after 30s\n  starting\n"},
 	}
 	for _, tt := range tests {
@@ -120,10 +120,10 @@ func assertNDJSON(t *testing.T, out string) []map[string]any {
 func TestSyncReporterText(t *testing.T) {
 	var out, errOut bytes.Buffer
 	r := newSyncReporter(&out, &errOut, false)
-	tg := sync.Target{Namespace: "ns", Pod: "web-1", Container: "app"}
-	r.Report(sync.Batch{Changed: 2, Deleted: 1, Names: []string{"/app/a", "/app/b"}, Targets: 2, Failed: 1, Bytes: 3 << 20, Latency: 120 * time.Millisecond})
-	r.Report(sync.Error{Target: tg, Err: errors.New("permission denied")})
-	r.Report(sync.Held{Target: tg, Reason: "more than half of the 66 entries the container has", Deleted: 61, Examples: []string{"/app/old"},
+	tg := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app"}
+	r.Report(filesync.Batch{Changed: 2, Deleted: 1, Names: []string{"/app/a", "/app/b"}, Targets: 2, Failed: 1, Bytes: 3 << 20, Latency: 120 * time.Millisecond})
+	r.Report(filesync.Error{Target: tg, Err: errors.New("permission denied")})
+	r.Report(filesync.Held{Target: tg, Reason: "more than half of the 66 entries the container has", Deleted: 61, Examples: []string{"/app/old"},
 		Hint: "if that is intended, restart with --initial=mirror --allow-mass-delete"})
 	r.summary()
 	if got := out.String(); got != "2 changed, 1 deleted (/app/a, /app/b) -> 1/2 containers, 3.0 MiB in 120ms\n" {
@@ -139,10 +139,10 @@ func TestSyncReporterText(t *testing.T) {
 // TestSyncReporterWaiting: a wait is one line on stderr, or a `waiting` NDJSON event with
 // reason and message; a restart loop names the exit code and what a restart does to synced files.
 func TestSyncReporterWaiting(t *testing.T) {
-	tg := sync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "containerd://abc"}
+	tg := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "containerd://abc"}
 	three := int32(3)
-	wait := sync.Waiting{Workload: "deployment/web", Reason: "ImagePull", Message: `pod "web-1": container "app" is in ImagePullBackOff: not found`}
-	loop := sync.Restarting{Target: tg, Restarts: 2, Window: 5 * time.Minute, ExitCode: &three}
+	wait := filesync.Waiting{Workload: "deployment/web", Reason: "ImagePull", Message: `pod "web-1": container "app" is in ImagePullBackOff: not found`}
+	loop := filesync.Restarting{Target: tg, Restarts: 2, Window: 5 * time.Minute, ExitCode: &three}
 
 	var out, errOut bytes.Buffer
 	r := newSyncReporter(&out, &errOut, false)

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -42,8 +42,8 @@ func TestSyncResolvesSymlinkedLocal(t *testing.T) {
 	t.Chdir(base)
 	o := &SyncOptions{
 		args:    []string{"deploy/web", "./current:/app", "config.yaml:/etc/app/config.yaml"},
-		initial: string(sync.InitialUpload), output: "text", quiet: sync.DefaultQuiet, batchCap: sync.DefaultCap, parallel: 1,
-		execWait: sync.DefaultExecTimeout, onSyncWait: sync.DefaultOnSyncTimeout,
+		initial: string(filesync.InitialUpload), output: "text", quiet: filesync.DefaultQuiet, batchCap: filesync.DefaultCap, parallel: 1,
+		execWait: filesync.DefaultExecTimeout, onSyncWait: filesync.DefaultOnSyncTimeout,
 	}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)

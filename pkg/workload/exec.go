@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/streaming/pkg/httpstream"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
 // PodExecutor runs commands in containers through the API server's pods/exec: WebSocket
@@ -31,7 +31,7 @@ type PodExecutor struct {
 // (StreamWithContext returns on ctx.Done and closes the connection); the sync engine's
 // deadlines rely on that. A copy goroutine may outlive the call until stdin yields or the
 // connection error reaches it; the engine drops its late output.
-func (x *PodExecutor) Exec(ctx context.Context, t sync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func (x *PodExecutor) Exec(ctx context.Context, t filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	req := x.Client.CoreV1().RESTClient().Post().
 		Resource("pods").Namespace(t.Namespace).Name(t.Pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{

@@ -3,7 +3,7 @@ package workload
 import (
 	"context"
 	"slices"
-	gosync "sync"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,13 +14,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
 // Sink receives the targets a Tracker finds. The sync engine implements it.
 type Sink interface {
-	AddTarget(t sync.Target)
-	RemoveTarget(t sync.Target)
+	AddTarget(t filesync.Target)
+	RemoveTarget(t filesync.Target)
 }
 
 // Tracker follows a workload's pods and keeps Sink told which containers run: each of the
@@ -36,19 +36,19 @@ type Tracker struct {
 	// for -l selecting pods that did not exist when the session started.
 	Containers []string
 	Sink       Sink
-	// Reporter, if not nil, is told why there is nothing to sync into (sync.Waiting) and about
-	// synced containers that keep restarting (sync.Restarting).
-	Reporter sync.Reporter
+	// Reporter, if not nil, is told why there is nothing to sync into (filesync.Waiting) and about
+	// synced containers that keep restarting (filesync.Restarting).
+	Reporter filesync.Reporter
 	// Clock times restarts; nil means the real clock.
 	Clock clock.PassiveClock
 
-	mu       gosync.Mutex
-	targets  map[string]sync.Target // by Target.String(): namespace/pod/container
-	lastID   map[string]string      // by the same key: the last running containerID seen
-	restarts map[string][]time.Time // by the same key: restarts within RestartWindow
+	mu       sync.Mutex
+	targets  map[string]filesync.Target // by Target.String(): namespace/pod/container
+	lastID   map[string]string          // by the same key: the last running containerID seen
+	restarts map[string][]time.Time     // by the same key: restarts within RestartWindow
 	store    cache.Store
-	listed   bool         // the first full list was observed: waits can be judged
-	waiting  sync.Waiting // the last reason reported; zero while there are targets
+	listed   bool             // the first full list was observed: waits can be judged
+	waiting  filesync.Waiting // the last reason reported; zero while there are targets
 	ctx      context.Context
 }
 
@@ -59,7 +59,7 @@ const RestartWindow = 5 * time.Minute
 // Run tracks until ctx is done. synced, if not nil, is closed once the first full list of pods
 // has been delivered to Sink.
 func (tr *Tracker) Run(ctx context.Context, synced chan<- struct{}) {
-	tr.targets, tr.lastID, tr.restarts, tr.ctx = map[string]sync.Target{}, map[string]string{}, map[string][]time.Time{}, ctx
+	tr.targets, tr.lastID, tr.restarts, tr.ctx = map[string]filesync.Target{}, map[string]string{}, map[string][]time.Time{}, ctx
 	if tr.Clock == nil {
 		tr.Clock = clock.RealClock{}
 	}
@@ -152,7 +152,7 @@ func (tr *Tracker) observe(obj any, deleted bool) {
 // noteRestart counts a new container in a pod where another one of that name ran before, and
 // reports a restart loop at the second restart within RestartWindow: each restart starts from
 // the image, so the synced files are gone until livesync syncs them again.
-func (tr *Tracker) noteRestart(pod *corev1.Pod, t sync.Target) {
+func (tr *Tracker) noteRestart(pod *corev1.Pod, t filesync.Target) {
 	key := t.String()
 	prev := tr.lastID[key]
 	tr.lastID[key] = t.ContainerID
@@ -166,7 +166,7 @@ func (tr *Tracker) noteRestart(pod *corev1.Pod, t sync.Target) {
 	if len(recent) < 2 {
 		return
 	}
-	ev := sync.Restarting{Target: t, Restarts: len(recent), Window: RestartWindow}
+	ev := filesync.Restarting{Target: t, Restarts: len(recent), Window: RestartWindow}
 	if st := ContainerStatus(pod, t.Container, false); st != nil && st.LastTerminationState.Terminated != nil {
 		code := st.LastTerminationState.Terminated.ExitCode
 		ev.ExitCode = &code
@@ -182,7 +182,7 @@ func (tr *Tracker) judgeWait() {
 		return
 	}
 	if len(tr.targets) > 0 {
-		tr.waiting = sync.Waiting{}
+		tr.waiting = filesync.Waiting{}
 		return
 	}
 	var pods []*corev1.Pod
@@ -208,8 +208,8 @@ func (tr *Tracker) judgeWait() {
 
 // TargetOf returns the pod's container as a target, and whether it can receive files now: the
 // pod is not terminating and the container runs.
-func TargetOf(pod *corev1.Pod, container string) (sync.Target, bool) {
-	t := sync.Target{Namespace: pod.Namespace, Pod: pod.Name, Container: container}
+func TargetOf(pod *corev1.Pod, container string) (filesync.Target, bool) {
+	t := filesync.Target{Namespace: pod.Namespace, Pod: pod.Name, Container: container}
 	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
 		return t, false
 	}
@@ -224,7 +224,7 @@ func TargetOf(pod *corev1.Pod, container string) (sync.Target, bool) {
 // sameTrouble tells a retry from a new reason: between two pulls or two crashes the kubelet
 // shows the container as ContainerCreating or exited, which is still the pull or crash last
 // reported for that pod.
-func (tr *Tracker) sameTrouble(why sync.Waiting) bool {
+func (tr *Tracker) sameTrouble(why filesync.Waiting) bool {
 	last := tr.waiting
 	return why.Reason == WaitNotReady && why.Pod != "" && why.Pod == last.Pod &&
 		(last.Reason == WaitImagePull || last.Reason == WaitCrashLoop)

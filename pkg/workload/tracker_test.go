@@ -10,18 +10,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
 type recordingSink chan string
 
-func (r recordingSink) AddTarget(t sync.Target) {
+func (r recordingSink) AddTarget(t filesync.Target) {
 	r <- "add " + t.Pod + " " + t.ContainerID + containerSuffix(t)
 }
-func (r recordingSink) RemoveTarget(t sync.Target) { r <- "remove " + t.Pod + containerSuffix(t) }
+func (r recordingSink) RemoveTarget(t filesync.Target) { r <- "remove " + t.Pod + containerSuffix(t) }
 
 // containerSuffix names containers other than "app", which most tests use alone.
-func containerSuffix(t sync.Target) string {
+func containerSuffix(t filesync.Target) string {
 	if t.Container == "app" {
 		return ""
 	}

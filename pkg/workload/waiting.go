@@ -13,10 +13,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/cmd/util/podcmd"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
-// Wait reasons, the `reason` of a sync.Waiting event; scripts match on them.
+// Wait reasons, the `reason` of a filesync.Waiting event; scripts match on them.
 const (
 	WaitNoReplicas       = "NoReplicas"       // the workload is scaled to 0
 	WaitNoPods           = "NoPods"           // nothing matches the selector (or the pod is gone)
@@ -84,16 +84,16 @@ var waitRank = map[string]int{WaitContainerMissing: 0, WaitImagePull: 1, WaitCra
 // telling problem of the first pod (by name) that has it. containers are the chosen
 // containers; empty means each pod's default one, which then always exists. It returns
 // ok=false when some chosen container runs, or when there are no live pods (see noPods).
-func WaitReason(w *Workload, pods []*corev1.Pod, containers []string) (reason sync.Waiting, ok bool) {
+func WaitReason(w *Workload, pods []*corev1.Pod, containers []string) (reason filesync.Waiting, ok bool) {
 	pods = slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
 	if len(pods) == 0 {
-		return sync.Waiting{}, false
+		return filesync.Waiting{}, false
 	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
-	best, bestRank := sync.Waiting{}, len(waitRank)+1
+	best, bestRank := filesync.Waiting{}, len(waitRank)+1
 	consider := func(p *corev1.Pod, reason, text string) {
 		if r := waitRank[reason]; r < bestRank {
-			best, bestRank = sync.Waiting{Pod: p.Name, Reason: reason, Message: fmt.Sprintf("pod %q: %s", p.Name, text)}, r
+			best, bestRank = filesync.Waiting{Pod: p.Name, Reason: reason, Message: fmt.Sprintf("pod %q: %s", p.Name, text)}, r
 		}
 	}
 	for _, p := range pods {
@@ -103,13 +103,13 @@ func WaitReason(w *Workload, pods []*corev1.Pod, containers []string) (reason sy
 				continue
 			}
 			if _, running := TargetOf(p, c); running {
-				return sync.Waiting{}, false
+				return filesync.Waiting{}, false
 			}
 		}
 		if len(containers) == 0 {
 			if c := defaultContainer(p); c != "" {
 				if _, running := TargetOf(p, c); running {
-					return sync.Waiting{}, false
+					return filesync.Waiting{}, false
 				}
 			}
 		}
@@ -170,14 +170,14 @@ func podContainerNames(p *corev1.Pod) []string {
 
 // NoPodsReason says why a workload has no live pod: scaled to 0 (and how to scale it up), or
 // nothing matches its selector.
-func NoPodsReason(ctx context.Context, client kubernetes.Interface, w *Workload) sync.Waiting {
+func NoPodsReason(ctx context.Context, client kubernetes.Interface, w *Workload) filesync.Waiting {
 	if w.Kind == KindPod {
-		return sync.Waiting{Reason: WaitNoPods, Message: fmt.Sprintf("pod %q is gone from namespace %q", w.Name, w.Namespace)}
+		return filesync.Waiting{Reason: WaitNoPods, Message: fmt.Sprintf("pod %q is gone from namespace %q", w.Name, w.Namespace)}
 	}
 	if n := wantedReplicas(ctx, client, w); n != nil && *n == 0 {
-		return sync.Waiting{Reason: WaitNoReplicas, Message: fmt.Sprintf("%s has 0 replicas: scale it up to sync, e.g. kubectl scale %s --replicas=1 -n %s", w.Ref(), w.Ref(), w.Namespace)}
+		return filesync.Waiting{Reason: WaitNoReplicas, Message: fmt.Sprintf("%s has 0 replicas: scale it up to sync, e.g. kubectl scale %s --replicas=1 -n %s", w.Ref(), w.Ref(), w.Namespace)}
 	}
-	return sync.Waiting{Reason: WaitNoPods, Message: fmt.Sprintf("no pod matches the selector %s in namespace %q yet", w.Selector, w.Namespace)}
+	return filesync.Waiting{Reason: WaitNoPods, Message: fmt.Sprintf("no pod matches the selector %s in namespace %q yet", w.Selector, w.Namespace)}
 }
 
 // wantedReplicas reads spec.replicas afresh (the user may have scaled since livesync started);

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
 // podIn returns a pod "name" of app=web with containers app and sidecar, in phase, whose
@@ -109,11 +109,11 @@ func TestNoPodsReason(t *testing.T) {
 // recordingReporter turns the tracker's reports into lines, in order.
 type recordingReporter chan string
 
-func (r recordingReporter) Report(ev sync.Event) {
+func (r recordingReporter) Report(ev filesync.Event) {
 	switch e := ev.(type) {
-	case sync.Waiting:
+	case filesync.Waiting:
 		r <- "waiting " + e.Workload + " " + e.Reason
-	case sync.Restarting:
+	case filesync.Restarting:
 		code := "?"
 		if e.ExitCode != nil {
 			code = fmt.Sprint(*e.ExitCode)

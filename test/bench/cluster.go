@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
 
@@ -117,8 +117,8 @@ func (c *cluster) deploy(ctx context.Context, name string, replicas int32, empty
 }
 
 // targets waits until the deployment's replicas all run and returns their containers.
-func (c *cluster) targets(ctx context.Context, name string, replicas int) ([]sync.Target, error) {
-	var out []sync.Target
+func (c *cluster) targets(ctx context.Context, name string, replicas int) ([]filesync.Target, error) {
+	var out []filesync.Target
 	err := poll(ctx, 3*time.Minute, func() (bool, error) {
 		list, err := c.client.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 		if err != nil {
@@ -139,7 +139,7 @@ func (c *cluster) targets(ctx context.Context, name string, replicas int) ([]syn
 }
 
 // sh runs a script in t and returns its stdout.
-func (c *cluster) sh(ctx context.Context, t sync.Target, script string, stdin io.Reader) (string, error) {
+func (c *cluster) sh(ctx context.Context, t filesync.Target, script string, stdin io.Reader) (string, error) {
 	var out, errb bytes.Buffer
 	if err := c.exec.Exec(ctx, t, []string{"sh", "-c", script}, stdin, &out, &errb); err != nil {
 		return out.String(), fmt.Errorf("running %q in %s: %w: %s", firstLine(script), t, err, strings.TrimSpace(errb.String()))
@@ -148,7 +148,7 @@ func (c *cluster) sh(ctx context.Context, t sync.Target, script string, stdin io
 }
 
 // floor runs `true` in t and returns how long the exec took.
-func (c *cluster) floor(ctx context.Context, t sync.Target) (time.Duration, error) {
+func (c *cluster) floor(ctx context.Context, t filesync.Target) (time.Duration, error) {
 	start := time.Now()
 	err := c.exec.Exec(ctx, t, []string{"true"}, nil, io.Discard, io.Discard)
 	return time.Since(start), err
@@ -157,7 +157,7 @@ func (c *cluster) floor(ctx context.Context, t sync.Target) (time.Duration, erro
 // tarExec extracts files (rel → content) with one `tar -x` exec into dir of t, the least any
 // tool can do to move those bytes: the transfer baseline of bursts and big files. It is timed
 // like the tool, from the start to the moment p sees the last file in the container.
-func (c *cluster) tarExec(ctx context.Context, t sync.Target, p *probe, dir string, rels []string, files map[string][]byte) (time.Duration, error) {
+func (c *cluster) tarExec(ctx context.Context, t filesync.Target, p *probe, dir string, rels []string, files map[string][]byte) (time.Duration, error) {
 	exp := make([]expect, len(rels))
 	for i, r := range rels {
 		exp[i] = expect{path: path.Join(dir, r), data: files[r]}
@@ -186,7 +186,7 @@ func buildProbe(ctx context.Context, dir string) (string, error) {
 }
 
 // uploadProbe copies the probe to /tmp/lsprobe in t and checks it arrived whole.
-func (c *cluster) uploadProbe(ctx context.Context, t sync.Target, bin string) error {
+func (c *cluster) uploadProbe(ctx context.Context, t filesync.Target, bin string) error {
 	b, err := os.ReadFile(bin)
 	if err != nil {
 		return err

@@ -10,10 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	gosync "sync"
+	"sync"
 	"time"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
 // measureFanout is item 5: one session on a 1-replica and one on a 5-replica deployment, saves
@@ -26,7 +26,7 @@ func (b *bench) measureFanout(ctx context.Context) error {
 		n    int
 		dir  string
 		s    *session
-		ts   []sync.Target
+		ts   []filesync.Target
 		lat  []time.Duration
 	}
 	sides := []*side{{name: "fan1", n: 1}, {name: "fan5", n: 5}}
@@ -103,7 +103,7 @@ func (b *bench) measureFanout(ctx context.Context) error {
 // the processes on the exec path (the pod's shim with the runc processes it reaps, containerd,
 // the kubelet, the apiserver and this process), and their mean wall time. Other work in those
 // daemons counts too, so it is an upper bound.
-func execCPU(ctx context.Context, c *cluster, t sync.Target, n int) (cpu, wall time.Duration, err error) {
+func execCPU(ctx context.Context, c *cluster, t filesync.Target, n int) (cpu, wall time.Duration, err error) {
 	shim, err := shimOf(strings.TrimPrefix(t.ContainerID, "containerd://"))
 	if err != nil {
 		return 0, 0, err
@@ -204,11 +204,11 @@ func procTicks(pid int, children bool) int64 {
 }
 
 // parallelFloor execs `true` into every target at once and returns when the last returned.
-func parallelFloor(ctx context.Context, c *cluster, ts []sync.Target) (time.Duration, error) {
+func parallelFloor(ctx context.Context, c *cluster, ts []filesync.Target) (time.Duration, error) {
 	start := time.Now()
 	var (
-		wg      gosync.WaitGroup
-		mu      gosync.Mutex
+		wg      sync.WaitGroup
+		mu      sync.Mutex
 		lastErr error
 	)
 	for _, t := range ts {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
 // copier is one way to put the initial tree into a fresh directory of a running container.
@@ -100,7 +100,7 @@ func pairRatio(a, b []time.Duration) float64 {
 }
 
 // checkCopy verifies that dest holds the whole initial tree: every file and every byte.
-func (b *bench) checkCopy(ctx context.Context, t sync.Target, dest string) error {
+func (b *bench) checkCopy(ctx context.Context, t filesync.Target, dest string) error {
 	out, err := b.c.sh(ctx, t, fmt.Sprintf("cd %s && find . -type f | wc -l && find . -type f -exec cat {} + | wc -c", dest), nil)
 	if err != nil {
 		return err

@@ -10,13 +10,13 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
 // latencyRun is one save→visible series against one synced container.
 type latencyRun struct {
 	c      *cluster
-	t      sync.Target
+	t      filesync.Target
 	s      *session
 	p      *probe
 	local  string

@@ -31,7 +31,7 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) n
 // measureMicro runs the Go micro-benchmarks once each and adds a row per benchmark.
 func (b *bench) measureMicro(ctx context.Context) error {
 	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^(BenchmarkPlan|BenchmarkPlanRescan|BenchmarkArchive|BenchmarkApplyOneFile|BenchmarkListRemote|BenchmarkMatch|BenchmarkWatchReady)$",
-		"-benchtime", b.benchtime, "-count", "1", "./pkg/sync", "./pkg/ignore", "./pkg/watch")
+		"-benchtime", b.benchtime, "-count", "1", "./pkg/filesync", "./pkg/ignore", "./pkg/watch")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("go test -bench: %w\n%s", err, out)

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	gosync "sync"
+	"sync"
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
@@ -193,7 +193,7 @@ func eventTimes(tmp string, op *operation) ([]time.Time, error) {
 		return nil, err
 	}
 	var (
-		mu    gosync.Mutex
+		mu    sync.Mutex
 		times []time.Time
 		done  = make(chan struct{})
 	)

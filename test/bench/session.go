@@ -15,11 +15,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	gosync "sync"
+	"sync"
 	"syscall"
 	"time"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/sync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
 // event is one NDJSON line of `kubectl-livesync -o json` (the fields the benchmark reads).
@@ -45,9 +45,9 @@ type session struct {
 	cmd    *exec.Cmd
 	events chan event
 	done   chan struct{} // closed once the process exited
-	mu     gosync.Mutex
+	mu     sync.Mutex
 	stderr bytes.Buffer
-	once   gosync.Once
+	once   sync.Once
 }
 
 func (c *cluster) startSession(args ...string) (*session, error) {
@@ -78,7 +78,7 @@ func (c *cluster) startSession(args ...string) (*session, error) {
 }
 
 type lockedWriter struct {
-	mu *gosync.Mutex
+	mu *sync.Mutex
 	w  io.Writer
 }
 
@@ -181,7 +181,7 @@ type probe struct {
 	errc  chan error
 }
 
-func (c *cluster) startProbe(ctx context.Context, t sync.Target) *probe {
+func (c *cluster) startProbe(ctx context.Context, t filesync.Target) *probe {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	p := &probe{in: inW, lines: make(chan string, 16), errc: make(chan error, 1)}

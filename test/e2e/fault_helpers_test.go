@@ -20,7 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	gosync "sync"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -194,7 +194,7 @@ func converge(t *testing.T, ns, sel string, want int, local, remote string, time
 		}
 		trees := make([]tree, len(pods))
 		errs := make([]error, len(pods))
-		var wg gosync.WaitGroup
+		var wg sync.WaitGroup
 		for i, p := range pods {
 			wg.Go(func() { trees[i], errs[i] = remoteHashTree(ctx, ns, p, "app", remote) })
 		}

@@ -16,7 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	gosync "sync"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,7 +96,7 @@ func (r result) String() string {
 // roleKubeconfigs maps each test namespace to a kubeconfig of a ServiceAccount bound to
 // docs/rbac.yaml alone there: the README promises that Role is enough for every command, so the
 // suite runs the binary as that user. Setup and independent checks use the admin kubeconfig.
-var roleKubeconfigs gosync.Map
+var roleKubeconfigs sync.Map
 
 // kubeconfigFor returns the kubeconfig to run kubectl-livesync args with: the documented
 // Role's when args name a test namespace (-n), else the admin's.

@@ -13,7 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	gosync "sync"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -183,7 +183,7 @@ type proc struct {
 }
 
 type lockedBuffer struct {
-	mu gosync.Mutex
+	mu sync.Mutex
 	b  bytes.Buffer
 }
 

@@ -19,7 +19,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	gosync "sync"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,7 +29,7 @@ import (
 type session struct {
 	cmd    *exec.Cmd
 	stderr bytes.Buffer
-	mu     gosync.Mutex
+	mu     sync.Mutex
 	events []map[string]any
 	done   chan error
 }

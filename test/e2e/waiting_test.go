@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	gosync "sync"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,7 +73,7 @@ func pollUntil(timeout time.Duration, cond func() bool) error {
 // textSession is a session with text output, whose stderr the test reads while it runs.
 type textSession struct {
 	cmd *exec.Cmd
-	mu  gosync.Mutex
+	mu  sync.Mutex
 	buf bytes.Buffer
 }
 

@@ -1,0 +1,244 @@
+package filesync
+
+import (
+	"archive/tar"
+	"bufio"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// archiveResult is what building one tar stream found out.
+type archiveResult struct {
+	files int   // entries written
+	bytes int64 // tar bytes produced
+	sums  map[string]*[32]byte
+	// raced holds files that changed or vanished while being read; the index
+	// forgets them so the next batch sends them again.
+	raced map[string]struct{}
+	// warnings are files skipped because they were no longer regular files
+	// (a FIFO, socket or device in their place).
+	warnings []error
+}
+
+// streamArchive streams copies as a tar through a pipe. Close the reader once
+// the consumer is done (that unblocks the writer), then call wait.
+func streamArchive(copies []Copy) (r io.ReadCloser, wait func() (archiveResult, error)) {
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	var (
+		res archiveResult
+		err error
+	)
+	go func() {
+		defer close(done)
+		res, err = writeArchive(pw, copies)
+		pw.CloseWithError(err)
+	}()
+	return pr, func() (archiveResult, error) { <-done; return res, err }
+}
+
+// writeArchive writes copies to w as a tar: names relative to the remote
+// directory, same name twice → last wins, sorted so parents come first, uid and
+// gid zero and no owner names (the container's user owns what it extracts),
+// permission bits kept, symlinks as links. The writer picks USTAR, or PAX for
+// long and non-ASCII names; GNU and busybox tar read both.
+func writeArchive(w io.Writer, copies []Copy) (archiveResult, error) {
+	res := archiveResult{sums: map[string]*[32]byte{}, raced: map[string]struct{}{}}
+	cw := &countingWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 64<<10) // one WebSocket frame per Write: keep them large
+	tw := tar.NewWriter(bw)
+	for _, c := range dedupe(copies) {
+		if !validRel(c.Name) || c.Name == "" {
+			return res, fmt.Errorf("archiving %q: invalid entry name %q", c.Src, c.Name)
+		}
+		ok, err := writeEntry(tw, c, &res)
+		if err != nil {
+			return res, err
+		}
+		if ok {
+			res.files++
+		} else {
+			res.raced[c.Rel] = struct{}{}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return res, fmt.Errorf("finishing tar stream: %w", err)
+	}
+	err := bw.Flush()
+	res.bytes = cw.n
+	if err != nil {
+		return res, fmt.Errorf("writing tar stream: %w", err)
+	}
+	return res, nil
+}
+
+// dedupe keeps the last copy of each name and sorts by name.
+func dedupe(copies []Copy) []Copy {
+	last := make(map[string]int, len(copies))
+	for i, c := range copies {
+		last[c.Name] = i
+	}
+	out := make([]Copy, 0, len(last))
+	for i, c := range copies {
+		if last[c.Name] == i {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b Copy) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// writeEntry writes one entry, and false if it was skipped or cut short
+// because the local file changed under it.
+func writeEntry(tw *tar.Writer, c Copy, res *archiveResult) (bool, error) {
+	hdr := &tar.Header{Name: c.Name, Mode: int64(c.Mode.Perm()), ModTime: c.MTime.Truncate(time.Second)}
+	switch c.Type {
+	case TypeDir:
+		// Writable for now: busybox tar creates a directory with its mode
+		// before its children and, as non-root, never chmods. The apply
+		// script sets a mode lacking u+rwx after the extraction.
+		hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, c.Name+"/", hdr.Mode|0o700
+		return true, writeHeader(tw, hdr)
+	case TypeSymlink:
+		link, err := os.Readlink(c.Src)
+		if err != nil {
+			return false, nil
+		}
+		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, link
+		return link == c.Link, writeHeader(tw, hdr)
+	}
+	f, fi, err := openRegular(c.Src)
+	if errors.Is(err, errNotRegular) {
+		res.warnings = append(res.warnings, fmt.Errorf("skipping %w", err))
+	}
+	if err != nil {
+		return false, nil // gone, replaced by a link or by a FIFO since planning
+	}
+	defer f.Close()
+	// Send what the file is now; if that differs from what was planned the
+	// index must not record the planned metadata.
+	fresh := fi.Size() == c.Size && fi.ModTime().Equal(c.MTime) && fi.Mode().Perm() == c.Mode
+	hdr.Typeflag, hdr.Size, hdr.Mode = tar.TypeReg, fi.Size(), int64(fi.Mode().Perm())
+	hdr.ModTime = fi.ModTime().Truncate(time.Second)
+	if hdr.Size > maxUSTARSize {
+		// Busybox tar ignores the PAX size record archive/tar would use
+		// and extracts an empty file, then reads the content as the end
+		// of the archive and succeeds; both tars read GNU base-256 sizes.
+		hdr.Format = tar.FormatGNU
+	}
+	if err := writeHeader(tw, hdr); err != nil {
+		return false, err
+	}
+	h := sha256.New()
+	intact, err := copyExact(tw, io.TeeReader(f, h), f, hdr.Size)
+	if err != nil {
+		return false, fmt.Errorf("archiving %q: %w", c.Src, err)
+	}
+	if !intact || !fresh {
+		return false, nil
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	res.sums[c.Rel] = &sum
+	return true, nil
+}
+
+// errNotRegular: a path planned as a regular file is now a FIFO, socket or
+// device, which are never synced.
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens name for reading if it is a regular file. It never
+// follows a symlink and never blocks: a FIFO's open waits for a writer, and
+// its reads for data, forever if nobody writes.
+func openRegular(name string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(name, openFlags, 0)
+	if err != nil {
+		// A socket cannot be opened at all (ENXIO): say what it is.
+		if fi, lerr := os.Lstat(name); lerr == nil && fi.Mode().Type()&^(fs.ModeSymlink|fs.ModeDir) != 0 {
+			return nil, nil, notRegular(name, fi.Mode())
+		}
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case fi.IsDir():
+		// Replaced by a directory: planned again as one, no warning.
+		err = fmt.Errorf("%q is a directory now", name)
+	case !fi.Mode().IsRegular():
+		err = notRegular(name, fi.Mode())
+	default:
+		err = setBlocking(f)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+func notRegular(name string, m fs.FileMode) error {
+	kind := "a device"
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a FIFO"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	}
+	return fmt.Errorf("%q: %w (now %s), so it is not synced", name, errNotRegular, kind)
+}
+
+// maxUSTARSize is the largest size the 11 octal digits of a ustar header
+// hold: 8 GiB - 1.
+const maxUSTARSize = 1<<33 - 1
+
+func writeHeader(tw *tar.Writer, hdr *tar.Header) error {
+	if err := tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("writing tar header for %q: %w", hdr.Name, err)
+	}
+	return nil
+}
+
+// copyExact copies exactly size bytes, the size already promised in the tar
+// header: a file that shrank is padded with zeros, one that grew is cut, and
+// either reports intact=false.
+func copyExact(dst io.Writer, src io.Reader, f io.Reader, size int64) (intact bool, err error) {
+	n, err := io.CopyN(dst, src, size)
+	switch {
+	case errors.Is(err, io.EOF):
+		if _, err := io.CopyN(dst, zeros{}, size-n); err != nil {
+			return false, err
+		}
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	var one [1]byte
+	m, _ := f.Read(one[:])
+	return m == 0, nil
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}

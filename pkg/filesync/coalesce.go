@@ -1,0 +1,179 @@
+package filesync
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Change says that something at Path (absolute, under the local root Root) may
+// have changed. What changed is decided by Lstat when the batch is planned.
+// Rescan means events were lost and all of Root must be compared.
+// pkg/cmd adapts watch.Event to Change.
+type Change struct {
+	Root, Path string
+	Rescan     bool
+}
+
+// Default coalescing windows.
+const (
+	DefaultQuiet = 50 * time.Millisecond
+	DefaultCap   = time.Second
+)
+
+// batch is a set of coalesced changes.
+type batch struct {
+	paths   map[string]struct{} // absolute local paths
+	rescans map[string]struct{} // local roots to compare in full
+	first   time.Time           // arrival of the first change, for latency
+	changes int                 // raw changes merged into this batch
+}
+
+func (b *batch) add(c Change) {
+	if c.Rescan {
+		b.rescans[c.Root] = struct{}{}
+	} else {
+		b.paths[c.Path] = struct{}{}
+	}
+	b.changes++
+}
+
+// coalescer cuts changes into batches: a batch is due once no change arrived
+// for quiet, or cap after its first change, so a continuous stream of writes
+// still syncs.
+type coalescer struct {
+	clk        clock.PassiveClock
+	quiet, cap time.Duration
+	cur        *batch
+	last       time.Time
+}
+
+func (c *coalescer) add(ch Change) {
+	now := c.clk.Now()
+	if c.cur == nil {
+		c.cur = &batch{paths: map[string]struct{}{}, rescans: map[string]struct{}{}, first: now}
+	}
+	c.cur.add(ch)
+	c.last = now
+}
+
+// deadline returns when the current batch is due, and false without one.
+func (c *coalescer) deadline() (time.Time, bool) {
+	if c.cur == nil {
+		return time.Time{}, false
+	}
+	d := c.last.Add(c.quiet)
+	if capAt := c.cur.first.Add(c.cap); capAt.Before(d) {
+		d = capAt
+	}
+	return d, true
+}
+
+// due reports whether the current batch should be released now.
+func (c *coalescer) due() bool {
+	d, ok := c.deadline()
+	return ok && !c.clk.Now().Before(d)
+}
+
+func (c *coalescer) take() *batch {
+	b := c.cur
+	c.cur = nil
+	return b
+}
+
+// coalesce batches changes from in until ctx is done or in is closed (then the
+// pending batch is flushed and the channel closed). While the consumer is busy,
+// a released batch keeps absorbing new changes.
+func coalesce(ctx context.Context, clk clock.Clock, quiet, capWait time.Duration, in <-chan Change) <-chan *batch {
+	out := make(chan *batch)
+	go func() {
+		defer close(out)
+		c := &coalescer{clk: clk, quiet: quiet, cap: capWait}
+		var (
+			timer  clock.Timer
+			ready  *batch // released, waiting for the consumer
+			closed bool
+		)
+		stop := func() {
+			if timer != nil {
+				timer.Stop()
+				timer = nil
+			}
+		}
+		defer stop()
+		arm := func() {
+			d, ok := c.deadline()
+			if !ok {
+				stop()
+				return
+			}
+			wait := d.Sub(clk.Now())
+			if timer == nil {
+				timer = clk.NewTimer(wait)
+			} else {
+				timer.Stop()
+				timer.Reset(wait)
+			}
+		}
+		for {
+			var (
+				send   chan<- *batch
+				timerC <-chan time.Time
+			)
+			if ready != nil {
+				send = out
+			} else if closed {
+				return
+			}
+			if timer != nil {
+				timerC = timer.C()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case ch, ok := <-in:
+				switch {
+				case !ok:
+					in, closed = nil, true
+					if b := c.take(); b != nil {
+						ready = merge(ready, b)
+					}
+					stop()
+				case ready != nil:
+					ready.add(ch)
+				default:
+					c.add(ch)
+					arm()
+				}
+			case <-timerC:
+				if c.due() {
+					ready = merge(ready, c.take())
+					stop()
+				} else {
+					arm()
+				}
+			case send <- ready:
+				ready = nil
+			}
+		}
+	}()
+	return out
+}
+
+func merge(into, b *batch) *batch {
+	if into == nil {
+		return b
+	}
+	for p := range b.paths {
+		into.paths[p] = struct{}{}
+	}
+	for r := range b.rescans {
+		into.rescans[r] = struct{}{}
+	}
+	if b.first.Before(into.first) {
+		into.first = b.first
+	}
+	into.changes += b.changes
+	return into
+}

@@ -1,0 +1,179 @@
+package filesync
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestCoalescer(t *testing.T) {
+	tests := []struct {
+		name string
+		// writes at these offsets from the start (ms); the batch must not be
+		// due before dueAt and must be due at it.
+		writes []int
+		dueAt  int
+	}{
+		{name: "single write waits for quiet", writes: []int{0}, dueAt: 50},
+		{name: "quiet restarts on each write", writes: []int{0, 30, 60}, dueAt: 110},
+		{name: "continuous writes hit the cap", writes: seq(0, 2000, 20), dueAt: 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := clocktesting.NewFakeClock(time.Unix(0, 0))
+			c := &coalescer{clk: fc, quiet: 50 * time.Millisecond, cap: time.Second}
+			now := 0
+			for _, w := range tt.writes {
+				if w >= tt.dueAt {
+					break
+				}
+				fc.Step(time.Duration(w-now) * time.Millisecond)
+				now = w
+				if c.due() {
+					t.Fatalf("due at %dms, want %dms", now, tt.dueAt)
+				}
+				c.add(Change{Path: "/src/a"})
+			}
+			fc.Step(time.Duration(tt.dueAt-now-1) * time.Millisecond)
+			if c.due() {
+				t.Fatalf("due at %dms, want %dms", tt.dueAt-1, tt.dueAt)
+			}
+			fc.Step(time.Millisecond)
+			if !c.due() {
+				t.Fatalf("not due at %dms", tt.dueAt)
+			}
+			b := c.take()
+			if b.first != time.Unix(0, 0) || len(b.paths) != 1 {
+				t.Errorf("batch = %+v", b)
+			}
+		})
+	}
+}
+
+func seq(from, to, step int) []int {
+	var out []int
+	for i := from; i < to; i += step {
+		out = append(out, i)
+	}
+	return out
+}
+
+func TestCoalesce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fc := clocktesting.NewFakeClock(time.Unix(0, 0))
+	clk := &armCountingClock{FakeClock: fc}
+	in := make(chan Change)
+	out := coalesce(ctx, clk, 50*time.Millisecond, time.Second, in)
+
+	in <- Change{Root: "/src", Path: "/src/a"}
+	in <- Change{Root: "/src", Path: "/src/b"}
+	in <- Change{Root: "/src", Rescan: true}
+	// A send returns when the coalescer received the change, before it
+	// stamped it and armed its timer: stepping the clock earlier would move
+	// the quiet window and the release below would never come.
+	clk.waitArmed(t, 3)
+	fc.Step(49 * time.Millisecond)
+	assertHeld(t, fc, out, "49ms after the last change")
+	fc.Step(time.Millisecond)
+	b := <-out
+	if len(b.paths) != 2 || len(b.rescans) != 1 || b.changes != 3 {
+		t.Fatalf("batch = %+v", b)
+	}
+
+	// While the consumer is busy, a released batch absorbs new changes.
+	in <- Change{Path: "/src/c"}
+	waitForWaiters(t, fc)
+	fc.Step(50 * time.Millisecond)
+	waitReleased(t, fc)
+	in <- Change{Path: "/src/d"} // arrives while batch {c} waits for us
+	b = <-out
+	if len(b.paths) != 2 {
+		t.Fatalf("batch = %v, want c and d", b.paths)
+	}
+
+	// Closing the input flushes what is pending.
+	in <- Change{Path: "/src/e"}
+	close(in)
+	if b := <-out; len(b.paths) != 1 {
+		t.Fatalf("flushed batch = %v", b.paths)
+	}
+	if _, ok := <-out; ok {
+		t.Fatal("output not closed")
+	}
+}
+
+// armCountingClock counts how often the coalescer armed its timer (a new
+// timer or a Reset), so a test knows every change it sent was stamped.
+type armCountingClock struct {
+	*clocktesting.FakeClock
+	arms atomic.Int32
+}
+
+func (c *armCountingClock) NewTimer(d time.Duration) clock.Timer {
+	c.arms.Add(1)
+	return &armCountingTimer{Timer: c.FakeClock.NewTimer(d), arms: &c.arms}
+}
+
+type armCountingTimer struct {
+	clock.Timer
+	arms *atomic.Int32
+}
+
+func (t *armCountingTimer) Reset(d time.Duration) bool {
+	ok := t.Timer.Reset(d)
+	t.arms.Add(1)
+	return ok
+}
+
+// waitArmed waits until the timer was armed n times in all.
+func (c *armCountingClock) waitArmed(t *testing.T, n int32) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.arms.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the coalescer armed its timer %d times, want %d", c.arms.Load(), n)
+		}
+		runtime.Gosched()
+	}
+}
+
+// assertHeld fails if the coalescer released a batch at the fake clock's current time. It
+// waits until the coalescer's goroutine has settled: a batch still held has a timer armed on
+// the clock, a released one has none (the timer is stopped on release) and waits on out.
+// Without this, a check right after Step races the goroutine and an early batch goes unseen.
+func assertHeld(t *testing.T, fc *clocktesting.FakeClock, out <-chan *batch, when string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case b := <-out:
+			t.Fatalf("batch released %s: %+v", when, b)
+		default:
+		}
+		if fc.HasWaiters() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the coalescer neither released a batch nor armed its timer", when)
+		}
+		runtime.Gosched()
+	}
+}
+
+// waitReleased waits until the coalescer released its batch: its timer is gone.
+func waitReleased(t *testing.T, fc *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for fc.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("the coalescer did not release its batch")
+		}
+		runtime.Gosched()
+	}
+}

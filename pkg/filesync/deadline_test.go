@@ -1,0 +1,235 @@
+package filesync
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// scriptedExec is an Executor whose Exec is a test function.
+type scriptedExec func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) error
+
+func (f scriptedExec) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return f(ctx, stdin, stdout, stderr)
+}
+
+// result returns what ch delivers, failing the test if nothing comes: the
+// code under test hangs.
+func result[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s hangs", what)
+		panic("unreachable")
+	}
+}
+
+func TestExecWithin(t *testing.T) {
+	const d = 30 * time.Second
+	// Each step: the exec moves a byte on the stream, then the clock moves. The exec returns nil once the steps are done, unless
+	// it was cancelled first.
+	tests := []struct {
+		name    string
+		l       limit
+		steps   []time.Duration // clock moves, each after one byte moved
+		stall   bool            // after the steps, wait for the deadline instead of returning
+		stream  string          // "stdin", "stdout" or "stderr"
+		wantErr string
+	}{
+		{name: "moving output is never cut off", l: limit{d: d, idle: true}, stream: "stdout",
+			steps: []time.Duration{d - time.Second, d - time.Second, d - time.Second, d - time.Second}},
+		{name: "stdin being read is progress", l: limit{d: d, idle: true}, stream: "stdin",
+			steps: []time.Duration{d - time.Second, d - time.Second, d - time.Second}},
+		{name: "stderr is progress", l: limit{d: d, idle: true}, stream: "stderr",
+			steps: []time.Duration{d - time.Second, d - time.Second}},
+		{name: "a stall after progress times out", l: limit{d: d, idle: true}, stream: "stdout",
+			steps: []time.Duration{d - time.Second, d - time.Second}, stall: true, wantErr: "timed out after 30s (no progress)"},
+		{name: "an exec that never moves times out", l: limit{d: d, idle: true}, stall: true, wantErr: "timed out after 30s (no progress)"},
+		{name: "a fixed deadline ignores progress", l: limit{d: d}, stream: "stdout",
+			steps: []time.Duration{d / 2}, stall: true, wantErr: "timed out after 30s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+			next, moved := make(chan struct{}), make(chan struct{})
+			ex := scriptedExec(func(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) error {
+				for range tt.steps {
+					select {
+					case <-next:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+					var err error
+					switch tt.stream {
+					case "stdin":
+						_, err = stdin.Read(make([]byte, 1))
+					case "stdout":
+						_, err = stdout.Write([]byte("x"))
+					case "stderr":
+						_, err = stderr.Write([]byte("x"))
+					}
+					if err != nil {
+						return err
+					}
+					select {
+					case moved <- struct{}{}:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				select {
+				case <-next:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				if tt.stall {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				return nil
+			})
+			done := make(chan error, 1)
+			go func() {
+				done <- execWithin(context.Background(), fc, tt.l, ex, testTarget, nil, strings.NewReader(strings.Repeat("x", 100)), io.Discard, io.Discard)
+			}()
+			for _, step := range tt.steps {
+				next <- struct{}{}
+				result(t, moved, "the exec")
+				waitForWaiters(t, fc)
+				fc.Step(step)
+			}
+			next <- struct{}{}
+			if tt.stall {
+				waitForWaiters(t, fc)
+				fc.Step(d)
+			}
+			err := result(t, done, "execWithin")
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("execWithin = %v, want nil", err)
+			case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr || !errors.Is(err, ErrTimeout)):
+				t.Fatalf("execWithin = %v, want %q matching ErrTimeout", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestExecWithinTimeoutIsTransientAndOneLine(t *testing.T) {
+	err := classify(&timeoutError{limit{d: 30 * time.Second, idle: true}}, testTarget, "copying files", "/app", "")
+	want := `copying files in container "app" of pod "web-1" timed out after 30s (no progress): the container may be frozen or overloaded; livesync will retry and re-sync`
+	if err.Error() != want || !IsTransient(err) || !errors.Is(err, ErrTimeout) {
+		t.Errorf("classify = %q (transient %v), want %q, transient", err, IsTransient(err), want)
+	}
+}
+
+func TestExecWithinParentCancel(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	ex := scriptedExec(func(ctx context.Context, _ io.Reader, _, _ io.Writer) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	done := make(chan error, 1)
+	go func() {
+		done <- execWithin(ctx, fc, limit{d: time.Second, idle: true}, ex, testTarget, nil, nil, nil, nil)
+	}()
+	result(t, started, "the exec")
+	cancel()
+	if err := result(t, done, "execWithin"); !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
+		t.Errorf("execWithin = %v, want context.Canceled", err)
+	}
+}
+
+// An executor torn down by cancellation may still hold the output streams
+// (client-go returns on ctx.Done before its copy goroutines end): what they
+// write later must not reach the caller's buffer, which it reads at once.
+func TestExecWithinDropsLateWrites(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	var late io.Writer
+	ex := scriptedExec(func(ctx context.Context, _ io.Reader, stdout, _ io.Writer) error {
+		late = stdout
+		_, _ = stdout.Write([]byte("early"))
+		return nil
+	})
+	var out bytes.Buffer
+	if err := execWithin(context.Background(), fc, limit{d: time.Second, idle: true}, ex, testTarget, nil, nil, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := late.Write([]byte("late")); err == nil || out.String() != "early" {
+		t.Errorf("late write: err %v, buffer %q", err, out.String())
+	}
+}
+
+// Cancelling a LocalExecutor exec returns at once even when a process keeps
+// the streams open, as a container's exec stream is closed; before, os/exec
+// waited for EOF on the output pipe, which a background child holds.
+func TestLocalExecutorCancelTearsDown(t *testing.T) {
+	tests := []struct {
+		name   string
+		script string
+		stdin  io.Reader
+	}{
+		{name: "background child holds stdout", script: `sleep 1000 & echo started`},
+		{name: "script never exits", script: `echo started; sleep 1000`},
+		{name: "stdin never read", script: `echo started; sleep 1000`, stdin: zeros{}},
+		{name: "background child holds stdin", script: `sleep 1000 & echo started`, stdin: zeros{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ex := busybox(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out := &signalWriter{first: make(chan struct{})}
+			done := make(chan error, 1)
+			go func() { done <- ex.Exec(ctx, testTarget, []string{"sh", "-c", tt.script}, tt.stdin, out, io.Discard) }()
+			result(t, out.first, "the script's first output")
+			cancel()
+			if err := result(t, done, "Exec after cancel"); !errors.Is(err, context.Canceled) {
+				t.Errorf("Exec = %v, want context.Canceled", err)
+			}
+		})
+	}
+}
+
+// A background child that does not hold the streams outlives the exec, as
+// in a container; the exec ends with its shell.
+func TestLocalExecutorDetachedChild(t *testing.T) {
+	ex := busybox(t)
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	must(t, ex.Exec(context.Background(), testTarget, []string{"mkfifo", fifo}, nil, io.Discard, io.Discard))
+	// The child blocks on the fifo until the test opens it, and exits then.
+	err := ex.Exec(context.Background(), testTarget, []string{"sh", "-c", `cat "$1" >/dev/null 2>&1 </dev/null & echo ok`, "sh", fifo}, nil, io.Discard, io.Discard)
+	must(t, err)
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	must(t, err)
+	must(t, f.Close())
+}
+
+// signalWriter closes first on the first write.
+type signalWriter struct {
+	mu    sync.Mutex
+	first chan struct{}
+	b     bytes.Buffer
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.b.Len() == 0 && len(p) > 0 {
+		close(w.first)
+	}
+	return w.b.Write(p)
+}

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package filesync
+
+import "io/fs"
+
+// deviceOf reports that this platform does not say which device a file lives on.
+func deviceOf(fs.FileInfo) (uint64, bool) { return 0, false }

@@ -1,0 +1,17 @@
+//go:build unix
+
+package filesync
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+// deviceOf returns the device fi's file lives on (st_dev).
+func deviceOf(fi fs.FileInfo) (uint64, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return uint64(st.Dev), true // int32 on darwin, uint64 on linux
+}

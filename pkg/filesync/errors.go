@@ -1,0 +1,242 @@
+package filesync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Sentinels for failures that need a decision. Match them with errors.Is.
+var (
+	// ErrTarMissing: the image lacks sh or tar. Not retried.
+	ErrTarMissing = errors.New("tar or sh not found in the container")
+	// ErrPermission: the container user may not write the remote directory. Not retried.
+	ErrPermission = errors.New("permission denied in the container")
+	// ErrReadOnly: the remote directory is on a read-only file system. Not retried.
+	ErrReadOnly = errors.New("read-only file system in the container")
+	// ErrExecForbidden: RBAC does not allow pods/exec. Not retried.
+	ErrExecForbidden = errors.New("exec into the pod is forbidden")
+	// ErrTargetGone: the pod or container went away mid-exec. Transient; the
+	// target is usually removed soon after.
+	ErrTargetGone = errors.New("container is gone")
+	// ErrTimeout: an exec ran past its deadline (see Config.ExecTimeout) and
+	// was cancelled: a frozen or overloaded container, or a dead connection.
+	// Transient.
+	ErrTimeout = errors.New("remote call timed out")
+	// ErrTypeConflict: a mapping's root is a directory on one side and not on
+	// the other. Deleting either to make room could destroy a volume, so it is
+	// refused. Not retried.
+	ErrTypeConflict = errors.New("file and directory at a mapping's root")
+)
+
+// SyncError is a classified failure of one exec in one target. Its message is
+// one line: what failed, then what to do about it.
+type SyncError struct {
+	Kind      error  // one of the Err* sentinels; nil when unclassified
+	Target    Target // where it failed
+	Op        string // e.g. "applying changes", "listing files"
+	Msg       string // what failed
+	Hint      string // what to do; may be empty
+	Stderr    string // the tail of the remote stderr
+	Err       error  // the Executor's error
+	transient bool
+}
+
+// Error returns the one-line message: what failed, then the hint.
+func (e *SyncError) Error() string {
+	if e.Hint == "" {
+		return e.Msg
+	}
+	return e.Msg + ": " + e.Hint
+}
+
+// Unwrap returns the sentinel and the underlying error.
+func (e *SyncError) Unwrap() []error {
+	if e.Kind == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+// IsTransient reports whether retrying err may succeed: dropped connections,
+// a pod going away, an apiserver hiccup. Exit codes, missing tools,
+// permissions and RBAC are deterministic.
+func IsTransient(err error) bool {
+	var se *SyncError
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.As(err, &se):
+		return se.transient
+	}
+	var ee ExitError
+	return !errors.As(err, &ee) && !apierrors.IsForbidden(err)
+}
+
+// Remote scripts mark their own failures on stderr with these.
+const (
+	markerTarMissing = "livesync: tar not found"
+	markerUID        = "livesync: uid "
+	// markerIsDir: a file mapping's remote path is a directory.
+	markerIsDir = "livesync: conflict: a directory"
+	// markerNotDir: a directory mapping's remote root is not a directory.
+	markerNotDir = "livesync: conflict: not a directory"
+	// markerSymlink: a directory listed in the container turned into a
+	// symlink before its entries were deleted.
+	markerSymlink = "livesync: symlink in the way: "
+)
+
+var uidRE = regexp.MustCompile(markerUID + `(\S+)`)
+
+// classify turns an Executor error into a *SyncError with advice. dir is the
+// remote directory the exec worked on.
+func classify(err error, t Target, op string, dir RemotePath, stderr string) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	where := fmt.Sprintf("container %q of pod %q", t.Container, t.Pod)
+	se := &SyncError{Target: t, Op: op, Stderr: stderr, Err: err}
+	msg := err.Error()
+	var ee ExitError
+	exit := -1
+	if errors.As(err, &ee) {
+		exit = ee.ExitStatus()
+	}
+	uid := "unknown"
+	if m := uidRE.FindStringSubmatch(stderr); m != nil {
+		uid = m[1]
+	}
+	switch {
+	case errors.Is(err, ErrTimeout):
+		se.Kind, se.transient = ErrTimeout, true
+		se.Msg = fmt.Sprintf("%s in %s %v", op, where, err)
+		se.Hint = "the container may be frozen or overloaded; livesync will retry and re-sync"
+	case apierrors.IsForbidden(err) || strings.Contains(msg, "forbidden") && strings.Contains(msg, "exec"):
+		se.Kind = ErrExecForbidden
+		se.Msg = fmt.Sprintf("%s: not allowed to exec into pod %q in namespace %q", op, t.Pod, t.Namespace)
+		se.Hint = `grant the RBAC verbs "create" and "get" on "pods/exec"`
+	case strings.Contains(stderr, markerIsDir) || strings.Contains(stderr, markerNotDir):
+		// apply rewrites the message with the mapping (conflictError).
+		se.Kind = ErrTypeConflict
+		se.Msg = fmt.Sprintf("%s: type conflict at %q in %s", op, dir, where)
+	case strings.Contains(stderr, markerSymlink):
+		// The next initial sync lists it again and sees the link.
+		se.transient = true
+		se.Msg = fmt.Sprintf("%s in %s: a directory under %q became a symlink during the sync; nothing was deleted through it", op, where, dir)
+	case strings.Contains(stderr, markerTarMissing) || exit == 127 && strings.Contains(stderr, "tar"):
+		se.Kind = ErrTarMissing
+		se.Msg = fmt.Sprintf("tar not found in %s", where)
+		se.Hint = "the image needs sh and tar"
+	case strings.Contains(msg, "executable file not found") || exit == 127:
+		se.Kind = ErrTarMissing
+		se.Msg = fmt.Sprintf("sh not found in %s", where)
+		se.Hint = "the image needs sh and tar"
+	case strings.Contains(stderr, "Read-only file system"):
+		se.Kind = ErrReadOnly
+		se.Msg = fmt.Sprintf("%s: %q is on a read-only file system in %s", op, dir, where)
+		se.Hint = fmt.Sprintf("mount an emptyDir volume at %q", dir)
+	case strings.Contains(stderr, "Permission denied"):
+		se.Kind = ErrPermission
+		se.Msg = fmt.Sprintf("%s: permission denied writing %q in %s (running as uid %s)", op, dir, where, uid)
+		se.Hint = fmt.Sprintf("make %q writable for that user: mount an emptyDir volume there, set fsGroup, or set runAsUser", dir)
+	case apierrors.IsNotFound(err) || exit == 137 || containsAny(msg,
+		"container not found", "No such container", "not running", "stopped container", "does not exist"):
+		se.Kind, se.transient = ErrTargetGone, true
+		se.Msg = fmt.Sprintf("%s: %s is gone: %v", op, where, err)
+	case exit >= 0:
+		se.Msg = fmt.Sprintf("%s in %s: exit code %d: %s", op, where, exit, lastLine(stderr, msg))
+	default:
+		se.transient = true
+		se.Msg = fmt.Sprintf("%s in %s: %v", op, where, err)
+	}
+	return se
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// lastLine returns the last non-empty line of s that is not a livesync
+// marker, or def.
+func lastLine(s, def string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" && !strings.HasPrefix(l, "livesync:") {
+			return l
+		}
+	}
+	return def
+}
+
+// tailBuffer keeps the last max bytes written to it (stderr of a failed tar
+// can be long; the markers come last).
+type tailBuffer struct {
+	b   []byte
+	max int
+	cut bool // bytes were dropped
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > 2*t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+		t.cut = true
+	}
+	return len(p), nil
+}
+
+// truncated reports whether String misses the start of what was written.
+func (t *tailBuffer) truncated() bool { return t.cut || len(t.b) > t.max }
+
+func (t *tailBuffer) String() string {
+	if len(t.b) > t.max {
+		return string(t.b[len(t.b)-t.max:])
+	}
+	return string(t.b)
+}
+
+// conflict says which side of a mapping's root is a directory when the other is not.
+type conflict uint8
+
+const (
+	remoteIsDir  conflict = iota // file mapping, directory in the container
+	remoteNotDir                 // directory mapping, something else in the container
+	localIsDir                   // file mapping whose local file became a directory
+	localNotDir                  // directory mapping whose local directory became a file
+)
+
+// conflictError is the one line that refuses a type conflict at m's root.
+// where names the container, or is "" when unknown.
+func conflictError(m *mapping, where string, c conflict) *SyncError {
+	if where == "" {
+		where = "the container"
+	}
+	inside := fmt.Sprintf("%s:%s", m.Local, path.Join(string(m.Remote), filepath.Base(m.root)))
+	se := &SyncError{Kind: ErrTypeConflict, Op: "checking the mapping", Err: ErrTypeConflict}
+	switch c {
+	case remoteIsDir:
+		se.Msg = fmt.Sprintf("mapping %q: %s is a directory in %s, and a file never replaces one", m.Mapping, m.Remote, where)
+		se.Hint = "map the file to a path inside it, e.g. " + inside
+	case remoteNotDir:
+		se.Msg = fmt.Sprintf("mapping %q: %s is not a directory in %s, and a directory never replaces it", m.Mapping, m.Remote, where)
+		se.Hint = "map the directory to a path that is a directory or missing in the container"
+	case localIsDir:
+		se.Msg = fmt.Sprintf("mapping %q: %s is now a directory, and a directory never replaces the remote file", m.Mapping, m.root)
+		se.Hint = "restart livesync with the directory mapped to another remote path"
+	case localNotDir:
+		se.Msg = fmt.Sprintf("mapping %q: %s is now a file, and a file never replaces the remote directory", m.Mapping, m.root)
+		se.Hint = "restart livesync with the file mapped to a path inside the directory, e.g. " + inside
+	}
+	return se
+}

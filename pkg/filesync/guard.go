@@ -1,0 +1,217 @@
+package filesync
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// massDeleteMin is the mass-delete guard's floor: a plan that deletes more
+// than this many remote entries, and more than half of what the target holds
+// for the mapping, is held unless AllowMassDelete.
+const massDeleteMin = 50
+
+// Hold is what a plan holds back: deletes that are not safe to run now, and
+// the copies that depend on them. The target's index keeps its entries, so a
+// later batch or rescan decides again.
+type Hold struct {
+	Reason  string   // why, one line
+	Hint    string   // what to do about it
+	Deletes []string // rels whose deletion is held (whole trees), sorted
+	Copies  []string // rels at or under a held delete whose copy waits too
+	Entries int      // remote entries the held deletes would remove
+	// same identifies what is held, to say it once: the root's problem, or
+	// the set of deletes of a mass delete.
+	same string
+}
+
+// guard holds p's deletes when running them could lose files: the local root
+// is missing, no longer a directory, or on another device than when the
+// mapping was created (an unmount leaving an empty mount point); or, unless
+// deletes are allowed en masse, the root is empty while the target holds
+// entries, or the deletes would remove more than massDeleteMin entries and
+// more than half of total, the entries the target holds. size(rel) counts the
+// entries a delete of rel removes; allow is how to allow a mass delete.
+//
+// Copies still go, except those at or under a held delete: the target still
+// has the old entry there (a symlink tar would write through, a file in the
+// way of a directory).
+func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string) {
+	if len(p.Deletes) == 0 || pl.m.file {
+		return // a single-file mapping deletes one entry: its own
+	}
+	n := 0
+	for _, d := range p.Deletes {
+		n += size(d)
+	}
+	reason, hint := pl.rootProblem(total)
+	same := reason
+	if reason == "" && !pl.m.allowMassDelete && n > massDeleteMin && 2*n > total {
+		reason = fmt.Sprintf("more than half of the %d entries the container has", total)
+		hint = "if that is intended, " + allow
+		sum := sha256.Sum256([]byte(strings.Join(p.Deletes, "\x00")))
+		same = string(sum[:])
+	}
+	if reason == "" {
+		return
+	}
+	h := &Hold{Reason: reason, Hint: hint, Deletes: p.Deletes, Entries: n, same: same}
+	held := make(map[string]bool, len(h.Deletes))
+	for _, d := range h.Deletes {
+		held[d] = true
+	}
+	copies := p.Copies[:0]
+	for _, c := range p.Copies {
+		if underAny(c.Rel, held) {
+			h.Copies = append(h.Copies, c.Rel)
+		} else {
+			copies = append(copies, c)
+		}
+	}
+	p.Deletes, p.Copies, p.Held = nil, copies, h
+}
+
+// underAny reports whether rel or one of its parents is in set.
+func underAny(rel string, set map[string]bool) bool {
+	for a := rel; ; a = parentRel(a) {
+		if set[a] {
+			return true
+		}
+		if a == "" {
+			return false
+		}
+	}
+}
+
+// rootProblem says why the local root cannot vouch for deletes under it, or
+// "" when it can. total is what the target holds for the mapping.
+func (pl *planner) rootProblem(total int) (reason, hint string) {
+	root := pl.m.root
+	fi, err := pl.m.fs().Stat(root)
+	if pl.rootGone && err == nil && fi.IsDir() {
+		err = fs.ErrNotExist // back already: the next change decides, against what is there then
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		return fmt.Sprintf("local root %q is missing", root), "nothing is deleted until it is back"
+	case err != nil:
+		return fmt.Sprintf("local root %q cannot be checked: %v", root, err), "nothing is deleted until it can be read"
+	case !fi.IsDir():
+		return fmt.Sprintf("local root %q is no longer a directory", root), "nothing is deleted until it is a directory again"
+	}
+	if dev, ok := deviceOf(fi); ok && pl.m.devKnown && dev != pl.m.dev {
+		return fmt.Sprintf("local root %q is on another file system than when livesync started (unmounted?)", root),
+			"remount it, or restart livesync to sync what is there now"
+	}
+	if total > 0 && !pl.m.allowMassDelete && pl.rootEmpty() {
+		return fmt.Sprintf("local root %q is empty", root),
+			"if it was emptied on purpose, restart with --initial=mirror --allow-mass-delete"
+	}
+	return "", ""
+}
+
+// rootEmpty reports whether the root holds nothing to sync. What cannot be
+// read counts as something.
+func (pl *planner) rootEmpty() bool {
+	names, err := pl.readDir("")
+	if err != nil {
+		return false
+	}
+	for _, n := range names {
+		st := pl.lstat(n)
+		if st.err != nil || st.found && !pl.m.ignored(n, st.e.Type == TypeDir) {
+			return false
+		}
+	}
+	return true
+}
+
+// guardInitial applies guard to an initial sync's plan p against the
+// container listing l, and records the remote entries whose deletion is held
+// in idx (the index of what the target has), marked stale: a later batch or
+// rescan decides about them again.
+func guardInitial(m *mapping, p *Plan, idx *Index, l *listing) {
+	if l == nil || len(p.Deletes) == 0 {
+		return
+	}
+	dels := make(map[string]bool, len(p.Deletes))
+	for _, d := range p.Deletes {
+		dels[d] = true
+	}
+	sizes := map[string]int{}
+	for rel := range l.entries {
+		for a := rel; ; a = parentRel(a) {
+			if dels[a] {
+				sizes[a]++
+				break
+			}
+			if a == "" {
+				break
+			}
+		}
+	}
+	pl := newPlanner(m, idx)
+	pl.guard(p, len(l.entries), func(rel string) int { return max(sizes[rel], 1) }, "run again with --allow-mass-delete")
+	if p.Held == nil {
+		return
+	}
+	held := map[string]bool{}
+	for _, d := range p.Held.Deletes {
+		held[d] = true
+	}
+	for rel, re := range l.entries {
+		if underAny(rel, held) {
+			idx.Put(rel, Entry{Type: re.Type, Mode: re.Mode, Size: re.Size, MTime: time.Unix(re.MTime, 0), Link: re.Link, stale: true})
+		}
+	}
+}
+
+// hold reports a plan's held deletes in tg (for mapping i), once per root
+// problem or distinct mass delete, and keeps their paths pending without waking the
+// target: the next batch or rescan decides again, and nothing loops
+// meanwhile. A nil h clears what was held.
+func (e *Engine) hold(tg *target, i int, h *Hold) {
+	key := ""
+	if h != nil {
+		key = h.same
+	}
+	tg.mu.Lock()
+	if tg.held == nil {
+		tg.held = map[int]string{}
+	}
+	repeat := tg.held[i] == key
+	tg.held[i] = key
+	if h != nil {
+		for _, rel := range slices.Concat(h.Deletes, h.Copies) {
+			tg.hints[i][rel] = struct{}{}
+		}
+	}
+	tg.mu.Unlock()
+	if h == nil || repeat {
+		return
+	}
+	m := e.maps[i]
+	ev := Held{Target: tg.Target, Mapping: m.Mapping, Reason: h.Reason, Hint: h.Hint, Deleted: h.Entries}
+	for _, d := range h.Deletes[:min(len(h.Deletes), 3)] {
+		ev.Examples = append(ev.Examples, path.Join(string(m.remoteDir()), m.remoteName(d)))
+	}
+	e.rep.Report(ev)
+}
+
+// holding reports whether tg holds deletes back in any mapping.
+func (tg *target) holding() bool {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	for _, k := range tg.held {
+		if k != "" {
+			return true
+		}
+	}
+	return false
+}

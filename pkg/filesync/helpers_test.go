@@ -1,0 +1,142 @@
+package filesync
+
+import (
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// writeTree creates entries under dir: "name/" is a directory, "name@target"
+// a symlink, anything else a file with the given content.
+func writeTree(t *testing.T, dir string, entries map[string]string) {
+	t.Helper()
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		content := entries[name]
+		switch {
+		case strings.HasSuffix(name, "/"):
+			must(t, os.MkdirAll(filepath.Join(dir, name), 0o755))
+		case strings.Contains(name, "@"):
+			n, target, _ := strings.Cut(name, "@")
+			must(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, n)), 0o755))
+			must(t, os.Symlink(target, filepath.Join(dir, n)))
+		default:
+			must(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
+			must(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+		}
+	}
+}
+
+// readTree describes every entry under dir: "dir 755", "file 644 <content>",
+// "link <target>".
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			out[rel] = "link " + target
+		case fi.IsDir():
+			out[rel] = "dir " + fi.Mode().Perm().String()
+		default:
+			b, _ := os.ReadFile(p)
+			out[rel] = "file " + fi.Mode().Perm().String() + " " + string(b)
+		}
+		return nil
+	})
+	must(t, err)
+	return out
+}
+
+// diffTrees reports every entry where got (described by what) differs from
+// want, as readTree describes them.
+func diffTrees(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if g, ok := got[k]; !ok {
+			t.Errorf("%s: %q missing, want %q", what, k, want[k])
+		} else if g != want[k] {
+			t.Errorf("%s: %q is %q, want %q", what, k, g, want[k])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: %q is %q, want it absent", what, k, got[k])
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testMapping(t *testing.T, local, remote string, match Matcher) *mapping {
+	t.Helper()
+	m, err := newMapping(Mapping{Local: LocalPath(local), Remote: RemotePath(remote)}, match)
+	must(t, err)
+	return m
+}
+
+// globMatcher ignores paths whose base name matches one of its patterns.
+type globMatcher []string
+
+func (g globMatcher) Match(rel string, isDir bool) bool {
+	for _, p := range g {
+		if ok, _ := filepath.Match(p, filepath.Base(rel)); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// busybox returns an executor whose tools are busybox applets, skipping the
+// test when busybox is not installed.
+func busybox(t *testing.T, without ...string) *LocalExecutor {
+	t.Helper()
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		t.Skip("needs /bin/busybox (apt-get install busybox-static)")
+	}
+	ex, err := NewBusyboxExecutor("/bin/busybox", t.TempDir(), without...)
+	must(t, err)
+	return ex
+}
+
+// executors returns the busybox and GNU (host) variants to run a test with.
+func executors(t *testing.T) map[string]*LocalExecutor {
+	t.Helper()
+	if _, err := os.Stat("/bin/tar"); err != nil {
+		t.Skip("needs GNU tar at /bin/tar")
+	}
+	return map[string]*LocalExecutor{"busybox": busybox(t), "gnu": {}}
+}
+
+// waitForWaiters yields until something waits on fc.
+func waitForWaiters(t *testing.T, fc *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !fc.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing started waiting on the clock")
+		}
+		runtime.Gosched()
+	}
+}

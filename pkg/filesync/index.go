@@ -1,0 +1,231 @@
+package filesync
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"time"
+)
+
+// EntryType is the kind of a synced entry.
+type EntryType uint8
+
+// Entry types. Anything else (sockets, devices, fifos) is never synced.
+const (
+	TypeFile EntryType = iota + 1
+	TypeDir
+	TypeSymlink
+)
+
+// String returns "file", "dir" or "symlink".
+func (t EntryType) String() string {
+	switch t {
+	case TypeFile:
+		return "file"
+	case TypeDir:
+		return "dir"
+	case TypeSymlink:
+		return "symlink"
+	}
+	return fmt.Sprintf("EntryType(%d)", t)
+}
+
+// Entry is what is known about one synced path: its local metadata at the time
+// it was sent.
+type Entry struct {
+	Type  EntryType
+	Mode  fs.FileMode // permission bits only
+	Size  int64
+	MTime time.Time
+	Link  string    // symlink target
+	Sum   *[32]byte // sha256 of a file's content, if known
+	// stale marks an entry that changed while it was sent: the target may
+	// hold a cut-short copy. It stays in the index (a later local delete
+	// must still reach the target) but never compares equal, so the next
+	// plan sends it again.
+	stale bool
+}
+
+// entryOf describes fi, and false for types that are not synced.
+func entryOf(fi fs.FileInfo) (Entry, bool) {
+	e := Entry{Mode: fi.Mode().Perm(), MTime: fi.ModTime()}
+	switch {
+	case fi.Mode().IsRegular():
+		e.Type, e.Size = TypeFile, fi.Size()
+	case fi.IsDir():
+		e.Type = TypeDir
+	case fi.Mode()&fs.ModeSymlink != 0:
+		e.Type = TypeSymlink
+	default:
+		return Entry{}, false
+	}
+	return e, true
+}
+
+// sameMeta reports whether a local entry looks unchanged from what was sent:
+// same type and mode, and for files same size and mtime, for links same target.
+// Directory mtimes change with their children and are not compared.
+func (e Entry) sameMeta(o Entry) bool {
+	if e.stale || o.stale || e.Type != o.Type || e.Mode != o.Mode {
+		return false
+	}
+	switch e.Type {
+	case TypeFile:
+		return e.Size == o.Size && e.MTime.Equal(o.MTime)
+	case TypeSymlink:
+		return e.Link == o.Link
+	}
+	return true
+}
+
+// Index is what was last synced to one target for one mapping, keyed by the
+// slash-separated path relative to the mapping root ("" is the root). Parents
+// of every entry are in the index too. It is not safe for concurrent use.
+type Index struct {
+	m map[string]Entry
+	// kids holds, per path, the paths one level below it that are entries
+	// or lead to one, so DeleteTree costs what the subtree holds rather than
+	// a scan of the whole index (5,000 deletes against 100,000 entries took
+	// seconds).
+	kids map[string]map[string]struct{}
+}
+
+// NewIndex returns an empty index.
+func NewIndex() *Index {
+	return &Index{m: map[string]Entry{}, kids: map[string]map[string]struct{}{}}
+}
+
+// Get returns the entry at rel.
+func (x *Index) Get(rel string) (Entry, bool) {
+	e, ok := x.m[rel]
+	return e, ok
+}
+
+// Len returns the number of entries.
+func (x *Index) Len() int { return len(x.m) }
+
+// Put records e at rel.
+func (x *Index) Put(rel string, e Entry) {
+	if _, ok := x.m[rel]; !ok {
+		x.link(rel)
+	}
+	x.m[rel] = e
+}
+
+// link makes rel reachable from the root through kids, registering the
+// ancestors that are not entries themselves too.
+func (x *Index) link(rel string) {
+	for a := rel; a != ""; {
+		p := parentRel(a)
+		set := x.kids[p]
+		if set == nil {
+			set = map[string]struct{}{}
+			x.kids[p] = set
+		}
+		if _, ok := set[a]; ok {
+			return
+		}
+		set[a] = struct{}{}
+		a = p
+	}
+}
+
+// DeleteTree removes rel and everything under it.
+func (x *Index) DeleteTree(rel string) {
+	if rel == "" {
+		clear(x.m)
+		clear(x.kids)
+		return
+	}
+	x.walk(rel, func(p string) {
+		delete(x.m, p)
+		delete(x.kids, p)
+	})
+	if set := x.kids[parentRel(rel)]; set != nil {
+		delete(set, rel)
+	}
+}
+
+// countTree returns how many entries rel and everything under it hold.
+func (x *Index) countTree(rel string) int {
+	n := 0
+	x.walk(rel, func(p string) {
+		if _, ok := x.m[p]; ok {
+			n++
+		}
+	})
+	return n
+}
+
+// children returns the paths one level below rel that are entries or lead
+// to one.
+func (x *Index) children(rel string) []string {
+	out := make([]string, 0, len(x.kids[rel]))
+	for k := range x.kids[rel] {
+		out = append(out, k)
+	}
+	return out
+}
+
+// walk calls fn for rel and every path under it, children before parents.
+func (x *Index) walk(rel string, fn func(string)) {
+	for k := range x.kids[rel] {
+		x.walk(k, fn)
+	}
+	fn(rel)
+}
+
+// Paths returns every path in the index, in no particular order.
+func (x *Index) Paths() []string {
+	out := make([]string, 0, len(x.m))
+	for k := range x.m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// apply records a successfully applied plan: deletes first, then copies, so a
+// type change leaves the new entry.
+func (x *Index) apply(p *Plan, res archiveResult) {
+	for _, d := range p.Deletes {
+		x.DeleteTree(d)
+	}
+	for _, c := range p.Copies {
+		e := c.Entry
+		if s, ok := res.sums[c.Rel]; ok {
+			e.Sum = s
+		}
+		if _, raced := res.raced[c.Rel]; raced {
+			e.stale, e.Sum = true, nil
+		}
+		x.Put(c.Rel, e)
+	}
+	for rel, e := range p.Touched {
+		x.Put(rel, e)
+	}
+}
+
+// hashFile returns the sha256 of the file at name.
+func hashFile(name string) (*[32]byte, error) {
+	sum, err := hashWith(name, sha256.New())
+	if err != nil {
+		return nil, err
+	}
+	return (*[32]byte)(sum), nil
+}
+
+// hashWith returns the digest of the regular file at name (errNotRegular if
+// it is something else, rather than waiting on a FIFO).
+func hashWith(name string, h hash.Hash) ([]byte, error) {
+	f, _, err := openRegular(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, fmt.Errorf("hashing %q: %w", name, err)
+	}
+	return h.Sum(nil), nil
+}

@@ -1,0 +1,168 @@
+package filesync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// LocalExecutor runs argv on this machine instead of in a container: the
+// remote roots in tests are temp dirs, so the real remote scripts can be
+// exercised without a cluster. It is test support.
+//
+// With Bin set (see NewBusyboxExecutor) PATH holds only that directory, so sh
+// and every tool the scripts call are busybox applets; otherwise the host's
+// sh and GNU tools run.
+type LocalExecutor struct {
+	Bin string
+	// Sandbox, if set, prefixes the remote directory argument of this
+	// package's scripts with a per-target host directory, so several targets
+	// can share one machine.
+	Sandbox func(Target) string
+	// Fail, if set, is consulted before each call; a non-nil error is
+	// returned instead of running it (failure injection).
+	Fail func(t Target, argv []string) error
+	// SysProcAttr, if set, is used for every command: tests run the remote
+	// side as a non-root user with it, as most containers do.
+	SysProcAttr *syscall.SysProcAttr
+}
+
+var _ Executor = (*LocalExecutor)(nil)
+
+// NewBusyboxExecutor fills dir with links to busybox's applets, except those
+// in without (e.g. "sha256sum" to test an image without it), and returns an
+// executor that runs with only dir on PATH.
+//
+// A busybox built with FEATURE_SH_STANDALONE (Debian's busybox-static) runs
+// its own applets whatever PATH says, so when without names tools other than
+// sh, sh is the host's /bin/sh instead, which does honour PATH.
+func NewBusyboxExecutor(busybox, dir string, without ...string) (*LocalExecutor, error) {
+	out, err := exec.Command(busybox, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("listing applets of %q: %w", busybox, err)
+	}
+	for _, applet := range strings.Fields(string(out)) {
+		if slices.Contains(without, applet) {
+			continue
+		}
+		target := busybox
+		if applet == "sh" && len(without) > 0 {
+			target = "/bin/sh"
+		}
+		if err := os.Symlink(target, filepath.Join(dir, applet)); err != nil {
+			return nil, fmt.Errorf("linking applet %q: %w", applet, err)
+		}
+	}
+	return &LocalExecutor{Bin: dir}, nil
+}
+
+// Exec runs argv with stdin, mapping a non-zero exit to an ExitError.
+func (l *LocalExecutor) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if l.Fail != nil {
+		if err := l.Fail(t, argv); err != nil {
+			return err
+		}
+	}
+	if l.Sandbox != nil && len(argv) > 4 && strings.HasPrefix(argv[3], "livesync") && argv[3] != "livesync-on-sync" {
+		argv = slices.Clone(argv)
+		argv[4] = filepath.Join(l.Sandbox(t), argv[4])
+	}
+	name := argv[0]
+	env := os.Environ()
+	if l.Bin != "" {
+		name = filepath.Join(l.Bin, argv[0])
+		env = append(env, "PATH="+l.Bin)
+		if _, err := os.Stat(name); err != nil {
+			// What container runtimes say when the image lacks argv[0].
+			return fmt.Errorf("exec: %q: executable file not found in $PATH", argv[0])
+		}
+	}
+	cmd := exec.Command(name, argv[1:]...)
+	cmd.Env, cmd.Stdin, cmd.SysProcAttr = env, stdin, l.SysProcAttr
+	ownGroup(cmd)
+	// The output goes through pipes of our own: with a writer that is not an
+	// *os.File, os/exec waits for EOF on its pipe even after ctx is done, and a
+	// background child (`sleep 1000 &`) holds it open, the way it holds a
+	// container's exec stream open.
+	var (
+		pipes  []*os.File
+		copies sync.WaitGroup
+	)
+	closePipes := func() {
+		for _, p := range pipes {
+			_ = p.Close()
+		}
+	}
+	pipe := func(w io.Writer) (*os.File, error) {
+		if w == nil {
+			return nil, nil
+		}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		pipes = append(pipes, pr, pw)
+		copies.Go(func() { _, _ = io.Copy(w, pr) })
+		return pw, nil
+	}
+	var err error
+	if cmd.Stdout, err = pipe(stdout); err == nil {
+		if stderr == stdout {
+			cmd.Stderr = cmd.Stdout
+		} else {
+			cmd.Stderr, err = pipe(stderr)
+		}
+	}
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		closePipes()
+		copies.Wait()
+		return err
+	}
+	for i := 1; i < len(pipes); i += 2 {
+		_ = pipes[i].Close() // the write ends now belong to the child
+	}
+	// Cancelling tears the exec down like a closed stream, and also kills the
+	// process group: unlike a container, where a background child outlives
+	// its exec, a test must leave nothing running on the host.
+	stop := make(chan struct{})
+	cancelled := make(chan struct{})
+	go func() {
+		defer close(cancelled)
+		select {
+		case <-ctx.Done():
+			killGroup(cmd)
+			closePipes()
+		case <-stop:
+		}
+	}()
+	err = cmd.Wait()
+	copies.Wait()
+	close(stop)
+	<-cancelled
+	closePipes()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.Exited() {
+		return codeError(ee.ExitCode())
+	}
+	return err
+}
+
+// codeError is an ExitError with just a code.
+type codeError int
+
+func (c codeError) Error() string   { return fmt.Sprintf("command terminated with exit code %d", int(c)) }
+func (c codeError) ExitStatus() int { return int(c) }

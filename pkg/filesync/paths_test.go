@@ -1,0 +1,106 @@
+package filesync
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseMapping(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Mapping
+		wantErr string
+	}{
+		{in: "./src:/app", want: Mapping{"src", "/app"}},
+		{in: "/abs/src:/app/", want: Mapping{"/abs/src", "/app"}},
+		{in: "src:/app/../srv//x", want: Mapping{"src", "/srv/x"}},
+		{in: `C:\src:/app`, want: Mapping{`C:\src`, "/app"}},
+		{in: `C:/src:/app`, want: Mapping{"C:/src", "/app"}},
+		{in: `.\src:/app`, want: Mapping{`.\src`, "/app"}},
+		{in: "a:b:/app", want: Mapping{"a:b", "/app"}},
+		{in: "src:app", wantErr: "absolute REMOTE"},
+		{in: "src", wantErr: "want LOCAL:REMOTE"},
+		{in: ":/app", wantErr: "LOCAL is empty"},
+		{in: "src:/", wantErr: "refusing to sync into the container's root"},
+		{in: "src:/app/..", wantErr: "refusing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseMapping(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseMapping(%q) error = %v, want %q", tt.in, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ParseMapping(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateMappings(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	must(t, os.WriteFile(file, nil, 0o644))
+	tests := []struct {
+		name    string
+		ms      []Mapping
+		wantErr []string
+	}{
+		{name: "ok", ms: []Mapping{{LocalPath(dir), "/app"}, {LocalPath(file), "/etc/f"}}},
+		{name: "missing", ms: []Mapping{{LocalPath(dir + "/nope"), "/app"}}, wantErr: []string{"nope"}},
+		{name: "overlap", ms: []Mapping{{LocalPath(dir), "/app"}, {LocalPath(dir), "/app/src"}},
+			wantErr: []string{`/app/src": remote paths overlap`}},
+		{name: "same", ms: []Mapping{{LocalPath(dir), "/app"}, {LocalPath(file), "/app"}}, wantErr: []string{"overlap"}},
+		{name: "siblings", ms: []Mapping{{LocalPath(dir), "/app"}, {LocalPath(dir), "/application"}}},
+		{name: "two errors", ms: []Mapping{{LocalPath(dir + "/x"), "/a"}, {LocalPath(dir), "/a/b"}}, wantErr: []string{"x", "overlap"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateMappings(tt.ms)
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if lines := strings.Count(err.Error(), "\n") + 1; lines != len(tt.wantErr) {
+				t.Errorf("got %d error lines, want %d: %v", lines, len(tt.wantErr), err)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestRelTo(t *testing.T) {
+	tests := []struct {
+		root, p string
+		want    string
+		ok      bool
+	}{
+		{"/src", "/src", "", true},
+		{"/src", "/src/a/b", "a/b", true},
+		{"/src", "/src/a/../b", "b", true},
+		{"/src", "/srcx/a", "", false},
+		{"/src", "/other", "", false},
+		{"/src", "a/b", "", false},
+		{"/src", "/src/../etc/passwd", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := relTo(tt.root, tt.p)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("relTo(%q, %q) = %q, %v; want %q, %v", tt.root, tt.p, got, ok, tt.want, tt.ok)
+		}
+	}
+}

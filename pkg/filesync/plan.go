@@ -1,0 +1,324 @@
+package filesync
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"syscall"
+)
+
+// Copy is one entry to send.
+type Copy struct {
+	Rel  string // relative to the mapping root; the index key
+	Name string // tar name, relative to the remote directory
+	Src  string // absolute local path
+	Entry
+}
+
+// Plan is what one batch changes for one mapping in one target. Deletes run
+// before Copies are extracted, so type changes (dir→file) work.
+type Plan struct {
+	Deletes  []string         // rel paths; whole trees are removed
+	Copies   []Copy           // sorted by Name, so parents come first
+	Touched  map[string]Entry // content unchanged (same hash): only the index is refreshed
+	Warnings []error          // paths that could not be read and were left alone
+	Held     *Hold            // deletes not safe to run now (see guard); nil if none
+	// Rmdirs are remote-only directories that held entries to keep (ignored
+	// ones) when listed: their other entries are in Deletes, and they are
+	// removed after those only if nothing is left in them. Deepest first.
+	Rmdirs []string
+}
+
+// Empty reports whether the plan changes nothing in the container.
+func (p *Plan) Empty() bool { return len(p.Deletes) == 0 && len(p.Copies) == 0 }
+
+// errRootMissing stops an initial sync whose local root is missing. A batch
+// plan holds its deletes instead (see guard): mirroring a vanished root would
+// empty the remote directory, which is almost never what was meant (a branch
+// switch in progress, an unmounted volume).
+var errRootMissing = errors.New("local root is missing")
+
+type stat struct {
+	e     Entry
+	found bool // exists and is a synced type
+	err   error
+}
+
+// planner holds one plan's state: memoized Lstat results and directory
+// listings, so a path is stat'ed once however it is reached.
+type planner struct {
+	m       *mapping
+	idx     *Index
+	deep    bool // descend into known directories too (rescan)
+	stats   map[string]stat
+	dirs    map[string][]string
+	visited map[string]bool
+	copies  map[string]Copy
+	deletes map[string]bool
+	p       *Plan
+	// rootGone: the root itself was missing when visited, so every
+	// top-level entry is planned for deletion; guard holds that even if the
+	// root is back by then.
+	rootGone bool
+	// err stops the plan: the root's type no longer fits the mapping.
+	err error
+}
+
+func newPlanner(m *mapping, idx *Index) *planner {
+	return &planner{
+		m: m, idx: idx,
+		stats: map[string]stat{}, dirs: map[string][]string{}, visited: map[string]bool{},
+		copies: map[string]Copy{}, deletes: map[string]bool{},
+		p: &Plan{Touched: map[string]Entry{}},
+	}
+}
+
+// plan decides, by Lstat now, what the hinted paths (relative to m's root)
+// need in a target whose state is idx. With rescan, the whole root is walked
+// and diffed against idx instead. Deletes that could lose files are held
+// (see guard). What cannot be read becomes a warning, and doubt never becomes
+// a delete; the only error is a root whose type no longer fits the mapping.
+func plan(m *mapping, idx *Index, hints []string, rescan bool) (*Plan, error) {
+	pl := newPlanner(m, idx)
+	if rescan {
+		pl.deep = true
+		hints = append([]string{""}, idx.Paths()...)
+	}
+	for _, rel := range hints {
+		pl.visit(rel)
+		if pl.err != nil {
+			return nil, pl.err
+		}
+	}
+	p := pl.finish()
+	pl.guard(p, idx.Len(), idx.countTree, "restart with --initial=mirror --allow-mass-delete")
+	return p, nil
+}
+
+func (pl *planner) visit(rel string) {
+	if pl.visited[rel] {
+		return
+	}
+	pl.visited[rel] = true
+	if !validRel(rel) {
+		return
+	}
+	// A path under something that is no longer a directory is gone; plan the
+	// ancestor instead (its type change deletes this path too).
+	for a := parentRel(rel); a != ""; a = parentRel(a) {
+		if st := pl.lstat(a); st.found && st.e.Type != TypeDir || !st.found && st.err == nil {
+			pl.visit(a)
+			return
+		}
+	}
+	st := pl.lstat(rel)
+	if st.err != nil {
+		pl.p.Warnings = append(pl.p.Warnings, st.err)
+		return
+	}
+	if rel == "" && !pl.m.file && (!st.found || st.e.Type == TypeFile) {
+		// The root itself is gone: mirroring that deletes everything the
+		// target has, which guard holds.
+		pl.rootGone = true
+		for _, k := range pl.idx.children("") {
+			pl.deletes[k] = true
+		}
+		return
+	}
+	if !st.found {
+		if _, ok := pl.idx.Get(rel); ok {
+			pl.deletes[rel] = true
+		}
+		return
+	}
+	e := st.e
+	if rel == "" {
+		if err := pl.m.localRootConflict(e.Type); err != nil {
+			pl.err = err
+			return
+		}
+	}
+	if pl.m.ignored(rel, e.Type == TypeDir) {
+		return
+	}
+	old, had := pl.idx.Get(rel)
+	if had && old.Type != e.Type {
+		pl.deletes[rel] = true
+		had = false
+	}
+	switch e.Type {
+	case TypeFile:
+		if had && pl.unchanged(rel, old, &e) {
+			return
+		}
+	case TypeSymlink:
+		if had && old.sameMeta(e) {
+			return
+		}
+	case TypeDir:
+		if rel == "" {
+			had = true // the root is created by mkdir -p, never sent
+		} else if !had || old.Mode != e.Mode {
+			pl.add(rel, e)
+		}
+		if !had || pl.deep {
+			pl.visitChildren(rel)
+		}
+		return
+	}
+	pl.add(rel, e)
+}
+
+// unchanged reports whether a file needs no copy. A different mtime with the
+// same size and an equal hash (an editor's touch) only refreshes the index.
+func (pl *planner) unchanged(rel string, old Entry, e *Entry) bool {
+	if old.stale || old.Size != e.Size || old.Mode != e.Mode {
+		return false
+	}
+	if old.MTime.Equal(e.MTime) {
+		return true
+	}
+	if old.Sum == nil {
+		return false
+	}
+	sum, err := hashFile(pl.m.localPath(rel))
+	if err != nil || *sum != *old.Sum {
+		return false
+	}
+	e.Sum = sum
+	pl.p.Touched[rel] = *e
+	return true
+}
+
+func (pl *planner) visitChildren(rel string) {
+	names, err := pl.readDir(rel)
+	if err != nil {
+		pl.p.Warnings = append(pl.p.Warnings, err)
+		return
+	}
+	for _, n := range names {
+		pl.visit(path.Join(rel, n))
+	}
+}
+
+// add queues rel for copying, with any parent directories the target lacks.
+// A parent the target has as something else (a symlink, a file) is deleted
+// first and sent whole: tar would otherwise write through a stale remote
+// symlink, outside the remote root.
+func (pl *planner) add(rel string, e Entry) {
+	pl.copies[rel] = Copy{Rel: rel, Name: pl.m.remoteName(rel), Src: pl.m.localPath(rel), Entry: e}
+	for a := parentRel(rel); a != ""; a = parentRel(a) {
+		if _, ok := pl.copies[a]; ok {
+			return
+		}
+		old, had := pl.idx.Get(a)
+		if had && old.Type == TypeDir && !pl.deletes[a] {
+			return
+		}
+		st := pl.lstat(a)
+		if !st.found || st.e.Type != TypeDir {
+			return
+		}
+		pl.copies[a] = Copy{Rel: a, Name: pl.m.remoteName(a), Src: pl.m.localPath(a), Entry: st.e}
+		if had && old.Type != TypeDir {
+			pl.deletes[a] = true
+			pl.visitChildren(a)
+		}
+	}
+}
+
+func (pl *planner) lstat(rel string) stat {
+	if st, ok := pl.stats[rel]; ok {
+		return st
+	}
+	var st stat
+	name := pl.m.localPath(rel)
+	fi, err := pl.m.fs().Lstat(name)
+	switch {
+	case err == nil && !pl.exactName(rel):
+		// Found under another case only (Foo.txt renamed to foo.txt on a
+		// case-insensitive disk): this name is gone.
+	case err == nil:
+		st.e, st.found = entryOf(fi)
+		if st.e.Type == TypeSymlink {
+			st.e.Link, err = pl.m.fs().Readlink(name)
+			if err != nil {
+				st = stat{err: fmt.Errorf("reading link %q: %w", name, err)}
+			}
+		}
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+	default:
+		st.err = fmt.Errorf("checking %q: %w", name, err)
+	}
+	pl.stats[rel] = st
+	return st
+}
+
+// exactName reports whether rel's last element is spelled as in its parent's
+// listing. Only mappings on case-folding file systems need the listing; when
+// it cannot be read, the Lstat result stands (doubt never becomes a delete).
+func (pl *planner) exactName(rel string) bool {
+	if !pl.m.foldCase || rel == "" || pl.m.file {
+		return true
+	}
+	names, err := pl.readDir(parentRel(rel))
+	if err != nil {
+		return true
+	}
+	_, ok := slices.BinarySearch(names, path.Base(rel))
+	return ok
+}
+
+// readDir returns the names in directory rel, sorted.
+func (pl *planner) readDir(rel string) ([]string, error) {
+	if names, ok := pl.dirs[rel]; ok {
+		return names, nil
+	}
+	des, err := pl.m.fs().ReadDir(pl.m.localPath(rel))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("listing %q: %w", pl.m.localPath(rel), err)
+	}
+	names := make([]string, 0, len(des))
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	slices.Sort(names)
+	pl.dirs[rel] = names
+	return names, nil
+}
+
+func (pl *planner) finish() *Plan {
+	p := pl.p
+	for d := range pl.deletes {
+		if !pl.deletedAncestor(d) {
+			p.Deletes = append(p.Deletes, d)
+		}
+	}
+	slices.Sort(p.Deletes)
+	for _, c := range pl.copies {
+		p.Copies = append(p.Copies, c)
+	}
+	slices.SortFunc(p.Copies, func(a, b Copy) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return p
+}
+
+// deletedAncestor reports whether a parent of rel is deleted, which makes
+// deleting rel itself redundant.
+func (pl *planner) deletedAncestor(rel string) bool {
+	for a := parentRel(rel); a != ""; a = parentRel(a) {
+		if pl.deletes[a] {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,72 @@
+package filesync
+
+import (
+	"context"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Progress reports an initial sync under way, at most every progressEvery per target, so a
+// terminal can draw a progress bar. Bytes counts tar bytes sent; TotalBytes is the file content
+// to send (tar headers make Bytes run slightly past it).
+type Progress struct {
+	Target     Target
+	Files      int
+	Bytes      int64
+	TotalBytes int64
+	Elapsed    time.Duration
+}
+
+func (Progress) event() {}
+
+const progressEvery = 200 * time.Millisecond
+
+// progressExecutor counts the stdin bytes of the execs of one initial sync and reports them.
+type progressExecutor struct {
+	Executor
+	clk    clock.Clock
+	start  time.Time
+	report func(Progress)
+	base   Progress
+
+	sent atomic.Int64
+	last atomic.Int64 // unix nanos of the last report
+}
+
+func (p *progressExecutor) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if stdin != nil {
+		stdin = &countingReader{r: stdin, p: p}
+	}
+	return p.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+type countingReader struct {
+	r io.Reader
+	p *progressExecutor
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	p := c.p
+	sent := p.sent.Add(int64(n))
+	now := p.clk.Now()
+	if last := p.last.Load(); now.UnixNano()-last >= int64(progressEvery) && p.last.CompareAndSwap(last, now.UnixNano()) {
+		ev := p.base
+		ev.Bytes = sent
+		ev.Elapsed = now.Sub(p.start)
+		p.report(ev)
+	}
+	return n, err
+}
+
+// planBytes is the file content a plan sends.
+func planBytes(p *Plan) int64 {
+	var n int64
+	for _, c := range p.Copies {
+		n += c.Size
+	}
+	return n
+}

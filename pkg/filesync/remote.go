@@ -1,0 +1,340 @@
+package filesync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// applyScript is the whole remote side of a batch. Arguments:
+//
+//	$1  the remote directory (absolute), created if missing
+//	$2  "x": extract the tar on stdin; "d": no tar
+//	$3  a file mapping's entry ("./name"), "" for a directory mapping
+//	$4  how many checks follow, $5 how many rmdirs, $6 how many chmods
+//	then the checks, the rmdirs, the chmods, and the deletes (all the rest)
+//
+// Every path is "./"-prefixed and relative to $1, travels as its own argv
+// element and is never parsed by a shell, so spaces, newlines, quotes and
+// unicode are safe. The steps run in this order:
+//
+//  1. A root of the wrong type is refused, never replaced: $1 must be a
+//     directory (or missing), and a file mapping's entry must not be one.
+//  2. Checks, parents first, so that nothing below is reached through a
+//     symlink the container has below $1 (tar writes `etc/passwd` through
+//     an existing link `etc -> /etc`, busybox tar chmods a directory entry
+//     through one, and `rm -rf ./etc/passwd` deletes through one):
+//     "p./dir": the local side has a directory here: a symlink is removed
+//     (the link itself) and replaced by an empty directory, and reported on
+//     stdout as "R./dir\0" so its former contents are sent again;
+//     "k./dir": the local side has no directory here (a remote-only one
+//     listed by mirror): a symlink stops the script before any delete;
+//     "w./dir": make the directory u+rwx (best effort) so that a non-root
+//     tar can fill it; a chmod below restores its mode.
+//  3. Deletes, with rm -rf and never a trailing slash, so a symlink is
+//     removed, not followed. They run before the tar so a type change
+//     (dir→file) extracts cleanly.
+//  4. rmdirs, deepest first: a directory that still holds something stays.
+//  5. The tar. `tar -o` (don't restore owner) means the same in GNU tar and
+//     busybox tar; mtimes are kept so an initial sync against an image
+//     without sha256sum/md5sum can still compare size+mtime.
+//  6. chmods ("555./dir", deepest first, best effort): directory modes that
+//     lack u+rwx, applied after their contents exist (busybox tar as
+//     non-root never chmods, and a 0555 directory created first refused its
+//     children).
+//
+// Shell loops over "$@" run builtins only, except where a link is replaced
+// or a mode fixed, and the deletes go to one rm. On failure the script adds
+// the container user's uid to stderr for the error message, and a missing
+// tar exits 127 with its own marker.
+const applyScript = `set -e
+fail() { s=$?; echo "livesync: $1 failed" >&2; echo "livesync: uid $(id -u 2>/dev/null || echo unknown)" >&2; exit $s; }
+root=$1 mode=$2 file=$3 nc=$4 nr=$5 nm=$6
+shift 6
+if [ "$mode" = x ] && ! command -v tar >/dev/null 2>&1; then echo "livesync: tar not found" >&2; exit 127; fi
+if [ -z "$file" ] && { [ -e "$root" ] || [ -L "$root" ]; } && [ ! -d "$root" ]; then echo "livesync: conflict: not a directory" >&2; exit 3; fi
+mkdir -p "$root" || fail mkdir
+cd "$root" || fail cd
+if [ -n "$file" ] && [ -d "$file" ] && [ ! -L "$file" ]; then echo "livesync: conflict: a directory" >&2; exit 3; fi
+i=0
+for a; do
+  [ $i -lt $nc ] || break
+  i=$((i+1)) p=${a#?}
+  case $a in
+  p*) if [ -L "$p" ]; then rm -f -- "$p" || fail rm; mkdir -- "$p" || fail mkdir; printf 'R%s\0' "$p"; fi ;;
+  k*) if [ -L "$p" ]; then printf 'livesync: symlink in the way: %s\n' "$p" >&2; exit 4; fi ;;
+  w*) [ ! -d "$p" ] || chmod u+rwx -- "$p" 2>/dev/null || : ;;
+  esac
+done
+shift $nc
+[ $# -eq $((nr+nm)) ] || (shift $((nr+nm)); exec rm -rf -- "$@") || fail rm
+i=0
+for a; do [ $i -lt $nr ] || break; i=$((i+1)); rmdir -- "$a" 2>/dev/null || :; done
+shift $nr
+[ "$mode" != x ] || tar -x -o -f - || fail tar
+i=0
+for a; do [ $i -lt $nm ] || break; i=$((i+1)); chmod "${a%%./*}" -- "./${a#*./}" 2>/dev/null || :; done
+`
+
+// maxDeleteArgBytes bounds the paths (checks, deletes, rmdirs, chmods) in
+// one exec. The command travels in the exec URL's query string, which
+// proxies and apiservers limit, and percent-encoding can triple it; 32 KiB
+// leaves room.
+const maxDeleteArgBytes = 32 << 10
+
+// scriptArgs is what applyScript gets for one plan, by step.
+type scriptArgs struct {
+	checks  []string // "p./dir", "k./dir", "w./dir", parents first
+	deletes []string // "./name"
+	rmdirs  []string // "./dir", deepest first
+	chmods  []string // "555./dir", deepest first
+	tar     bool     // extract the archive (after rmdirs, before chmods)
+}
+
+func (a *scriptArgs) empty() bool {
+	return len(a.checks)+len(a.deletes)+len(a.rmdirs)+len(a.chmods) == 0 && !a.tar
+}
+
+// argv returns the exec's command line.
+func (a *scriptArgs) argv(m *mapping) []string {
+	mode, file := "d", ""
+	if a.tar {
+		mode = "x"
+	}
+	if m.file {
+		file = "./" + m.remoteName("")
+	}
+	out := make([]string, 0, 10+len(a.checks)+len(a.rmdirs)+len(a.chmods)+len(a.deletes))
+	out = append(out, "sh", "-c", applyScript, "livesync", string(m.remoteDir()), mode, file,
+		strconv.Itoa(len(a.checks)), strconv.Itoa(len(a.rmdirs)), strconv.Itoa(len(a.chmods)))
+	out = append(out, a.checks...)
+	out = append(out, a.rmdirs...)
+	out = append(out, a.chmods...)
+	return append(out, a.deletes...)
+}
+
+// scriptArgsOf turns p into applyScript's arguments.
+func scriptArgsOf(m *mapping, p *Plan) *scriptArgs {
+	a := &scriptArgs{tar: len(p.Copies) > 0}
+	for _, d := range p.Deletes {
+		a.deletes = append(a.deletes, "./"+m.remoteName(d))
+	}
+	if m.file {
+		// The one entry sits directly in the remote directory: no parents
+		// below the root, which the user chose and which is followed.
+		return a
+	}
+	for _, d := range p.Rmdirs {
+		a.rmdirs = append(a.rmdirs, "./"+d)
+	}
+	deleted := make(map[string]bool, len(p.Deletes))
+	for _, d := range p.Deletes {
+		deleted[d] = true
+	}
+	// goneWith: rel is deleted with a parent before the tar runs. Checking
+	// it first would look through a link that the delete removes.
+	goneWith := func(rel string) bool {
+		for r := rel; r != ""; r = parentRel(r) {
+			if deleted[r] {
+				return true
+			}
+		}
+		return false
+	}
+	remoteOnly := make(map[string]bool, len(p.Rmdirs))
+	for _, d := range p.Rmdirs {
+		remoteOnly[d] = true
+	}
+	const (
+		localDir      = 'p'
+		remoteOnlyDir = 'k'
+	)
+	kind := map[string]byte{}
+	mark := func(rel string, k byte) {
+		if kind[rel] != localDir && !goneWith(rel) {
+			kind[rel] = k
+		}
+	}
+	modes := map[string]fs.FileMode{} // local modes of directories that are sent
+	for _, c := range p.Copies {
+		if c.Type == TypeDir {
+			modes[c.Rel] = c.Mode
+			mark(c.Rel, localDir)
+		}
+		for r := parentRel(c.Rel); r != "" && kind[r] != localDir; r = parentRel(r) {
+			mark(r, localDir)
+		}
+	}
+	for _, list := range [][]string{p.Deletes, p.Rmdirs} {
+		for _, d := range list {
+			for r := parentRel(d); r != ""; r = parentRel(r) {
+				if remoteOnly[r] {
+					mark(r, remoteOnlyDir)
+				} else {
+					mark(r, localDir)
+				}
+			}
+		}
+	}
+	// Directories whose mode lacks u+rwx get it for the extraction, and
+	// their own mode after it.
+	fixed := map[string]fs.FileMode{}
+	for rel, mode := range modes {
+		if mode&0o700 != 0o700 {
+			fixed[rel] = mode
+		}
+	}
+	for rel, k := range kind {
+		if _, ok := modes[rel]; ok || k != localDir {
+			continue
+		}
+		if fi, err := os.Lstat(m.localPath(rel)); err == nil && fi.IsDir() && fi.Mode().Perm()&0o700 != 0o700 {
+			fixed[rel] = fi.Mode().Perm()
+		}
+	}
+	for _, rel := range slices.Sorted(maps.Keys(kind)) {
+		a.checks = append(a.checks, string(kind[rel])+"./"+rel)
+		if _, ok := fixed[rel]; ok {
+			a.checks = append(a.checks, "w./"+rel)
+		}
+	}
+	rels := slices.Sorted(maps.Keys(fixed))
+	slices.Reverse(rels) // a child sorts after its parent
+	for _, rel := range rels {
+		a.chmods = append(a.chmods, fmt.Sprintf("%o./%s", fixed[rel], rel))
+	}
+	return a
+}
+
+// split cuts a into execs of at most max bytes of paths each, keeping the
+// order of the steps across them: checks, deletes, rmdirs, tar, chmods. A
+// single longer path gets an exec of its own.
+func (a *scriptArgs) split(max int) []*scriptArgs {
+	var (
+		out  []*scriptArgs
+		cur  = &scriptArgs{}
+		size int
+	)
+	add := func(list func(*scriptArgs) *[]string, p string) {
+		if n := len(p) + 1; size+n > max && !cur.empty() {
+			out = append(out, cur)
+			cur, size = &scriptArgs{}, 0
+		}
+		l := list(cur)
+		*l = append(*l, p)
+		size += len(p) + 1
+	}
+	for _, p := range a.checks {
+		add(func(a *scriptArgs) *[]string { return &a.checks }, p)
+	}
+	for _, p := range a.deletes {
+		add(func(a *scriptArgs) *[]string { return &a.deletes }, p)
+	}
+	for _, p := range a.rmdirs {
+		add(func(a *scriptArgs) *[]string { return &a.rmdirs }, p)
+	}
+	cur.tar = a.tar
+	for _, p := range a.chmods {
+		add(func(a *scriptArgs) *[]string { return &a.chmods }, p)
+	}
+	if !cur.empty() || len(out) == 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// applyResult is what one apply sent.
+type applyResult struct {
+	archiveResult
+	deleted int
+	// replaced holds directories (rels) where the container had a symlink,
+	// now an empty directory: what the index holds under them is gone.
+	replaced []string
+}
+
+// forgetReplaced makes idx forget what it holds under directories that
+// apply found as symlinks and replaced, and returns them to be planned
+// again, so their contents are sent again.
+func (r applyResult) forgetReplaced(idx *Index) map[string]struct{} {
+	if len(r.replaced) == 0 {
+		return nil
+	}
+	out := make(map[string]struct{}, len(r.replaced))
+	for _, rel := range r.replaced {
+		idx.DeleteTree(rel)
+		out[rel] = struct{}{}
+	}
+	return out
+}
+
+// apply makes one plan happen in one target: usually one exec carrying the
+// paths in argv and the tar on stdin; paths beyond the argv budget go in
+// exec calls of their own, before or after the one with the tar as their
+// step requires. Every attempt streams a fresh archive, so it can be retried
+// as a whole.
+func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan) (applyResult, error) {
+	res := applyResult{deleted: len(p.Deletes)}
+	for _, a := range scriptArgsOf(m, p).split(maxDeleteArgBytes) {
+		stdout := &tailBuffer{max: 2 * maxDeleteArgBytes}
+		if !a.tar {
+			err := execScript(ctx, ex, t, "deleting files", m, a.argv(m), nil, stdout)
+			res.replaced = append(res.replaced, replacedIn(stdout.String())...)
+			if err != nil {
+				return res, err
+			}
+			continue
+		}
+		r, wait := streamArchive(p.Copies)
+		err := execScript(ctx, ex, t, "copying files", m, a.argv(m), r, stdout)
+		_ = r.Close()
+		ares, aerr := wait()
+		res.archiveResult = ares
+		res.replaced = append(res.replaced, replacedIn(stdout.String())...)
+		if aerr != nil && !errors.Is(aerr, io.ErrClosedPipe) {
+			// A local read failure explains a remote one better than the
+			// remote's view of a truncated stream.
+			return res, aerr
+		}
+		// A closed pipe only means the remote side stopped reading, possibly
+		// before the trailing end-of-archive blocks; its own result decides.
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// replacedIn parses the "R./dir\0" reports of applyScript into rels.
+func replacedIn(out string) []string {
+	var rels []string
+	for tok := range strings.SplitSeq(out, "\x00") {
+		if rel, ok := strings.CutPrefix(tok, "R./"); ok && validRel(rel) && rel != "" {
+			rels = append(rels, rel)
+		}
+	}
+	return rels
+}
+
+// execScript runs argv in t and classifies a failure.
+func execScript(ctx context.Context, ex Executor, t Target, op string, m *mapping, argv []string, stdin io.Reader, stdout io.Writer) error {
+	stderr := &tailBuffer{max: 4 << 10}
+	err := classify(ex.Exec(ctx, t, argv, stdin, stdout, stderr), t, op, m.remoteDir(), stderr.String())
+	var se *SyncError
+	if errors.As(err, &se) && errors.Is(se.Kind, ErrTypeConflict) {
+		c := remoteIsDir
+		if strings.Contains(se.Stderr, markerNotDir) {
+			c = remoteNotDir
+		}
+		ce := conflictError(m, fmt.Sprintf("container %q of pod %q", t.Container, t.Pod), c)
+		ce.Target, ce.Op, ce.Stderr, ce.Err = t, op, se.Stderr, se.Err
+		return ce
+	}
+	return err
+}

@@ -1,0 +1,200 @@
+package filesync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var testTarget = Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
+
+// countingExecutor counts calls to the executor it wraps.
+type countingExecutor struct {
+	Executor
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (c *countingExecutor) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	c.mu.Lock()
+	c.calls = append(c.calls, argv)
+	c.mu.Unlock()
+	return c.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// syncOnce rescans m against idx and applies the plan.
+func syncOnce(t *testing.T, ex Executor, m *mapping, idx *Index) *Plan {
+	t.Helper()
+	p, err := plan(m, idx, nil, true)
+	must(t, err)
+	res, err := apply(context.Background(), ex, testTarget, m, p)
+	must(t, err)
+	idx.apply(p, res.archiveResult)
+	res.forgetReplaced(idx)
+	return p
+}
+
+func assertSameTree(t *testing.T, local, remote string) {
+	t.Helper()
+	diffTrees(t, "remote", readTree(t, remote), readTree(t, local))
+}
+
+func TestApply(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app", "src")
+			writeTree(t, local, weirdNames)
+			writeTree(t, local, map[string]string{
+				"bin/run": "#!/bin/sh", "empty/": "", "link@bin/run": "", "out@../../../etc/passwd": "",
+				"d/x": "x", "d/y/z": "z", "f": "file",
+			})
+			must(t, os.Chmod(filepath.Join(local, "bin/run"), 0o755))
+			m := testMapping(t, local, remote, nil)
+			idx := NewIndex()
+			syncOnce(t, ex, m, idx)
+			assertSameTree(t, local, remote)
+
+			// Deletes of awkward names, type changes both ways, edits.
+			for n := range weirdNames {
+				must(t, os.RemoveAll(filepath.Join(local, strings.SplitN(n, "/", 2)[0])))
+			}
+			must(t, os.RemoveAll(filepath.Join(local, "d")))
+			must(t, os.WriteFile(filepath.Join(local, "d"), []byte("dir became file"), 0o600))
+			must(t, os.Remove(filepath.Join(local, "f")))
+			writeTree(t, local, map[string]string{"f/inner": "file became dir", "bin/run": "#!/bin/sh\necho hi"})
+			p := syncOnce(t, ex, m, idx)
+			if len(p.Deletes) == 0 {
+				t.Fatal("nothing deleted")
+			}
+			assertSameTree(t, local, remote)
+		})
+	}
+}
+
+func TestApplyManyDeletes(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			local, remote := t.TempDir(), t.TempDir()
+			for i := range 3000 {
+				writeTree(t, local, map[string]string{fmt.Sprintf("file-with-a-rather-long-name-%04d", i): "x"})
+			}
+			writeTree(t, local, map[string]string{"keep": "k"})
+			m := testMapping(t, local, remote, nil)
+			m.allowMassDelete = true // many deletes at once are the point here
+			idx := NewIndex()
+			syncOnce(t, ex, m, idx)
+			entries, _ := os.ReadDir(local)
+			for _, e := range entries {
+				if e.Name() != "keep" {
+					must(t, os.Remove(filepath.Join(local, e.Name())))
+				}
+			}
+			writeTree(t, local, map[string]string{"new": "n"})
+			ce := &countingExecutor{Executor: ex}
+			syncOnce(t, ce, m, idx)
+			assertSameTree(t, local, remote)
+			// 3000 × 36 bytes needs four 32 KiB delete chunks: three extra
+			// delete-only execs, then one exec with the rest and the tar.
+			if len(ce.calls) != 4 {
+				t.Errorf("%d execs, want 4", len(ce.calls))
+			}
+			for i, argv := range ce.calls {
+				size := 0
+				for _, a := range argv[10:] {
+					size += len(a) + 1
+				}
+				if size > maxDeleteArgBytes {
+					t.Errorf("exec %d carries %d bytes of paths", i, size)
+				}
+				if wantMode := map[bool]string{true: "x", false: "d"}[i == len(ce.calls)-1]; argv[5] != wantMode {
+					t.Errorf("exec %d mode %q, want %q", i, argv[5], wantMode)
+				}
+			}
+		})
+	}
+}
+
+func TestApplyMissingTools(t *testing.T) {
+	local := t.TempDir()
+	writeTree(t, local, map[string]string{"a": "a"})
+	m := testMapping(t, local, t.TempDir(), nil)
+	p, err := plan(m, NewIndex(), nil, true)
+	must(t, err)
+
+	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, p)
+	if !errors.Is(err, ErrTarMissing) || !strings.HasPrefix(err.Error(), `tar not found in container "app" of pod "web-1": the image needs sh and tar`) {
+		t.Errorf("without tar: %v", err)
+	}
+	_, err = apply(context.Background(), busybox(t, "sh"), testTarget, m, p)
+	if !errors.Is(err, ErrTarMissing) || !strings.HasPrefix(err.Error(), `sh not found in container "app"`) {
+		t.Errorf("without sh: %v", err)
+	}
+	if IsTransient(err) {
+		t.Error("a missing tool is not transient")
+	}
+	// Deletes alone never need tar.
+	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, &Plan{Deletes: []string{"a"}})
+	must(t, err)
+}
+
+func TestScriptArgsSplit(t *testing.T) {
+	all := &scriptArgs{
+		checks: []string{"p./a", "w./a"}, deletes: []string{"./d1", "./d2"}, rmdirs: []string{"./r"},
+		tar: true, chmods: []string{"555./a"},
+	}
+	tests := []struct {
+		name string
+		a    *scriptArgs
+		max  int
+		want string
+	}{
+		{"nothing", &scriptArgs{}, 10, "[{[] [] [] [] false}]"},
+		{"tar only", &scriptArgs{tar: true}, 10, "[{[] [] [] [] true}]"},
+		{"all in one", all, 100, "[{[p./a w./a] [./d1 ./d2] [./r] [555./a] true}]"},
+		// Steps keep their order across execs: the chmod after the tar.
+		{"split", all, 10, "[{[p./a w./a] [] [] [] false} {[] [./d1 ./d2] [] [] false} " +
+			"{[] [] [./r] [] true} {[] [] [] [555./a] false}]"},
+		{"a longer path alone", &scriptArgs{deletes: []string{"./very-long", "./b"}}, 8, "[{[] [./very-long] [] [] false} {[] [./b] [] [] false}]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, a := range tt.a.split(tt.max) {
+				got = append(got, fmt.Sprint(*a))
+			}
+			if s := "[" + strings.Join(got, " ") + "]"; s != tt.want {
+				t.Errorf("split = %s, want %s", s, tt.want)
+			}
+		})
+	}
+}
+
+// BenchmarkApplyOneFile measures a one-file batch end to end on this machine
+// (plan, tar, one busybox `sh -c` + tar exec): the part of the save→visible
+// latency that is not debounce or network.
+func BenchmarkApplyOneFile(b *testing.B) {
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		b.Skip("needs /bin/busybox")
+	}
+	ex, err := NewBusyboxExecutor("/bin/busybox", b.TempDir())
+	must2(b, err)
+	local := b.TempDir()
+	m, err := newMapping(Mapping{Local: LocalPath(local), Remote: RemotePath(b.TempDir())}, nil)
+	must2(b, err)
+	idx := NewIndex()
+	f := filepath.Join(local, "main.go")
+	for i := 0; b.Loop(); i++ {
+		must2(b, os.WriteFile(f, fmt.Appendf(nil, "package main // %d\n", i), 0o644))
+		p, err := plan(m, idx, []string{"main.go"}, false)
+		must2(b, err)
+		res, err := apply(context.Background(), ex, testTarget, m, p)
+		must2(b, err)
+		idx.apply(p, res.archiveResult)
+	}
+}

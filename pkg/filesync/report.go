@@ -1,0 +1,125 @@
+package filesync
+
+import (
+	"sync"
+	"time"
+)
+
+// Reporter receives what the engine does. The engine serializes calls, so
+// implementations need no locking; they must not call back into the Engine.
+type Reporter interface {
+	Report(Event)
+}
+
+// ReporterFunc adapts a function to Reporter.
+type ReporterFunc func(Event)
+
+// Report calls f(ev).
+func (f ReporterFunc) Report(ev Event) { f(ev) }
+
+// Event is one of InitialSync, Batch, TargetAdded, TargetRemoved, Error,
+// DryRun, Held, Progress, OnSync, Waiting, Restarting.
+type Event interface{ event() }
+
+// InitialSync reports a target's initial sync (also the re-sync of a new
+// container of the same pod).
+type InitialSync struct {
+	Target   Target
+	Files    int   // entries sent
+	Deleted  int   // remote entries deleted (mirror, type changes)
+	Bytes    int64 // tar bytes sent
+	Duration time.Duration
+	Err      error // nil when the target converged
+}
+
+// Batch reports one coalesced batch once every target that was ready when it
+// was cut has applied it (or failed).
+type Batch struct {
+	Changed int           // entries copied, the most in any one target
+	Deleted int           // entries deleted, the most in any one target
+	Names   []string      // a few of the remote paths involved
+	Targets int           // targets the batch went to
+	Failed  int           // targets where it failed
+	Bytes   int64         // tar bytes sent, all targets together
+	Latency time.Duration // first change seen → applied on all targets
+}
+
+// TargetAdded reports a new target; its initial sync follows.
+type TargetAdded struct{ Target Target }
+
+// TargetRemoved reports a target that is no longer synced.
+type TargetRemoved struct{ Target Target }
+
+// Error reports a failure in one target. Deterministic failures are reported
+// once per target until the target succeeds again. Hint repeats the advice
+// part of Err for UIs that show it separately.
+type Error struct {
+	Target Target
+	Err    error
+	Hint   string
+}
+
+// DryRun reports what a plan would do in a target, with remote paths.
+type DryRun struct {
+	Target Target
+	Copy   []string
+	Delete []string
+}
+
+// Held reports deletes held back in a target instead of run: the local root
+// of Mapping is missing, emptied or replaced by another file system, or they
+// would delete more than the mass-delete threshold. Nothing was deleted;
+// copies went ahead, and the held paths are decided again by the next batch
+// or rescan. It is reported once per distinct held set and target.
+type Held struct {
+	Target   Target
+	Mapping  Mapping
+	Reason   string   // why, one line
+	Deleted  int      // remote entries that would have been deleted
+	Examples []string // a few of the remote paths held
+	Hint     string   // what to do, e.g. how to allow it
+}
+
+func (InitialSync) event()   {}
+func (Batch) event()         {}
+func (TargetAdded) event()   {}
+func (TargetRemoved) event() {}
+func (Error) event()         {}
+func (DryRun) event()        {}
+func (Held) event()          {}
+
+// lockedReporter serializes Report calls.
+type lockedReporter struct {
+	mu sync.Mutex
+	r  Reporter
+}
+
+func (l *lockedReporter) Report(ev Event) {
+	if l.r == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.r.Report(ev)
+}
+
+// Waiting reports why there is no container to sync into, once and again whenever the reason
+// changes. Reason is a stable word for scripts (e.g. ImagePull); Message says what to do.
+type Waiting struct {
+	Workload string // e.g. deployment/web
+	Pod      string // the pod the reason is about, if one
+	Reason   string
+	Message  string
+}
+
+// Restarting reports a synced container that keeps restarting: each restart starts from the
+// image, without the synced files, so livesync syncs it again; the app is probably crashing.
+type Restarting struct {
+	Target   Target
+	Restarts int // in Window
+	Window   time.Duration
+	ExitCode *int32 // of the last run, when the kubelet reported it
+}
+
+func (Waiting) event()    {}
+func (Restarting) event() {}

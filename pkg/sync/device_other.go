@@ -1,8 +1,0 @@
-//go:build !unix
-
-package sync
-
-import "io/fs"
-
-// deviceOf reports that this platform does not say which device a file lives on.
-func deviceOf(fs.FileInfo) (uint64, bool) { return 0, false }

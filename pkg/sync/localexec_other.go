@@ -1,9 +1,0 @@
-//go:build !unix
-
-package sync
-
-import "os/exec"
-
-func ownGroup(*exec.Cmd) {}
-
-func killGroup(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
