@@ -1,0 +1,45 @@
+package project
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// FileName is the name Find looks for.
+const FileName = "livesync.yaml"
+
+// APIVersion and Kind identify the file; a later version can convert from this one.
+const (
+	APIVersion = "livesync.dev/v1alpha1"
+	Kind       = "LiveSync"
+)
+
+// File is the whole of livesync.yaml.
+type File struct {
+	APIVersion string `json:"apiVersion" doc:"Always livesync.dev/v1alpha1."`
+	Kind       string `json:"kind" doc:"Always LiveSync."`
+	Syncs      []Sync `json:"syncs" doc:"One entry per workload to sync; kubectl livesync with no workload runs them all in one session."`
+
+	// path is where the file was read from: relative LOCAL paths are relative to its directory.
+	path string
+}
+
+// Sync is one entry: what one command line takes today.
+type Sync struct {
+	Name       string   `json:"name" doc:"Names the entry: prefixes its output, and kubectl livesync NAME runs just this entry. A DNS label."`
+	Workload   string   `json:"workload,omitempty" doc:"TYPE/NAME as kubectl takes it, e.g. deploy/api or pod/web-0. Exactly one of workload and selector."`
+	Selector   string   `json:"selector,omitempty" doc:"A label selector (kubectl -l) choosing the pods to sync into."`
+	Namespace  string   `json:"namespace,omitempty" doc:"The namespace; default: the kubeconfig context's (or -n)."`
+	Containers []string `json:"containers,omitempty" doc:"Containers to sync into (kubectl -c); default: the kubectl.kubernetes.io/default-container annotation, else the first."`
+	Mappings   []string `json:"mappings" doc:"LOCAL:REMOTE pairs; a relative LOCAL is relative to this file's directory, REMOTE is absolute in the container."`
+	Exclude    []string `json:"exclude,omitempty" doc:"gitignore-style patterns never synced, beside .livesyncignore."`
+	GitIgnore  bool     `json:"gitignore,omitempty" doc:"Also honour .gitignore files."`
+	Initial    string   `json:"initial,omitempty" doc:"Initial sync of each new container: upload (default), mirror or none." enum:"upload,mirror,none"`
+	OnSync     string   `json:"onSync,omitempty" doc:"Run sh -c CMD in each container after each applied batch; $LIVESYNC_CHANGED lists the changed remote paths."`
+	// OnSyncTimeout bounds an OnSync run; zero means the command line's --on-sync-timeout.
+	OnSyncTimeout *metav1.Duration `json:"onSyncTimeout,omitempty" doc:"Close an onSync command's exec after this long, e.g. 30s."`
+	PullPolicy    string           `json:"pullPolicy,omitempty" doc:"Set this imagePullPolicy on the workload first." enum:"Always,IfNotPresent,Never"`
+	Refresh       bool             `json:"refresh,omitempty" doc:"Pin a moved tag to its new digest first."`
+	FollowTag     bool             `json:"followTag,omitempty" doc:"While syncing, poll the registry and pin each new push of the tag."`
+	// Interval is the registry polling interval with FollowTag; zero means --interval.
+	Interval *metav1.Duration `json:"interval,omitempty" doc:"Registry polling interval with followTag, e.g. 30s."`
+}
