@@ -4,22 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
-	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
 	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
-	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
+	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
 
@@ -171,291 +166,48 @@ func (o *SyncOptions) Validate() error {
 		return fmt.Errorf("--exec-timeout %s is too short: use 1s or more", o.execWait)
 	case o.onSyncWait <= 0:
 		return fmt.Errorf("--on-sync-timeout %s: use a positive duration", o.onSyncWait)
-	case o.followTag && o.interval < time.Second:
-		return fmt.Errorf("--interval %s is too short: use 1s or more", o.interval)
 	case o.once && o.followTag:
 		return errors.New("--once and --follow-tag cannot be combined: --once exits after the initial sync")
 	case o.mutate.dryRun && (o.followTag || o.refresh || o.pullPolicy != ""):
 		return errors.New("--dry-run syncs nothing and changes no workload: drop --refresh, --follow-tag and --pull-policy, or use the refresh and pull-policy commands with --dry-run")
+	case o.followTag:
+		return workload.CheckFollowInterval(o.interval)
 	}
 	return nil
 }
 
-// Run changes the image side if asked, then syncs until interrupted (or once).
+// Run hands the session to pkg/session with the real cluster, watcher and registry behind it.
 func (o *SyncOptions) Run(ctx context.Context) error {
-	w, err := o.resolveOne()
-	if err != nil {
-		return err
-	}
-	containers, err := syncContainers(w, o.target.containers, o.g.ErrOut)
-	if w.Kind == selectedPods && (len(o.target.containers) > 0 || len(w.Spec.Containers) == 0) {
-		// Pods picked by -l may differ, or not exist yet: the tracker says which lack the
-		// container, and picks each pod's default container when none was named.
-		containers, err = slices.Compact(slices.Clone(o.target.containers)), nil
-	}
-	if err != nil {
-		return err
-	}
-	rep := newSyncReporter(o.g.Out, o.g.ErrOut, o.output == "json")
-	ref := refresher{g: o.g, registry: &o.registry, mutate: &o.mutate, containers: containers, resolvers: map[string]inspect.Resolver{}, log: rep.refreshed}
-	if o.pullPolicy != "" {
-		if err := o.setPullPolicy(ctx, &ref, w, containers); err != nil {
-			return err
-		}
-	}
-	if o.refresh {
-		if err := ref.refresh(ctx, w); err != nil {
-			return err
-		}
-	}
-
-	matchers := make([]filesync.Matcher, len(o.mappings))
-	var roots []string
-	for i, m := range o.mappings {
-		roots = append(roots, string(m.Local))
-		if isDir(string(m.Local)) {
-			mt, err := ignore.New(string(m.Local), ignore.Options{Excludes: o.excludes, GitIgnore: o.gitignore})
-			if err != nil {
-				return err
-			}
-			matchers[i] = mt
-		}
-	}
-	cfg := filesync.Config{
-		Mappings: o.mappings, Matchers: matchers, Initial: o.mode,
-		Quiet: o.quiet, Cap: o.batchCap, Parallelism: o.parallel,
-		OnSync: o.onSync, OnSyncTimeout: o.onSyncWait, ExecTimeout: o.execWait, DryRun: o.mutate.dryRun, AllowMassDelete: o.massDelete,
-	}
 	restCfg, err := o.g.configFlags.ToRESTConfig()
 	if err != nil {
 		return err
 	}
-	engine := filesync.New(&workload.PodExecutor{Config: restCfg, Client: o.g.client}, cfg, filesync.WithReporter(rep))
-	tracker := &workload.Tracker{Client: o.g.client, Workload: w, Containers: containers, Sink: engine, Reporter: rep}
-	tctx, stopTracking := context.WithCancel(ctx)
-	defer stopTracking()
-	synced := make(chan struct{})
-	go tracker.Run(tctx, synced)
-	select {
-	case <-synced:
-	case <-ctx.Done():
-		return nil
-	}
-
-	if o.once || o.mutate.dryRun {
-		ok, err := engine.Once(ctx)
-		rep.summary()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("not every container of %s converged; see the errors above", w.Ref())
-		}
-		if rep.targetCount() == 0 {
-			if len(containers) == 0 {
-				return fmt.Errorf("%s has no running pod to sync into", w.Ref())
-			}
-			return fmt.Errorf("%s has no running pod with container %q to sync into", w.Ref(), strings.Join(containers, ", "))
-		}
-		return nil
-	}
-
-	watcher, err := watch.New(roots, watch.Options{Skip: skipper(roots, matchers)})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = watcher.Close() }()
-	changes := make(chan filesync.Change, 1024)
-	go pump(ctx, watcher, roots, matchers, changes, rep)
-	if o.followTag {
-		go o.followTags(ctx, w, &ref)
-	}
-	rep.watching(roots)
-	err = engine.Run(ctx, changes)
-	rep.summary()
-	if ctx.Err() != nil {
-		return nil // Ctrl-C is how a session ends
-	}
-	return err
+	reporter := newSyncReporter(o.g.Out, o.g.ErrOut, o.output == "json")
+	refresher := &refresher{g: o.g, registry: &o.registry, mutate: &o.mutate, resolvers: map[string]inspect.Resolver{}, log: reporter.Refreshed}
+	return session.Run(ctx, o.config(), session.Deps{
+		Resolve: func() (*workload.Workload, error) {
+			return workload.ResolveTarget(o.g.builder(), o.g.namespace, o.args, o.target.selector)
+		},
+		Client:   o.g.client,
+		Executor: &workload.PodExecutor{Config: restCfg, Client: o.g.client},
+		Images:   &syncImages{refresher: refresher},
+		Reporter: reporter,
+		Notes:    o.g.ErrOut,
+	})
 }
 
-// selectedPods is the Kind of the workload -l without a TYPE makes: the pods it selects.
-const selectedPods = "Pods"
-
-// resolveOne reads the workload. -l without a TYPE selects pods, tracked by that selector.
-func (o *SyncOptions) resolveOne() (*workload.Workload, error) {
-	ws, err := o.target.resolve(o.g, o.args)
-	noMatch := errors.Is(err, workload.ErrNoMatch) && len(o.args) == 0
-	if noMatch {
-		// No pod matches -l yet: wait for one (the tracker says so) rather than fail.
-		ws, err = []*workload.Workload{{Namespace: o.g.namespace, Spec: &corev1.PodSpec{}}}, nil
+// config is the session the flags ask for.
+func (o *SyncOptions) config() session.Config {
+	return session.Config{
+		Sync: filesync.Config{
+			Mappings: o.mappings, Initial: o.mode,
+			Quiet: o.quiet, Cap: o.batchCap, Parallelism: o.parallel,
+			OnSync: o.onSync, OnSyncTimeout: o.onSyncWait, ExecTimeout: o.execWait,
+			DryRun: o.mutate.dryRun, AllowMassDelete: o.massDelete,
+		},
+		Excludes: o.excludes, GitIgnore: o.gitignore,
+		Containers: o.target.containers,
+		PullPolicy: o.pullPolicy, Refresh: o.refresh, FollowTag: o.followTag, Interval: o.interval,
+		Once: o.once,
 	}
-	if err != nil {
-		return nil, err
-	}
-	if len(ws) == 1 && !noMatch {
-		return ws[0], nil
-	}
-	if len(o.args) == 0 && o.target.selector != "" {
-		sel, err := labels.Parse(o.target.selector)
-		if err != nil {
-			return nil, fmt.Errorf("parsing -l %q: %w", o.target.selector, err)
-		}
-		w := *ws[0]
-		w.Kind, w.Name, w.Selector = selectedPods, o.target.selector, sel
-		return &w, nil
-	}
-	var names []string
-	for _, w := range ws {
-		names = append(names, w.Ref())
-	}
-	return nil, fmt.Errorf("-l %q matches %d workloads (%s): sync one at a time", o.target.selector, len(ws), strings.Join(names, ", "))
-}
-
-func (o *SyncOptions) setPullPolicy(ctx context.Context, ref *refresher, w *workload.Workload, containers []string) error {
-	cs, err := w.Containers(containers)
-	if err != nil {
-		return err
-	}
-	var changes []workload.Change
-	for _, c := range cs {
-		if c.PullPolicy != o.pullPolicy {
-			changes = append(changes, workload.Change{Container: c, PullPolicy: o.pullPolicy})
-		}
-	}
-	if len(changes) == 0 {
-		return nil
-	}
-	if w.Kind == workload.KindPod {
-		return fmt.Errorf("%s: a Pod's imagePullPolicy cannot be changed while it exists: use --pull-policy on the workload that owns it", w.Ref())
-	}
-	p, err := workload.BuildPatch(w, changes, false)
-	if err != nil {
-		return err
-	}
-	if err := o.mutate.apply(ctx, o.g, ref.out(), p, nil); err != nil {
-		return err
-	}
-	// The next patch (refresh) needs the new resourceVersion.
-	fresh, err := o.resolveOne()
-	if err != nil {
-		return err
-	}
-	*w = *fresh
-	return nil
-}
-
-// followTags pins each new push of the tag; the tracker then sees the new pods and the engine
-// gives them their initial sync.
-func (o *SyncOptions) followTags(ctx context.Context, w *workload.Workload, ref *refresher) {
-	ref.quiet = true
-	tick := time.NewTicker(o.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		fresh, err := o.resolveOne()
-		if err == nil {
-			err = ref.refresh(ctx, fresh)
-		}
-		if err != nil && ctx.Err() == nil {
-			ref.log(fmt.Sprintf("warning: following the tag: %v", err))
-		}
-	}
-}
-
-// skipper adapts the per-root matchers to the watcher's Skip hook.
-func skipper(roots []string, matchers []filesync.Matcher) func(root, rel string, isDir bool) bool {
-	byRoot := map[string]filesync.Matcher{}
-	for i, r := range roots {
-		if matchers[i] != nil {
-			byRoot[r] = matchers[i]
-		}
-	}
-	return func(root, rel string, isDir bool) bool {
-		m := byRoot[root]
-		return m != nil && rel != "" && m.Match(filepath.ToSlash(rel), isDir)
-	}
-}
-
-// pump turns watcher events into engine changes. An edit of a .livesyncignore (or .gitignore
-// with --gitignore) reloads the root's matcher and refreshes the root's watches, which ends in
-// a Rescan of the root.
-func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []filesync.Matcher, out chan<- filesync.Change, rep *syncReporter) {
-	defer close(out)
-	reload := map[string]*ignore.Matcher{}
-	for i, r := range roots {
-		if m, ok := matchers[i].(*ignore.Matcher); ok {
-			reload[r] = m
-		}
-	}
-	events, errs := w.Events(), w.Errors()
-	for events != nil || errs != nil {
-		select {
-		case <-ctx.Done():
-			return
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			rep.warn(err)
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			c := filesync.Change{Root: ev.Root, Path: ev.Path, Rescan: ev.Rescan}
-			if m := reload[ev.Root]; m != nil && !ev.Rescan {
-				if rel, err := filepath.Rel(ev.Root, ev.Path); err == nil && m.IsIgnoreFile(filepath.ToSlash(rel)) {
-					if err := m.Reload(); err != nil {
-						rep.warn(err)
-					}
-					w.Refresh(ev.Root) // rewatches what the matcher now leaves, then sends a Rescan
-					continue
-				}
-			}
-			select {
-			case out <- c:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
-}
-
-// syncContainers picks the containers to sync into: each one named with -c, checked against
-// the workload, or else the default one, the way kubectl exec picks it (with its "Defaulted
-// container" message). Each becomes a target of its own in every pod.
-func syncContainers(w *workload.Workload, names []string, warn io.Writer) ([]string, error) {
-	if len(names) == 0 {
-		c, err := w.SyncContainer("", warn)
-		if err != nil {
-			return nil, err
-		}
-		return []string{c}, nil
-	}
-	var out []string
-	for _, n := range names {
-		if slices.Contains(out, n) {
-			continue
-		}
-		c, err := w.SyncContainer(n, warn)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
 }
