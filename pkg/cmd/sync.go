@@ -18,33 +18,17 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
 
-// SyncOptions holds everything the root command, `kubectl livesync WORKLOAD LOCAL:REMOTE...`, needs.
+// SyncOptions holds everything the root command, `kubectl livesync WORKLOAD LOCAL:REMOTE...`,
+// needs; the flags fill the session's typed Config directly.
 type SyncOptions struct {
 	g        *globalOptions
 	target   targetOptions
 	registry registryOptions
 	mutate   mutateOptions
-
-	initial    string
-	excludes   []string
-	gitignore  bool
-	onSync     string
-	onSyncWait time.Duration
-	execWait   time.Duration
-	pullPolicy string
-	refresh    bool
-	followTag  bool
-	interval   time.Duration
-	quiet      time.Duration
-	batchCap   time.Duration
-	parallel   int
-	output     string
-	once       bool
-	massDelete bool
-
+	cfg      session.Config
+	initial  string
+	output   string
 	args     []string
-	mappings []filesync.Mapping
-	mode     filesync.InitialMode
 }
 
 func newCmdSync(g *globalOptions) *cobra.Command {
@@ -89,27 +73,28 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	o.registry.addFlags(f)
 	o.mutate.addFlags(f)
 	f.StringVar(&o.initial, "initial", string(filesync.InitialUpload), "initial sync of each new container: upload (send what differs), mirror (also delete remote files that are not local), none")
-	f.StringArrayVar(&o.excludes, "exclude", nil, "do not sync paths matching this gitignore-style pattern; repeatable")
-	f.BoolVar(&o.gitignore, "gitignore", false, "also honour .gitignore files (off by default: locally built, git-ignored outputs are often what you want to sync)")
-	f.StringVar(&o.onSync, "on-sync", "", "run `sh -c CMD` in each container after each applied batch and the initial sync, without holding up the next batch; $LIVESYNC_CHANGED lists the changed remote paths")
-	f.DurationVar(&o.onSyncWait, "on-sync-timeout", filesync.DefaultOnSyncTimeout, "close an --on-sync command's exec after this long and report it (what it started keeps running in the container)")
-	f.DurationVar(&o.execWait, "exec-timeout", filesync.DefaultExecTimeout, "cancel and retry a file transfer or listing after this long without progress (a frozen or overloaded container)")
-	f.StringVar(&o.pullPolicy, "pull-policy", "", "set this imagePullPolicy on the workload first (Always|IfNotPresent|Never), like the pull-policy command")
-	f.BoolVar(&o.refresh, "refresh", false, "pin a moved tag to its new digest first, like the refresh command")
-	f.BoolVar(&o.followTag, "follow-tag", false, "while syncing, poll the registry and pin each new push of the tag; new pods get their initial sync")
-	f.DurationVar(&o.interval, "interval", 30*time.Second, "registry polling interval with --follow-tag")
-	f.DurationVar(&o.quiet, "batch-quiet", filesync.DefaultQuiet, "a batch is sent after this long without a new change")
-	f.DurationVar(&o.batchCap, "batch-max", filesync.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
-	f.IntVar(&o.parallel, "parallel", 8, "at most this many containers are written to at once")
+	f.StringArrayVar(&o.cfg.Excludes, "exclude", nil, "do not sync paths matching this gitignore-style pattern; repeatable")
+	f.BoolVar(&o.cfg.GitIgnore, "gitignore", false, "also honour .gitignore files (off by default: locally built, git-ignored outputs are often what you want to sync)")
+	f.StringVar(&o.cfg.Sync.OnSync, "on-sync", "", "run `sh -c CMD` in each container after each applied batch and the initial sync, without holding up the next batch; $LIVESYNC_CHANGED lists the changed remote paths")
+	f.DurationVar(&o.cfg.Sync.OnSyncTimeout, "on-sync-timeout", filesync.DefaultOnSyncTimeout, "close an --on-sync command's exec after this long and report it (what it started keeps running in the container)")
+	f.DurationVar(&o.cfg.Sync.ExecTimeout, "exec-timeout", filesync.DefaultExecTimeout, "cancel and retry a file transfer or listing after this long without progress (a frozen or overloaded container)")
+	f.StringVar(&o.cfg.PullPolicy, "pull-policy", "", "set this imagePullPolicy on the workload first (Always|IfNotPresent|Never), like the pull-policy command")
+	f.BoolVar(&o.cfg.Refresh, "refresh", false, "pin a moved tag to its new digest first, like the refresh command")
+	f.BoolVar(&o.cfg.FollowTag, "follow-tag", false, "while syncing, poll the registry and pin each new push of the tag; new pods get their initial sync")
+	f.DurationVar(&o.cfg.Interval, "interval", 30*time.Second, "registry polling interval with --follow-tag")
+	f.DurationVar(&o.cfg.Sync.Quiet, "batch-quiet", filesync.DefaultQuiet, "a batch is sent after this long without a new change")
+	f.DurationVar(&o.cfg.Sync.Cap, "batch-max", filesync.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
+	f.IntVar(&o.cfg.Sync.Parallelism, "parallel", 8, "at most this many containers are written to at once")
 	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, target-added, target-removed, waiting, restarting, error, held, refresh, dry-run)")
-	f.BoolVar(&o.once, "once", false, "initial sync and exit once the --on-sync runs finished or timed out; the exit code says whether every container converged (not how --on-sync went)")
-	f.BoolVar(&o.massDelete, "allow-mass-delete", false, "let a batch or initial sync delete more than 50 remote entries and more than half of a mapping's, or mirror an emptied local root; without it such deletes are held and reported")
+	f.BoolVar(&o.cfg.Once, "once", false, "initial sync and exit once the --on-sync runs finished or timed out; the exit code says whether every container converged (not how --on-sync went)")
+	f.BoolVar(&o.cfg.Sync.AllowMassDelete, "allow-mass-delete", false, "let a batch or initial sync delete more than 50 remote entries and more than half of a mapping's, or mirror an emptied local root; without it such deletes are held and reported")
 	return cmd
 }
 
 // Validate checks arguments and flags before anything talks to the cluster.
 func (o *SyncOptions) Validate() error {
 	var wargs []string
+	c := &o.cfg
 	for _, a := range o.args {
 		if strings.Contains(a, ":") {
 			m, err := filesync.ParseMapping(a)
@@ -121,26 +106,26 @@ func (o *SyncOptions) Validate() error {
 				return fmt.Errorf("mapping %q: %w", a, err)
 			}
 			m.Local = filesync.LocalPath(abs)
-			o.mappings = append(o.mappings, m)
+			c.Sync.Mappings = append(c.Sync.Mappings, m)
 		} else {
 			wargs = append(wargs, a)
 		}
 	}
 	o.args = wargs
-	if len(o.mappings) == 0 {
+	if len(c.Sync.Mappings) == 0 {
 		return fmt.Errorf("%q is not a command, and no LOCAL:REMOTE mapping was given: e.g. kubectl livesync deploy/my-app ./src:/app, or see kubectl livesync --help", strings.Join(wargs, " "))
 	}
-	if err := filesync.ValidateMappings(o.mappings); err != nil {
+	if err := filesync.ValidateMappings(c.Sync.Mappings); err != nil {
 		return err
 	}
 	// A symlinked LOCAL (./current -> releases/v2) is resolved once, here, so the watcher and
 	// the engine agree on one real root; a link re-pointed later is not followed.
-	for i, m := range o.mappings {
+	for i, m := range c.Sync.Mappings {
 		real, err := filepath.EvalSymlinks(string(m.Local))
 		if err != nil {
 			return fmt.Errorf("mapping %q: resolving local path: %w", m, err)
 		}
-		o.mappings[i].Local = filesync.LocalPath(real)
+		c.Sync.Mappings[i].Local = filesync.LocalPath(real)
 	}
 	if slices.Contains(o.target.containers, "") {
 		return errors.New(`-c "": name a container, or leave -c out to sync into the default one`)
@@ -149,29 +134,29 @@ func (o *SyncOptions) Validate() error {
 	if err != nil {
 		return err
 	}
-	o.mode = mode
-	if o.pullPolicy != "" {
-		if err := image.ValidPullPolicy(o.pullPolicy); err != nil {
+	c.Sync.Initial, c.Sync.DryRun, c.Containers = mode, o.mutate.dryRun, o.target.containers
+	if c.PullPolicy != "" {
+		if err := image.ValidPullPolicy(c.PullPolicy); err != nil {
 			return err
 		}
 	}
 	switch {
 	case o.output != "text" && o.output != "json":
 		return fmt.Errorf("invalid output %q: use text or json", o.output)
-	case o.quiet <= 0 || o.batchCap < o.quiet:
-		return fmt.Errorf("--batch-quiet %s must be positive and at most --batch-max %s", o.quiet, o.batchCap)
-	case o.parallel < 1:
-		return fmt.Errorf("--parallel %d: use 1 or more", o.parallel)
-	case o.execWait < time.Second:
-		return fmt.Errorf("--exec-timeout %s is too short: use 1s or more", o.execWait)
-	case o.onSyncWait <= 0:
-		return fmt.Errorf("--on-sync-timeout %s: use a positive duration", o.onSyncWait)
-	case o.once && o.followTag:
+	case c.Sync.Quiet <= 0 || c.Sync.Cap < c.Sync.Quiet:
+		return fmt.Errorf("--batch-quiet %s must be positive and at most --batch-max %s", c.Sync.Quiet, c.Sync.Cap)
+	case c.Sync.Parallelism < 1:
+		return fmt.Errorf("--parallel %d: use 1 or more", c.Sync.Parallelism)
+	case c.Sync.ExecTimeout < time.Second:
+		return fmt.Errorf("--exec-timeout %s is too short: use 1s or more", c.Sync.ExecTimeout)
+	case c.Sync.OnSyncTimeout <= 0:
+		return fmt.Errorf("--on-sync-timeout %s: use a positive duration", c.Sync.OnSyncTimeout)
+	case c.Once && c.FollowTag:
 		return errors.New("--once and --follow-tag cannot be combined: --once exits after the initial sync")
-	case o.mutate.dryRun && (o.followTag || o.refresh || o.pullPolicy != ""):
+	case o.mutate.dryRun && (c.FollowTag || c.Refresh || c.PullPolicy != ""):
 		return errors.New("--dry-run syncs nothing and changes no workload: drop --refresh, --follow-tag and --pull-policy, or use the refresh and pull-policy commands with --dry-run")
-	case o.followTag:
-		return workload.CheckFollowInterval(o.interval)
+	case c.FollowTag:
+		return workload.CheckFollowInterval(c.Interval)
 	}
 	return nil
 }
@@ -184,7 +169,7 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 	}
 	reporter := newSyncReporter(o.g.Out, o.g.ErrOut, o.output == "json")
 	refresher := &refresher{g: o.g, registry: &o.registry, mutate: &o.mutate, resolvers: map[string]inspect.Resolver{}, log: reporter.Refreshed}
-	return session.Run(ctx, o.config(), session.Deps{
+	return session.Run(ctx, o.cfg, session.Deps{
 		Resolve: func() (*workload.Workload, error) {
 			return workload.ResolveTarget(o.g.builder(), o.g.namespace, o.args, o.target.selector)
 		},
@@ -194,20 +179,4 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 		Reporter: reporter,
 		Notes:    o.g.ErrOut,
 	})
-}
-
-// config is the session the flags ask for.
-func (o *SyncOptions) config() session.Config {
-	return session.Config{
-		Sync: filesync.Config{
-			Mappings: o.mappings, Initial: o.mode,
-			Quiet: o.quiet, Cap: o.batchCap, Parallelism: o.parallel,
-			OnSync: o.onSync, OnSyncTimeout: o.onSyncWait, ExecTimeout: o.execWait,
-			DryRun: o.mutate.dryRun, AllowMassDelete: o.massDelete,
-		},
-		Excludes: o.excludes, GitIgnore: o.gitignore,
-		Containers: o.target.containers,
-		PullPolicy: o.pullPolicy, Refresh: o.refresh, FollowTag: o.followTag, Interval: o.interval,
-		Once: o.once,
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 )
 
@@ -36,8 +37,9 @@ func TestSyncResolvesSymlinkedLocal(t *testing.T) {
 	t.Chdir(base)
 	o := &SyncOptions{
 		args:    []string{"deploy/web", "./current:/app", "config.yaml:/etc/app/config.yaml"},
-		initial: string(filesync.InitialUpload), output: "text", quiet: filesync.DefaultQuiet, batchCap: filesync.DefaultCap, parallel: 1,
-		execWait: filesync.DefaultExecTimeout, onSyncWait: filesync.DefaultOnSyncTimeout,
+		initial: string(filesync.InitialUpload), output: "text",
+		cfg: session.Config{Sync: filesync.Config{Quiet: filesync.DefaultQuiet, Cap: filesync.DefaultCap, Parallelism: 1,
+			ExecTimeout: filesync.DefaultExecTimeout, OnSyncTimeout: filesync.DefaultOnSyncTimeout}},
 	}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
@@ -48,7 +50,7 @@ func TestSyncResolvesSymlinkedLocal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := string(o.mappings[i].Local); got != want {
+		if got := string(o.cfg.Sync.Mappings[i].Local); got != want {
 			t.Errorf("mapping %d: LOCAL %q, want the resolved %q", i, got, want)
 		}
 		roots = append(roots, want)
