@@ -243,7 +243,6 @@ func TestRunOnce(t *testing.T) {
 		if want := "pods/app=web has no running pod to sync into"; err == nil || err.Error() != want {
 			t.Errorf("error = %v, want %q", err, want)
 		}
-		f.j.waitFor(t, `waiting pods/app=web: no pod matches the selector app=web in namespace "ns" yet`)
 	})
 	t.Run("dry run", func(t *testing.T) {
 		f := newFixture(t, runningPod("web-1"))
