@@ -1,3 +1,5 @@
+// The NDJSON shapes of `livesync -o json`: a contract for editors and scripts (see the README).
+
 package cmd
 
 import (
@@ -9,6 +11,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
+// jsonTarget names a container, as every event about one carries it.
 type jsonTarget struct {
 	Namespace   string `json:"namespace"`
 	Pod         string `json:"pod"`

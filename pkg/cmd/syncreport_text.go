@@ -1,3 +1,5 @@
+// The human lines of the sync reporter: on-sync output, dry-run listings, progress, sizes.
+
 package cmd
 
 import (
