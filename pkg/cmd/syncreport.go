@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 )
 
 // syncReporter prints the engine's events: one human line per event, or NDJSON with -o json.
@@ -31,51 +31,11 @@ type syncReporter struct {
 	started time.Time
 }
 
+var _ session.Reporter = (*syncReporter)(nil)
+
 func newSyncReporter(out, errOut io.Writer, asJSON bool) *syncReporter {
 	return &syncReporter{out: out, errOut: errOut, json: asJSON, tty: !asJSON && printers.IsTerminal(errOut),
 		targets: map[string]bool{}, started: time.Now()}
-}
-
-type jsonTarget struct {
-	Namespace   string `json:"namespace"`
-	Pod         string `json:"pod"`
-	Container   string `json:"container"`
-	ContainerID string `json:"containerID,omitempty"`
-}
-
-func toJSONTarget(t filesync.Target) *jsonTarget {
-	return &jsonTarget{Namespace: t.Namespace, Pod: t.Pod, Container: t.Container, ContainerID: t.ContainerID}
-}
-
-// jsonEvent is one NDJSON line; fields not used by a type are omitted.
-type jsonEvent struct {
-	Type      string      `json:"type"`
-	Time      string      `json:"time"`
-	Target    *jsonTarget `json:"target,omitempty"`
-	Files     *int        `json:"files,omitempty"`
-	Changed   *int        `json:"changed,omitempty"`
-	Deleted   *int        `json:"deleted,omitempty"`
-	Names     []string    `json:"names,omitempty"`
-	Targets   *int        `json:"targets,omitempty"`
-	Failed    *int        `json:"failed,omitempty"`
-	Bytes     *int64      `json:"bytes,omitempty"`
-	LatencyMs *float64    `json:"latencyMs,omitempty"`
-	Duration  *float64    `json:"durationMs,omitempty"`
-	Copy      []string    `json:"copy,omitempty"`
-	Delete    []string    `json:"delete,omitempty"`
-	ExitCode  *int        `json:"exitCode,omitempty"`
-	Output    *string     `json:"output,omitempty"`
-	Error     string      `json:"error,omitempty"`
-	Hint      string      `json:"hint,omitempty"`
-	Message   string      `json:"message,omitempty"`
-	Reason    string      `json:"reason,omitempty"`
-	Workload  string      `json:"workload,omitempty"`
-	Restarts  *int        `json:"restarts,omitempty"`
-}
-
-func ms(d time.Duration) *float64 {
-	v := float64(d.Microseconds()) / 1000
-	return &v
 }
 
 // Report implements filesync.Reporter.
@@ -151,63 +111,22 @@ func (r *syncReporter) Report(ev filesync.Event) {
 	}
 }
 
-// onSyncLines is how many of an on-sync command's last output lines the text output shows.
-const onSyncLines = 10
-
-// onSync prints one on-sync run: a line on stdout when it exited 0, else a warning on stderr,
-// with the last lines of its output indented below.
-func (r *syncReporter) onSync(e filesync.OnSync) {
-	ev := jsonEvent{Type: "on-sync", Target: toJSONTarget(e.Target), Duration: ms(e.Duration), Output: &e.Output}
-	took := e.Duration.Round(time.Millisecond)
-	tail := indentTail(e.Output, onSyncLines)
-	switch {
-	case e.Err != nil:
-		ev.Error = e.Err.Error()
-		r.emitErr(ev, "warning: on-sync %s: %v%s", e.Target, e.Err, tail)
-	case e.ExitCode != 0:
-		ev.ExitCode = &e.ExitCode
-		r.emitErr(ev, "warning: on-sync %s: exit %d in %s%s", e.Target, e.ExitCode, took, tail)
-	default:
-		ev.ExitCode = &e.ExitCode
-		r.emit(ev, "on-sync %s: exit 0 in %s%s", e.Target, took, tail)
-	}
-}
-
-// indentTail returns the last n lines of s, each on a new line indented by two spaces.
-func indentTail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) == 1 && lines[0] == "" {
-		return ""
-	}
-	lines = lines[max(0, len(lines)-n):]
-	return "\n  " + strings.Join(lines, "\n  ")
-}
-
-func listing(copies, deletes []string) string {
-	var b strings.Builder
-	for _, c := range copies {
-		b.WriteString("\n  copy   " + c)
-	}
-	for _, d := range deletes {
-		b.WriteString("\n  delete " + d)
-	}
-	return b.String()
-}
-
-// refreshed reports what a --refresh or --follow-tag did, one line at a time.
-func (r *syncReporter) refreshed(line string) {
+// Refreshed reports what a --refresh or --follow-tag did, one line at a time.
+func (r *syncReporter) Refreshed(line string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.emit(jsonEvent{Type: "refresh", Message: line}, "%s", line)
 }
 
-func (r *syncReporter) warn(err error) {
+// Warn reports a problem that does not end the session.
+func (r *syncReporter) Warn(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.emitErr(jsonEvent{Type: "error", Error: err.Error()}, "warning: %v", err)
 }
 
-func (r *syncReporter) watching(roots []string) {
+// Watching says the session is watching roots (text output only).
+func (r *syncReporter) Watching(roots []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.json {
@@ -215,14 +134,8 @@ func (r *syncReporter) watching(roots []string) {
 	}
 }
 
-func (r *syncReporter) targetCount() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.targets)
-}
-
-// summary prints what the session did, when it ends.
-func (r *syncReporter) summary() {
+// Summary prints what the session did, when it ends.
+func (r *syncReporter) Summary() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.json {
@@ -230,25 +143,6 @@ func (r *syncReporter) summary() {
 	}
 	fmt.Fprintf(r.errOut, "livesync: %d containers, %d batches, %d files, %s sent, %d errors in %s\n",
 		len(r.targets), r.batches, r.files, humanBytes(r.bytes), r.errors, time.Since(r.started).Round(time.Second))
-}
-
-// drawProgress shows files, bytes, rate and ETA of an initial sync on one line.
-func (r *syncReporter) drawProgress(p filesync.Progress) {
-	rate := float64(p.Bytes) / p.Elapsed.Seconds()
-	line := fmt.Sprintf("syncing %s: %d files, %s/%s, %s/s", p.Target, p.Files, humanBytes(p.Bytes), humanBytes(p.TotalBytes), humanBytes(int64(rate)))
-	if p.TotalBytes > p.Bytes && rate > 0 {
-		line += fmt.Sprintf(", ETA %s", time.Duration(float64(p.TotalBytes-p.Bytes)/rate*float64(time.Second)).Round(time.Second))
-	}
-	fmt.Fprintf(r.errOut, "\r\033[K%s", line)
-	r.progress = true
-}
-
-// clearProgress removes the progress line before any other output.
-func (r *syncReporter) clearProgress() {
-	if r.progress {
-		fmt.Fprint(r.errOut, "\r\033[K")
-		r.progress = false
-	}
 }
 
 // emit prints an event as NDJSON on stdout, or as a line on stdout.
@@ -268,39 +162,4 @@ func (r *syncReporter) print(text io.Writer, ev jsonEvent, format string, args .
 		return
 	}
 	fmt.Fprintf(text, format+"\n", args...)
-}
-
-func (r *syncReporter) writeJSON(w io.Writer, ev jsonEvent) {
-	ev.Time = time.Now().UTC().Format(time.RFC3339Nano)
-	b, _ := json.Marshal(ev)
-	fmt.Fprintf(w, "%s\n", b)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
-func shortID(id string) string {
-	if i := strings.Index(id, "://"); i >= 0 {
-		id = id[i+3:]
-	}
-	if len(id) > 12 {
-		id = id[:12]
-	}
-	return id
 }

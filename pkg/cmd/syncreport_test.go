@@ -22,14 +22,14 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	r.Report(filesync.Batch{}) // changed nothing: not printed
 	r.Report(filesync.Error{Target: tg, Err: errors.New("tar not found"), Hint: "the image needs sh and tar"})
 	r.Report(filesync.TargetRemoved{Target: tg})
-	r.refreshed("pinned")
+	r.Refreshed("pinned")
 	r.Report(filesync.DryRun{Target: tg, Copy: []string{"/app/a"}, Delete: []string{"/app/b"}})
 	r.Report(filesync.Progress{Target: tg}) // drawn on terminals only
 	r.Report(filesync.Held{Target: tg, Mapping: filesync.Mapping{Local: "/src", Remote: "/app"}, Reason: `local root "/src" is missing`,
 		Deleted: 120, Examples: []string{"/app/a", "/app/b"}, Hint: "nothing is deleted until it is back"})
 	r.Report(filesync.OnSync{Target: tg, ExitCode: 0, Duration: 120 * time.Millisecond, Output: "reloaded\n"})
 	r.Report(filesync.OnSync{Target: tg, ExitCode: -1, Err: errors.New("on-sync command timed out after 30s"), Duration: 30 * time.Second})
-	r.warn(errors.New("watching /src: out of inotify watches"))
+	r.Warn(errors.New("watching /src: out of inotify watches"))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "held", "on-sync", "on-sync", "error"}
 	if len(lines) != len(want) {
@@ -125,7 +125,7 @@ func TestSyncReporterText(t *testing.T) {
 	r.Report(filesync.Error{Target: tg, Err: errors.New("permission denied")})
 	r.Report(filesync.Held{Target: tg, Reason: "more than half of the 66 entries the container has", Deleted: 61, Examples: []string{"/app/old"},
 		Hint: "if that is intended, restart with --initial=mirror --allow-mass-delete"})
-	r.summary()
+	r.Summary()
 	if got := out.String(); got != "2 changed, 1 deleted (/app/a, /app/b) -> 1/2 containers, 3.0 MiB in 120ms\n" {
 		t.Errorf("batch line = %q", got)
 	}

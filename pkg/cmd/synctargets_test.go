@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,13 +8,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
-	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
 
 // TestSyncResolvesSymlinkedLocal: a LOCAL that is a symlink is resolved in
@@ -42,8 +37,9 @@ func TestSyncResolvesSymlinkedLocal(t *testing.T) {
 	t.Chdir(base)
 	o := &SyncOptions{
 		args:    []string{"deploy/web", "./current:/app", "config.yaml:/etc/app/config.yaml"},
-		initial: string(filesync.InitialUpload), output: "text", quiet: filesync.DefaultQuiet, batchCap: filesync.DefaultCap, parallel: 1,
-		execWait: filesync.DefaultExecTimeout, onSyncWait: filesync.DefaultOnSyncTimeout,
+		initial: string(filesync.InitialUpload), output: "text",
+		cfg: session.Config{Sync: filesync.Config{Quiet: filesync.DefaultQuiet, Cap: filesync.DefaultCap, Parallelism: 1,
+			ExecTimeout: filesync.DefaultExecTimeout, OnSyncTimeout: filesync.DefaultOnSyncTimeout}},
 	}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
@@ -54,7 +50,7 @@ func TestSyncResolvesSymlinkedLocal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := string(o.mappings[i].Local); got != want {
+		if got := string(o.cfg.Sync.Mappings[i].Local); got != want {
 			t.Errorf("mapping %d: LOCAL %q, want the resolved %q", i, got, want)
 		}
 		roots = append(roots, want)
@@ -87,48 +83,6 @@ func TestSyncResolvesSymlinkedLocal(t *testing.T) {
 		case <-timeout:
 			t.Fatalf("no events for %v", want)
 		}
-	}
-}
-
-func TestSyncContainers(t *testing.T) {
-	w, err := workload.FromObject(&appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}, {Name: "sidecar"}}}},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct {
-		names   []string
-		want    []string
-		warn    string
-		wantErr string
-	}{
-		{names: nil, want: []string{"app"}, warn: `Defaulted container "app" out of: app, sidecar`},
-		{names: []string{"sidecar"}, want: []string{"sidecar"}},
-		{names: []string{"sidecar", "app", "sidecar"}, want: []string{"sidecar", "app"}},
-		{names: []string{"app", "nope"}, wantErr: `container "nope" not found in deployment/web: it has app, sidecar`},
-	} {
-		t.Run(strings.Join(tt.names, ","), func(t *testing.T) {
-			var warn bytes.Buffer
-			got, err := syncContainers(w, tt.names, &warn)
-			switch {
-			case tt.wantErr != "":
-				if err == nil || err.Error() != tt.wantErr {
-					t.Errorf("err = %v, want %s", err, tt.wantErr)
-				}
-			case err != nil:
-				t.Fatal(err)
-			case !slices.Equal(got, tt.want):
-				t.Errorf("containers %q, want %q", got, tt.want)
-			}
-			if !strings.Contains(warn.String(), tt.warn) || tt.warn == "" && warn.Len() > 0 {
-				t.Errorf("warning %q, want %q", warn.String(), tt.warn)
-			}
-		})
 	}
 }
 

@@ -1,0 +1,61 @@
+// The NDJSON shapes of `livesync -o json`: a contract for editors and scripts (see the README).
+
+package cmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+)
+
+// jsonTarget names a container, as every event about one carries it.
+type jsonTarget struct {
+	Namespace   string `json:"namespace"`
+	Pod         string `json:"pod"`
+	Container   string `json:"container"`
+	ContainerID string `json:"containerID,omitempty"`
+}
+
+func toJSONTarget(t filesync.Target) *jsonTarget {
+	return &jsonTarget{Namespace: t.Namespace, Pod: t.Pod, Container: t.Container, ContainerID: t.ContainerID}
+}
+
+// jsonEvent is one NDJSON line; fields not used by a type are omitted.
+type jsonEvent struct {
+	Type      string      `json:"type"`
+	Time      string      `json:"time"`
+	Target    *jsonTarget `json:"target,omitempty"`
+	Files     *int        `json:"files,omitempty"`
+	Changed   *int        `json:"changed,omitempty"`
+	Deleted   *int        `json:"deleted,omitempty"`
+	Names     []string    `json:"names,omitempty"`
+	Targets   *int        `json:"targets,omitempty"`
+	Failed    *int        `json:"failed,omitempty"`
+	Bytes     *int64      `json:"bytes,omitempty"`
+	LatencyMs *float64    `json:"latencyMs,omitempty"`
+	Duration  *float64    `json:"durationMs,omitempty"`
+	Copy      []string    `json:"copy,omitempty"`
+	Delete    []string    `json:"delete,omitempty"`
+	ExitCode  *int        `json:"exitCode,omitempty"`
+	Output    *string     `json:"output,omitempty"`
+	Error     string      `json:"error,omitempty"`
+	Hint      string      `json:"hint,omitempty"`
+	Message   string      `json:"message,omitempty"`
+	Reason    string      `json:"reason,omitempty"`
+	Workload  string      `json:"workload,omitempty"`
+	Restarts  *int        `json:"restarts,omitempty"`
+}
+
+func ms(d time.Duration) *float64 {
+	v := float64(d.Microseconds()) / 1000
+	return &v
+}
+
+func (r *syncReporter) writeJSON(w io.Writer, ev jsonEvent) {
+	ev.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(ev)
+	fmt.Fprintf(w, "%s\n", b)
+}

@@ -1,0 +1,239 @@
+// Package session runs one livesync session: it picks the containers, changes the image side
+// first when asked (--pull-policy, --refresh), then feeds watcher events through the sync
+// engine into the containers the tracker finds, until ctx ends or one initial sync is done.
+package session
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
+	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
+)
+
+// Config is a session as the command line asked for it, validated.
+type Config struct {
+	// Sync configures the engine; Run fills its Matchers from Excludes and GitIgnore.
+	Sync      filesync.Config
+	Excludes  []string
+	GitIgnore bool
+	// Containers are the -c names; empty means the default container.
+	Containers []string
+	// PullPolicy, if set, is patched onto the workload before syncing.
+	PullPolicy string
+	// Refresh pins a moved tag before syncing; FollowTag keeps doing it every Interval.
+	Refresh, FollowTag bool
+	Interval           time.Duration
+	// Once ends the session after the initial sync (so does Sync.DryRun).
+	Once bool
+}
+
+// Deps are what a session talks to; pkg/cmd builds the real ones, tests fakes.
+type Deps struct {
+	// Resolve reads the workload; it is called again after a pull-policy patch and before
+	// each --follow-tag refresh, since either changes it.
+	Resolve func() (*workload.Workload, error)
+	// Client is what the tracker watches pods with.
+	Client   kubernetes.Interface
+	Executor filesync.Executor
+	// NewWatcher watches the local roots; nil means watch.New.
+	NewWatcher func(roots []string, opts watch.Options) (watch.Watcher, error)
+	Images     Images
+	Reporter   Reporter
+	// Notes receives kubectl's "Defaulted container" note.
+	Notes io.Writer
+	// Clock ticks --follow-tag; nil means the real clock.
+	Clock clock.WithTicker
+}
+
+// Images changes the image side of a workload: its pull policy, and moved tags pinned to
+// their new digests (waiting for the rollout either way).
+type Images interface {
+	SetPullPolicy(ctx context.Context, w *workload.Workload, containers []string, policy string) error
+	// Refresh pins the moved tags of the containers; quiet leaves out "already current".
+	Refresh(ctx context.Context, w *workload.Workload, containers []string, quiet bool) error
+}
+
+// Reporter tells the user what the session does: the engine's and the tracker's events,
+// and the session's own.
+type Reporter interface {
+	filesync.Reporter
+	// Refreshed reports a line of what --refresh or --follow-tag did.
+	Refreshed(line string)
+	// Warn reports a problem that does not end the session.
+	Warn(err error)
+	// Watching says the initial syncs are under way and the roots are watched.
+	Watching(roots []string)
+	// Summary says what the session did, when it ends.
+	Summary()
+}
+
+// Run changes the image side if asked, then syncs until ctx ends (Ctrl-C, which is not an
+// error) or, with Once or DryRun, once: then an error says why not every container converged.
+func Run(ctx context.Context, cfg Config, d Deps) error {
+	w, err := d.Resolve()
+	if err != nil {
+		return err
+	}
+	containers, err := chooseContainers(w, cfg.Containers, d.Notes)
+	if err != nil {
+		return err
+	}
+	if cfg.PullPolicy != "" {
+		if err := d.Images.SetPullPolicy(ctx, w, containers, cfg.PullPolicy); err != nil {
+			return err
+		}
+		// The refresh's patch needs the new resourceVersion.
+		if w, err = d.Resolve(); err != nil {
+			return err
+		}
+	}
+	if cfg.Refresh {
+		if err := d.Images.Refresh(ctx, w, containers, false); err != nil {
+			return err
+		}
+	}
+
+	roots, matchers, err := newMatchers(cfg)
+	if err != nil {
+		return err
+	}
+	sc := cfg.Sync
+	sc.Matchers = matchers
+	engine := filesync.New(d.Executor, sc, filesync.WithReporter(d.Reporter))
+	sink := &countingSink{Sink: engine, live: map[string]bool{}}
+	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: sink, Reporter: d.Reporter}
+	tctx, stopTracking := context.WithCancel(ctx)
+	defer stopTracking()
+	synced := make(chan struct{})
+	go tracker.Run(tctx, synced)
+	select {
+	case <-synced:
+	case <-ctx.Done():
+		return nil
+	}
+
+	if cfg.Once || cfg.Sync.DryRun {
+		ok, err := engine.Once(ctx)
+		d.Reporter.Summary()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("not every container of %s converged; see the errors above", w.Ref())
+		}
+		if sink.count() == 0 {
+			if len(containers) == 0 {
+				return fmt.Errorf("%s has no running pod to sync into", w.Ref())
+			}
+			return fmt.Errorf("%s has no running pod with container %q to sync into", w.Ref(), strings.Join(containers, ", "))
+		}
+		return nil
+	}
+
+	newWatcher := d.NewWatcher
+	if newWatcher == nil {
+		newWatcher = watch.New
+	}
+	watcher, err := newWatcher(roots, watch.Options{Skip: skipper(roots, matchers)})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = watcher.Close() }()
+	changes := make(chan filesync.Change, 1024)
+	go pump(ctx, watcher, roots, matchers, changes, d.Reporter)
+	if cfg.FollowTag {
+		go followTag(ctx, cfg.Interval, containers, d)
+	}
+	d.Reporter.Watching(roots)
+	err = engine.Run(ctx, changes)
+	d.Reporter.Summary()
+	if ctx.Err() != nil {
+		return nil // Ctrl-C is how a session ends
+	}
+	return err
+}
+
+// followTag pins each new push of the tag; the tracker then sees the new pods and the
+// engine gives them their initial sync. A failed poll is reported and the next one tries.
+func followTag(ctx context.Context, interval time.Duration, containers []string, d Deps) {
+	workload.Follow(ctx, d.Clock, interval, func(ctx context.Context) error {
+		w, err := d.Resolve()
+		if err != nil {
+			return err
+		}
+		return d.Images.Refresh(ctx, w, containers, true)
+	}, func(err error) {
+		d.Reporter.Refreshed(fmt.Sprintf("warning: following the tag: %v", err))
+	})
+}
+
+// chooseContainers picks the containers to sync into: each one named with -c, checked against
+// the workload, or else the default one, the way kubectl exec picks it (with its "Defaulted
+// container" note). Each becomes a target of its own in every pod. Pods picked by -l alone
+// may differ, or not exist yet: the tracker then says which lack a named container, and
+// picks each pod's default container when none was named and no pod ran at the start.
+func chooseContainers(w *workload.Workload, names []string, notes io.Writer) ([]string, error) {
+	if w.Kind == workload.KindSelected && (len(names) > 0 || len(w.Spec.Containers) == 0) {
+		return slices.Compact(slices.Clone(names)), nil
+	}
+	if len(names) == 0 {
+		c, err := w.SyncContainer("", notes)
+		if err != nil {
+			return nil, err
+		}
+		return []string{c}, nil
+	}
+	var out []string
+	for _, n := range names {
+		if slices.Contains(out, n) {
+			continue
+		}
+		c, err := w.SyncContainer(n, notes)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// countingSink counts the containers the tracker hands the engine: a --once session with
+// none synced nothing, which is an error.
+type countingSink struct {
+	workload.Sink
+	mu   sync.Mutex
+	live map[string]bool
+}
+
+func (s *countingSink) AddTarget(t filesync.Target) {
+	s.mu.Lock()
+	s.live[t.String()] = true
+	s.mu.Unlock()
+	s.Sink.AddTarget(t)
+}
+
+func (s *countingSink) RemoveTarget(t filesync.Target) {
+	s.mu.Lock()
+	delete(s.live, t.String())
+	s.mu.Unlock()
+	s.Sink.RemoveTarget(t)
+}
+
+func (s *countingSink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}

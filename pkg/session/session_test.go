@@ -1,0 +1,330 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
+	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
+)
+
+// journal records what the fakes were asked, in order, across goroutines.
+type journal struct {
+	mu    sync.Mutex
+	lines []string
+	added chan string // each line, as it is recorded
+}
+
+func newJournal() *journal { return &journal{added: make(chan string, 256)} }
+
+func (j *journal) add(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	j.mu.Lock()
+	j.lines = append(j.lines, line)
+	j.mu.Unlock()
+	j.added <- line
+}
+
+func (j *journal) all() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.lines)
+}
+
+// waitFor returns once a line starting with prefix is recorded, failing the test after 10s.
+func (j *journal) waitFor(t *testing.T, prefix string) string {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case l := <-j.added:
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		case <-timeout:
+			t.Fatalf("nothing starting with %q; recorded:\n%s", prefix, strings.Join(j.all(), "\n"))
+			return ""
+		}
+	}
+}
+
+// fakeReporter records the session's and the engine's events in a journal.
+type fakeReporter struct{ j *journal }
+
+func (r fakeReporter) Report(ev filesync.Event) {
+	switch e := ev.(type) {
+	case filesync.TargetAdded:
+		r.j.add("target-added %s", e.Target)
+	case filesync.InitialSync:
+		r.j.add("initial-sync %s err=%v", e.Target, e.Err)
+	case filesync.Batch:
+		r.j.add("batch changed=%d deleted=%d failed=%d", e.Changed, e.Deleted, e.Failed)
+	case filesync.Error:
+		r.j.add("error %s: %v", e.Target, e.Err)
+	case filesync.Waiting:
+		r.j.add("waiting %s: %s", e.Workload, e.Message)
+	default:
+		r.j.add("event %T", ev)
+	}
+}
+func (r fakeReporter) Refreshed(line string)   { r.j.add("refreshed %s", line) }
+func (r fakeReporter) Warn(err error)          { r.j.add("warn %v", err) }
+func (r fakeReporter) Watching(roots []string) { r.j.add("watching %d roots", len(roots)) }
+func (r fakeReporter) Summary()                { r.j.add("summary") }
+
+// fakeImages records the image-side calls; fail, when set, answers them.
+type fakeImages struct {
+	j    *journal
+	fail func(call string) error
+}
+
+func (f *fakeImages) answer(call string) error {
+	f.j.add("%s", call)
+	if f.fail != nil {
+		return f.fail(call)
+	}
+	return nil
+}
+
+func (f *fakeImages) SetPullPolicy(_ context.Context, w *workload.Workload, containers []string, policy string) error {
+	return f.answer(fmt.Sprintf("pull-policy %s %s %v", w.Ref(), policy, containers))
+}
+
+func (f *fakeImages) Refresh(_ context.Context, w *workload.Workload, containers []string, quiet bool) error {
+	return f.answer(fmt.Sprintf("refresh %s %v quiet=%v", w.Ref(), containers, quiet))
+}
+
+// recordingExecutor notes each exec in the journal before the real one runs it.
+type recordingExecutor struct {
+	filesync.Executor
+	j *journal
+}
+
+func (r recordingExecutor) Exec(ctx context.Context, t filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	r.j.add("exec %s", t.Pod)
+	return r.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// webDeployment is deployment ns/web, selecting app=web, with one container "app".
+func webDeployment() *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry/web:dev"}}}},
+		},
+	}
+}
+
+// runningPod is a pod of webDeployment whose container "app" runs.
+func runningPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "app", ContainerID: "containerd://" + name, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		}}},
+	}
+}
+
+// fixture is a session over webDeployment: a local root mapped to /app, pods in a fake
+// clientset, the real remote scripts run by a LocalExecutor that puts each pod's /app
+// under sandbox/POD, and a FakeWatcher.
+type fixture struct {
+	j       *journal
+	local   string
+	sandbox string
+	images  *fakeImages
+	watcher *watch.FakeWatcher
+	cfg     Config
+	deps    Deps
+}
+
+func newFixture(t *testing.T, pods ...runtime.Object) *fixture {
+	t.Helper()
+	j := newJournal()
+	f := &fixture{j: j, local: t.TempDir(), sandbox: t.TempDir(), images: &fakeImages{j: j}, watcher: watch.NewFakeWatcher()}
+	writeFile(t, filepath.Join(f.local, "index.html"), "v1")
+	f.cfg = Config{Sync: filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(f.local), Remote: "/app"}},
+		Quiet: time.Millisecond, Cap: 10 * time.Millisecond}}
+	ex := &filesync.LocalExecutor{Sandbox: func(tg filesync.Target) string { return filepath.Join(f.sandbox, tg.Pod) }}
+	f.deps = Deps{
+		Resolve: func() (*workload.Workload, error) {
+			j.add("resolve")
+			return workload.FromObject(webDeployment())
+		},
+		Client:     fake.NewClientset(pods...),
+		Executor:   recordingExecutor{Executor: ex, j: j},
+		NewWatcher: func([]string, watch.Options) (watch.Watcher, error) { return f.watcher, nil },
+		Images:     f.images,
+		Reporter:   fakeReporter{j},
+		Notes:      io.Discard,
+	}
+	return f
+}
+
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readRemote(t *testing.T, f *fixture, pod, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.sandbox, pod, "app", rel))
+	if err != nil {
+		t.Fatalf("pod %s: %v", pod, err)
+	}
+	return string(b)
+}
+
+// TestRunOnce: --once syncs every running container and says why when it could not.
+func TestRunOnce(t *testing.T) {
+	t.Run("converged", func(t *testing.T) {
+		f := newFixture(t, runningPod("web-1"), runningPod("web-2"))
+		f.cfg.Once = true
+		if err := Run(context.Background(), f.cfg, f.deps); err != nil {
+			t.Fatal(err)
+		}
+		for _, pod := range []string{"web-1", "web-2"} {
+			if got := readRemote(t, f, pod, "index.html"); got != "v1" {
+				t.Errorf("pod %s: index.html is %q, want v1", pod, got)
+			}
+		}
+		if l := f.j.all(); l[len(l)-1] != "summary" {
+			t.Errorf("the session did not end with its summary:\n%s", strings.Join(l, "\n"))
+		}
+	})
+	t.Run("not converged", func(t *testing.T) {
+		f := newFixture(t, runningPod("web-1"))
+		f.cfg.Once = true
+		f.deps.Executor = &filesync.FakeExecutor{Respond: func(filesync.FakeCall) filesync.FakeResponse {
+			return filesync.FakeResponse{Stderr: "livesync: tar not found\n", Err: exitError(127)}
+		}}
+		err := Run(context.Background(), f.cfg, f.deps)
+		if want := "not every container of deployment/web converged; see the errors above"; err == nil || err.Error() != want {
+			t.Errorf("error = %v, want %q", err, want)
+		}
+		f.j.waitFor(t, "initial-sync ns/web-1/app err=")
+	})
+	t.Run("no running pod", func(t *testing.T) {
+		f := newFixture(t)
+		f.cfg.Once = true
+		err := Run(context.Background(), f.cfg, f.deps)
+		if want := `deployment/web has no running pod with container "app" to sync into`; err == nil || err.Error() != want {
+			t.Errorf("error = %v, want %q", err, want)
+		}
+	})
+	t.Run("no pod selected by -l", func(t *testing.T) {
+		f := newFixture(t)
+		f.cfg.Once = true
+		f.deps.Resolve = func() (*workload.Workload, error) {
+			return workload.ForSelector("ns", labels.SelectorFromSet(labels.Set{"app": "web"})), nil
+		}
+		err := Run(context.Background(), f.cfg, f.deps)
+		if want := "pods/app=web has no running pod to sync into"; err == nil || err.Error() != want {
+			t.Errorf("error = %v, want %q", err, want)
+		}
+	})
+	t.Run("dry run", func(t *testing.T) {
+		f := newFixture(t, runningPod("web-1"))
+		f.cfg.Sync.DryRun = true
+		if err := Run(context.Background(), f.cfg, f.deps); err != nil {
+			t.Fatal(err)
+		}
+		f.j.waitFor(t, "event filesync.DryRun")
+		if _, err := os.Stat(filepath.Join(f.sandbox, "web-1", "app", "index.html")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a dry run wrote into the container: %v", err)
+		}
+	})
+}
+
+// exitError is a remote command's exit status, as the pod executor returns it.
+type exitError int
+
+func (e exitError) Error() string   { return fmt.Sprintf("command terminated with exit code %d", int(e)) }
+func (e exitError) ExitStatus() int { return int(e) }
+
+// TestRunImagesBeforeSync: --pull-policy, then a fresh read of the workload, then --refresh,
+// all before the first exec; a failure there ends the session before anything is synced.
+func TestRunImagesBeforeSync(t *testing.T) {
+	f := newFixture(t, runningPod("web-1"))
+	f.cfg.Once, f.cfg.PullPolicy, f.cfg.Refresh = true, "Always", true
+	if err := Run(context.Background(), f.cfg, f.deps); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"resolve", "pull-policy deployment/web Always [app]", "resolve", "refresh deployment/web [app] quiet=false"}
+	if got := f.j.all(); len(got) < len(want)+1 || !slices.Equal(got[:len(want)], want) || !strings.HasPrefix(got[len(want)], "target-added ") {
+		t.Errorf("calls:\n%s\nwant them to start with\n%s\nthen the sync", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	for _, failing := range []string{"pull-policy", "refresh"} {
+		t.Run(failing+" fails", func(t *testing.T) {
+			f := newFixture(t, runningPod("web-1"))
+			f.cfg.Once, f.cfg.PullPolicy, f.cfg.Refresh = true, "Always", true
+			boom := errors.New("boom")
+			f.images.fail = func(call string) error {
+				if strings.HasPrefix(call, failing) {
+					return boom
+				}
+				return nil
+			}
+			if err := Run(context.Background(), f.cfg, f.deps); !errors.Is(err, boom) {
+				t.Errorf("error = %v, want %v", err, boom)
+			}
+			for _, l := range f.j.all() {
+				if strings.HasPrefix(l, "exec ") || strings.HasPrefix(l, "target-added") {
+					t.Errorf("synced after the %s failed: %s", failing, l)
+				}
+			}
+		})
+	}
+}
+
+// TestRunWatches: a saved file goes from the watcher through the engine into every running
+// container; Ctrl-C ends the session without an error, after its summary.
+func TestRunWatches(t *testing.T) {
+	f := newFixture(t, runningPod("web-1"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, f.cfg, f.deps) }()
+	f.j.waitFor(t, "watching 1 roots")
+	f.j.waitFor(t, "initial-sync ns/web-1/app err=<nil>")
+	writeFile(t, filepath.Join(f.local, "index.html"), "v2")
+	if !f.watcher.Send(watch.Event{Root: f.local, Path: filepath.Join(f.local, "index.html")}) {
+		t.Fatal("the session does not read the watcher")
+	}
+	f.j.waitFor(t, "batch changed=1 deleted=0 failed=0")
+	if got := readRemote(t, f, "web-1", "index.html"); got != "v2" {
+		t.Errorf("index.html is %q, want v2", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Ctrl-C ended the session with %v", err)
+	}
+	if l := f.j.all(); l[len(l)-1] != "summary" {
+		t.Errorf("the session did not end with its summary:\n%s", strings.Join(l, "\n"))
+	}
+	if !f.watcher.Closed() {
+		t.Error("the watcher was left open")
+	}
+}
