@@ -99,6 +99,7 @@ func newCmdRoot(g *globalOptions) *cobra.Command {
 	flags.IntVarP(&g.verbosity, "v", "v", 0, "log level: 1 shows why registry auth fell back to local credentials")
 
 	cmd.AddCommand(
+		newCmdInit(g),
 		newCmdInspect(g),
 		newCmdRefresh(g),
 		newCmdPullPolicy(g),

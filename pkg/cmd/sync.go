@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
+	"github.com/livesync-dev/kubectl-livesync/pkg/project"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -29,6 +33,13 @@ type SyncOptions struct {
 	initial  string
 	output   string
 	args     []string
+
+	// file is --file; project is the livesync.yaml being run, with its entries' sessions.
+	file    string
+	project *project.File
+	only    string
+	entries []entry
+	flags   *pflag.FlagSet
 }
 
 func newCmdSync(g *globalOptions) *cobra.Command {
@@ -61,27 +72,22 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 		// Arbitrary args: the first one is a workload, not a subcommand.
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 && o.target.selector == "" {
+			o.args, o.flags = args, cmd.Flags()
+			if err := o.findProject(); err != nil {
+				return err
+			}
+			if o.project == nil && len(args) == 0 && o.target.selector == "" {
 				return cmd.Help()
 			}
-			o.args = args
 			return o.g.run(cmd, o)
 		},
 	}
 	f := cmd.Flags()
-	o.target.addFlags(f, "container to sync into, repeatable: every named container of each pod is synced; default: the kubectl.kubernetes.io/default-container annotation, else the first")
+	o.addEntryFlags(f)
 	o.registry.addFlags(f)
 	o.mutate.addFlags(f)
-	f.StringVar(&o.initial, "initial", string(filesync.InitialUpload), "initial sync of each new container: upload (send what differs), mirror (also delete remote files that are not local), none")
-	f.StringArrayVar(&o.cfg.Excludes, "exclude", nil, "do not sync paths matching this gitignore-style pattern; repeatable")
-	f.BoolVar(&o.cfg.GitIgnore, "gitignore", false, "also honour .gitignore files (off by default: locally built, git-ignored outputs are often what you want to sync)")
-	f.StringVar(&o.cfg.Sync.OnSync, "on-sync", "", "run `sh -c CMD` in each container after each applied batch and the initial sync, without holding up the next batch; $LIVESYNC_CHANGED lists the changed remote paths")
-	f.DurationVar(&o.cfg.Sync.OnSyncTimeout, "on-sync-timeout", filesync.DefaultOnSyncTimeout, "close an --on-sync command's exec after this long and report it (what it started keeps running in the container)")
+	f.StringVar(&o.file, "file", "", "run the entries of this livesync.yaml (default: the nearest livesync.yaml, when no workload is given)")
 	f.DurationVar(&o.cfg.Sync.ExecTimeout, "exec-timeout", filesync.DefaultExecTimeout, "cancel and retry a file transfer or listing after this long without progress (a frozen or overloaded container)")
-	f.StringVar(&o.cfg.PullPolicy, "pull-policy", "", "set this imagePullPolicy on the workload first (Always|IfNotPresent|Never), like the pull-policy command")
-	f.BoolVar(&o.cfg.Refresh, "refresh", false, "pin a moved tag to its new digest first, like the refresh command")
-	f.BoolVar(&o.cfg.FollowTag, "follow-tag", false, "while syncing, poll the registry and pin each new push of the tag; new pods get their initial sync")
-	f.DurationVar(&o.cfg.Interval, "interval", 30*time.Second, "registry polling interval with --follow-tag")
 	f.DurationVar(&o.cfg.Sync.Quiet, "batch-quiet", filesync.DefaultQuiet, "a batch is sent after this long without a new change")
 	f.DurationVar(&o.cfg.Sync.Cap, "batch-max", filesync.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.IntVar(&o.cfg.Sync.Parallelism, "parallel", 8, "at most this many containers are written to at once")
@@ -91,50 +97,78 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	return cmd
 }
 
+// addEntryFlags adds the flags an entry of livesync.yaml can carry too (see entryFields);
+// init takes the same ones.
+func (o *SyncOptions) addEntryFlags(f *pflag.FlagSet) {
+	o.target.addFlags(f, "container to sync into, repeatable: every named container of each pod is synced; default: the kubectl.kubernetes.io/default-container annotation, else the first")
+	f.StringVar(&o.initial, "initial", string(filesync.InitialUpload), "initial sync of each new container: upload (send what differs), mirror (also delete remote files that are not local), none")
+	f.StringArrayVar(&o.cfg.Excludes, "exclude", nil, "do not sync paths matching this gitignore-style pattern; repeatable")
+	f.BoolVar(&o.cfg.GitIgnore, "gitignore", false, "also honour .gitignore files (off by default: locally built, git-ignored outputs are often what you want to sync)")
+	f.StringVar(&o.cfg.Sync.OnSync, "on-sync", "", "run `sh -c CMD` in each container after each applied batch and the initial sync, without holding up the next batch; $LIVESYNC_CHANGED lists the changed remote paths")
+	f.DurationVar(&o.cfg.Sync.OnSyncTimeout, "on-sync-timeout", filesync.DefaultOnSyncTimeout, "close an --on-sync command's exec after this long and report it (what it started keeps running in the container)")
+	f.StringVar(&o.cfg.PullPolicy, "pull-policy", "", "set this imagePullPolicy on the workload first (Always|IfNotPresent|Never), like the pull-policy command")
+	f.BoolVar(&o.cfg.Refresh, "refresh", false, "pin a moved tag to its new digest first, like the refresh command")
+	f.BoolVar(&o.cfg.FollowTag, "follow-tag", false, "while syncing, poll the registry and pin each new push of the tag; new pods get their initial sync")
+	f.DurationVar(&o.cfg.Interval, "interval", 30*time.Second, "registry polling interval with --follow-tag")
+}
+
 // Validate checks arguments and flags before anything talks to the cluster.
 func (o *SyncOptions) Validate() error {
+	if o.project != nil {
+		return o.validateEntries()
+	}
 	var wargs []string
-	c := &o.cfg
+	var ms []filesync.Mapping
 	for _, a := range o.args {
-		if strings.Contains(a, ":") {
-			m, err := filesync.ParseMapping(a)
-			if err != nil {
-				return err
-			}
-			abs, err := filepath.Abs(string(m.Local))
-			if err != nil {
-				return fmt.Errorf("mapping %q: %w", a, err)
-			}
-			m.Local = filesync.LocalPath(abs)
-			c.Sync.Mappings = append(c.Sync.Mappings, m)
-		} else {
+		if !strings.Contains(a, ":") {
 			wargs = append(wargs, a)
+			continue
 		}
+		m, err := filesync.ParseMapping(a)
+		if err != nil {
+			return err
+		}
+		ms = append(ms, m)
 	}
 	o.args = wargs
-	if len(c.Sync.Mappings) == 0 {
+	if len(ms) == 0 {
 		return fmt.Errorf("%q is not a command, and no LOCAL:REMOTE mapping was given: e.g. kubectl livesync deploy/my-app ./src:/app, or see kubectl livesync --help", strings.Join(wargs, " "))
 	}
-	if err := filesync.ValidateMappings(c.Sync.Mappings); err != nil {
+	o.cfg.Containers = o.target.containers
+	return o.check(&o.cfg, ms, o.initial)
+}
+
+// check completes c with its mappings (absolute, symlinks resolved) and initial mode, and
+// checks it: the command line's session, or one entry of livesync.yaml.
+func (o *SyncOptions) check(c *session.Config, ms []filesync.Mapping, initial string) error {
+	for i, m := range ms {
+		abs, err := filepath.Abs(string(m.Local))
+		if err != nil {
+			return fmt.Errorf("mapping %q: %w", m, err)
+		}
+		ms[i].Local = filesync.LocalPath(abs)
+	}
+	if err := filesync.ValidateMappings(ms); err != nil {
 		return err
 	}
 	// A symlinked LOCAL (./current -> releases/v2) is resolved once, here, so the watcher and
 	// the engine agree on one real root; a link re-pointed later is not followed.
-	for i, m := range c.Sync.Mappings {
+	for i, m := range ms {
 		real, err := filepath.EvalSymlinks(string(m.Local))
 		if err != nil {
 			return fmt.Errorf("mapping %q: resolving local path: %w", m, err)
 		}
-		c.Sync.Mappings[i].Local = filesync.LocalPath(real)
+		ms[i].Local = filesync.LocalPath(real)
 	}
-	if slices.Contains(o.target.containers, "") {
+	c.Sync.Mappings = ms
+	if slices.Contains(c.Containers, "") {
 		return errors.New(`-c "": name a container, or leave -c out to sync into the default one`)
 	}
-	mode, err := filesync.ParseInitialMode(o.initial)
+	mode, err := filesync.ParseInitialMode(initial)
 	if err != nil {
 		return err
 	}
-	c.Sync.Initial, c.Sync.DryRun, c.Containers = mode, o.mutate.dryRun, o.target.containers
+	c.Sync.Initial, c.Sync.DryRun = mode, o.mutate.dryRun
 	if c.PullPolicy != "" {
 		if err := image.ValidPullPolicy(c.PullPolicy); err != nil {
 			return err
@@ -161,22 +195,31 @@ func (o *SyncOptions) Validate() error {
 	return nil
 }
 
-// Run hands the session to pkg/session with the real cluster, watcher and registry behind it.
+// Run hands the session (or one per entry of livesync.yaml) to pkg/session with the real
+// cluster, watcher and registry behind it.
 func (o *SyncOptions) Run(ctx context.Context) error {
 	restCfg, err := o.g.configFlags.ToRESTConfig()
 	if err != nil {
 		return err
 	}
 	reporter := newSyncReporter(o.g.Out, o.g.ErrOut, o.output == "json")
+	if o.project != nil {
+		return o.runEntries(ctx, restCfg, reporter)
+	}
+	return session.Run(ctx, o.cfg, o.deps(restCfg, reporter, o.g.ErrOut, o.g.namespace, o.args, o.target.selector))
+}
+
+// deps are the real cluster, watcher and registry behind one session.
+func (o *SyncOptions) deps(restCfg *rest.Config, reporter session.Reporter, notes io.Writer, namespace string, args []string, selector string) session.Deps {
 	refresher := &refresher{g: o.g, registry: &o.registry, mutate: &o.mutate, resolvers: map[string]inspect.Resolver{}, log: reporter.Refreshed}
-	return session.Run(ctx, o.cfg, session.Deps{
+	return session.Deps{
 		Resolve: func() (*workload.Workload, error) {
-			return workload.ResolveTarget(o.g.builder(), o.g.namespace, o.args, o.target.selector)
+			return workload.ResolveTarget(o.g.builder(), namespace, args, selector)
 		},
 		Client:   o.g.client,
 		Executor: &workload.PodExecutor{Config: restCfg, Client: o.g.client},
 		Images:   &syncImages{refresher: refresher},
 		Reporter: reporter,
-		Notes:    o.g.ErrOut,
-	})
+		Notes:    notes,
+	}
 }

@@ -22,7 +22,9 @@ type syncReporter struct {
 	tty      bool
 	progress bool // a progress line is on screen
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// entry names the livesync.yaml entry whose event is being printed (under mu).
+	entry   string
 	targets map[string]bool
 	batches int
 	files   int
@@ -42,6 +44,10 @@ func newSyncReporter(out, errOut io.Writer, asJSON bool) *syncReporter {
 func (r *syncReporter) Report(ev filesync.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.report(ev)
+}
+
+func (r *syncReporter) report(ev filesync.Event) {
 	switch e := ev.(type) {
 	case filesync.TargetAdded:
 		r.targets[e.Target.String()] = true
@@ -129,8 +135,12 @@ func (r *syncReporter) Warn(err error) {
 func (r *syncReporter) Watching(roots []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.watching(roots)
+}
+
+func (r *syncReporter) watching(roots []string) {
 	if !r.json {
-		fmt.Fprintf(r.errOut, "watching %s; Ctrl-C to stop\n", strings.Join(roots, ", "))
+		fmt.Fprintf(r.errOut, "%swatching %s; Ctrl-C to stop\n", r.prefix(), strings.Join(roots, ", "))
 	}
 }
 
@@ -158,8 +168,17 @@ func (r *syncReporter) emitErr(ev jsonEvent, format string, args ...any) {
 func (r *syncReporter) print(text io.Writer, ev jsonEvent, format string, args ...any) {
 	r.clearProgress()
 	if r.json {
+		ev.Entry = r.entry
 		r.writeJSON(r.out, ev)
 		return
 	}
-	fmt.Fprintf(text, format+"\n", args...)
+	fmt.Fprintf(text, r.prefix()+format+"\n", args...)
+}
+
+// prefix starts the text lines of a livesync.yaml entry with its name.
+func (r *syncReporter) prefix() string {
+	if r.entry == "" {
+		return ""
+	}
+	return "[" + r.entry + "] "
 }

@@ -27,6 +27,7 @@ func toJSONTarget(t filesync.Target) *jsonTarget {
 type jsonEvent struct {
 	Type      string      `json:"type"`
 	Time      string      `json:"time"`
+	Entry     string      `json:"entry,omitempty"`
 	Target    *jsonTarget `json:"target,omitempty"`
 	Files     *int        `json:"files,omitempty"`
 	Changed   *int        `json:"changed,omitempty"`

@@ -1,0 +1,194 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/project"
+	"github.com/livesync-dev/kubectl-livesync/pkg/session"
+)
+
+// entry is one entry of livesync.yaml made into a session: the file's values under the flags
+// the command line gave.
+type entry struct {
+	name string
+	// namespace is the entry's, or "" for the kubeconfig's (filled in after Validate).
+	namespace string
+	args      []string
+	selector  string
+	cfg       session.Config
+}
+
+// entryFields pairs each flag an entry can carry with its field. fromFile puts the entry's
+// value into a session's config unless the flag was given (flags override the file); toFile
+// records a given flag in an entry (init).
+var entryFields = []struct {
+	flag     string
+	fromFile func(s *project.Sync, c *session.Config, initial *string)
+	toFile   func(s *project.Sync, c *session.Config, initial string)
+}{
+	{"container",
+		func(s *project.Sync, c *session.Config, _ *string) { c.Containers = s.Containers },
+		func(s *project.Sync, c *session.Config, _ string) { s.Containers = c.Containers }},
+	{"exclude",
+		func(s *project.Sync, c *session.Config, _ *string) { c.Excludes = s.Exclude },
+		func(s *project.Sync, c *session.Config, _ string) { s.Exclude = c.Excludes }},
+	{"gitignore",
+		func(s *project.Sync, c *session.Config, _ *string) { c.GitIgnore = s.GitIgnore },
+		func(s *project.Sync, c *session.Config, _ string) { s.GitIgnore = c.GitIgnore }},
+	{"initial",
+		func(s *project.Sync, _ *session.Config, initial *string) {
+			if s.Initial != "" {
+				*initial = s.Initial
+			}
+		},
+		func(s *project.Sync, _ *session.Config, initial string) { s.Initial = initial }},
+	{"on-sync",
+		func(s *project.Sync, c *session.Config, _ *string) { c.Sync.OnSync = s.OnSync },
+		func(s *project.Sync, c *session.Config, _ string) { s.OnSync = c.Sync.OnSync }},
+	{"on-sync-timeout",
+		func(s *project.Sync, c *session.Config, _ *string) {
+			if s.OnSyncTimeout != nil {
+				c.Sync.OnSyncTimeout = s.OnSyncTimeout.Duration
+			}
+		},
+		func(s *project.Sync, c *session.Config, _ string) { s.OnSyncTimeout = duration(c.Sync.OnSyncTimeout) }},
+	{"pull-policy",
+		func(s *project.Sync, c *session.Config, _ *string) { c.PullPolicy = s.PullPolicy },
+		func(s *project.Sync, c *session.Config, _ string) { s.PullPolicy = c.PullPolicy }},
+	{"refresh",
+		func(s *project.Sync, c *session.Config, _ *string) { c.Refresh = s.Refresh },
+		func(s *project.Sync, c *session.Config, _ string) { s.Refresh = c.Refresh }},
+	{"follow-tag",
+		func(s *project.Sync, c *session.Config, _ *string) { c.FollowTag = s.FollowTag },
+		func(s *project.Sync, c *session.Config, _ string) { s.FollowTag = c.FollowTag }},
+	{"interval",
+		func(s *project.Sync, c *session.Config, _ *string) {
+			if s.Interval != nil {
+				c.Interval = s.Interval.Duration
+			}
+		},
+		func(s *project.Sync, c *session.Config, _ string) { s.Interval = duration(c.Interval) }},
+}
+
+// findProject decides whether this run is livesync.yaml's: --file, or no workload and a
+// livesync.yaml here or above, or a single argument that names one of its entries.
+func (o *SyncOptions) findProject() error {
+	path := o.file
+	if path == "" {
+		if o.target.selector != "" || len(o.args) > 1 || len(o.args) == 1 && strings.Contains(o.args[0], ":") {
+			return nil // a workload and mappings on the command line
+		}
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		if path, err = project.Find(wd); errors.Is(err, project.ErrNotFound) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	} else if o.target.selector != "" || len(o.args) > 1 || len(o.args) == 1 && strings.Contains(o.args[0], ":") {
+		return fmt.Errorf("--file runs the entries of %s: drop the workload, -l and mappings, or name one entry", o.file)
+	}
+	f, err := project.Load(path)
+	if err != nil {
+		return err
+	}
+	if len(o.args) == 1 {
+		if _, err := f.Entry(o.args[0]); err != nil {
+			if o.file != "" {
+				return err
+			}
+			return nil // not an entry: a pod name, and mappings are missing (Validate says so)
+		}
+		o.only = o.args[0]
+	}
+	o.project = f
+	return nil
+}
+
+// validateEntries makes each entry (or the one named) a session config and checks it as the
+// command line's would be: any bad entry stops the run before anything talks to the cluster.
+func (o *SyncOptions) validateEntries() error {
+	for _, s := range o.project.Syncs {
+		if o.only != "" && s.Name != o.only {
+			continue
+		}
+		e, err := o.entryConfig(&s)
+		if err != nil {
+			return fmt.Errorf("%s: entry %q: %w", o.project.Path(), s.Name, err)
+		}
+		o.entries = append(o.entries, e)
+	}
+	return nil
+}
+
+func (o *SyncOptions) entryConfig(s *project.Sync) (entry, error) {
+	c, initial := o.cfg, o.initial
+	c.Containers = o.target.containers
+	for _, f := range entryFields {
+		if !o.flags.Changed(f.flag) {
+			f.fromFile(s, &c, &initial)
+		}
+	}
+	ms, err := s.ParseMappings(o.project.Dir())
+	if err != nil {
+		return entry{}, err
+	}
+	if err := o.check(&c, ms, initial); err != nil {
+		return entry{}, err
+	}
+	e := entry{name: s.Name, namespace: s.Namespace, selector: s.Selector, cfg: c}
+	if s.Workload != "" {
+		e.args = []string{s.Workload}
+	}
+	if ns := o.g.configFlags.Namespace; ns != nil && *ns != "" {
+		e.namespace = "" // -n overrides every entry's namespace
+	}
+	return e, nil
+}
+
+// runEntries runs every entry's session at once under one Ctrl-C. An entry that fails is
+// reported with its name and the others keep running; the run fails if any entry did.
+func (o *SyncOptions) runEntries(ctx context.Context, restCfg *rest.Config, reporter *syncReporter) error {
+	errs := make([]error, len(o.entries))
+	var wg sync.WaitGroup
+	for i, e := range o.entries {
+		wg.Go(func() {
+			rep := reporter.forEntry(e.name)
+			ns := e.namespace
+			if ns == "" {
+				ns = o.g.namespace
+			}
+			if errs[i] = session.Run(ctx, e.cfg, o.deps(restCfg, rep, rep.notes(o.g.ErrOut), ns, e.args, e.selector)); errs[i] != nil {
+				rep.Failed(errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	reporter.Summary()
+	var failed []string
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, o.entries[i].name)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d entries of %s failed (%s): see their errors above", len(failed), len(o.entries), o.project.Path(), strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// duration is d as livesync.yaml writes it.
+func duration(d time.Duration) *metav1.Duration {
+	return &metav1.Duration{Duration: d}
+}
