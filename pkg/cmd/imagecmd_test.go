@@ -169,4 +169,3 @@ func serveTracker(client *fake.Clientset, mapper meta.RESTMapper, gv schema.Grou
 	}
 	return &http.Response{StatusCode: code, Header: jsonHeader(), Body: io.NopCloser(bytes.NewReader(b))}, nil
 }
-
