@@ -3,12 +3,16 @@ package cmd
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
@@ -145,5 +149,63 @@ func TestRefreshDryRun(t *testing.T) {
 	}
 	if !strings.Contains(c.out.String(), "deployment/web: dry run, nothing changed; the API server accepted the patch") {
 		t.Errorf("output:\n%s", c.out)
+	}
+}
+
+// movingRegistry is a registry whose tags move while refresh --watch polls it.
+type movingRegistry struct {
+	mu   sync.Mutex
+	tags registry
+}
+
+func (r *movingRegistry) Resolve(ctx context.Context, ref image.Reference) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tags.Resolve(ctx, ref)
+}
+
+func (r *movingRegistry) push(tag, digest string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tags[tag] = digest
+}
+
+// TestRefreshWatchFollows: --watch says it watches, then pins the tag each tick it moved, on
+// workload.Follow's ticker, without repeating "already current" while nothing moves.
+func TestRefreshWatchFollows(t *testing.T) {
+	reg := &movingRegistry{tags: registry{devImage: digest1, sideImage: digestS}}
+	c := newImageCluster(imageDeployment("", devImage, sideImage), webPod(digest1))
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	o := &RefreshOptions{g: c.g, args: []string{"deployment/web"}, mutate: mutateOptions{noWait: true}, watch: true, interval: time.Second, clock: clk}
+	o.registry.newResolver = func(context.Context, *globalOptions, *workload.Workload) (inspect.Resolver, error) { return reg, nil }
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- o.Run(ctx) }()
+	tick := func() {
+		for !clk.HasWaiters() {
+			runtime.Gosched()
+		}
+		clk.Step(time.Second)
+	}
+	tick() // nothing moved
+	reg.push(devImage, digest2)
+	tick()
+	for len(patchesOf(c.client)) == 0 {
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("refresh --watch: %v", err)
+	}
+	if got := images(c.deployment(t))[0]; got != devImage+"@"+digest2 {
+		t.Errorf("app after the tag moved = %s, want it pinned to %s", got, digest2)
+	}
+	out := c.out.String()
+	if n := strings.Count(out, "already current"); n != 1 || !strings.Contains(out, "watching the registry every 1s; Ctrl-C to stop") ||
+		!strings.Contains(out, `deployment/web: pinning container "app" to `+devImage+"@"+digest2) {
+		t.Errorf("output (want one \"already current\", before watching):\n%s", out)
 	}
 }
