@@ -81,15 +81,12 @@ func (m *mutateOptions) addFlags(fs *pflag.FlagSet) {
 // apply patches the workload (or validates the patch under --dry-run) and waits for the rollout.
 func (m *mutateOptions) apply(ctx context.Context, g *globalOptions, out io.Writer, p *workload.Patch, podTargets []workload.PodTarget) error {
 	w := p.Workload
+	if err := workload.Apply(p, m.dryRun); err != nil {
+		return err
+	}
 	if m.dryRun {
-		if err := workload.Apply(ctx, g.client, p, true); err != nil {
-			return err
-		}
 		writeln(out, "%s: dry run, nothing changed; the API server accepted the patch: %s", w.Ref(), p.Data)
 		return nil
-	}
-	if err := workload.Apply(ctx, g.client, p, false); err != nil {
-		return err
 	}
 	if m.noWait {
 		writeln(out, "%s patched; not waiting for the rollout (--no-wait)", w.Ref())
@@ -102,30 +99,6 @@ func (m *mutateOptions) apply(ctx context.Context, g *globalOptions, out io.Writ
 	}
 	writeln(out, "%s rolled out in %s", w.Ref(), time.Since(start).Round(100*time.Millisecond))
 	return nil
-}
-
-// podTargetsFor records the running container IDs of a bare Pod before its patch, so the
-// wait can tell the restarted containers from the old ones.
-func podTargetsFor(rep *inspect.Report, w *workload.Workload, changes []workload.Change, digests map[string]string) []workload.PodTarget {
-	if w.Kind != workload.KindPod {
-		return nil
-	}
-	var out []workload.PodTarget
-	for _, ch := range changes {
-		if ch.Image == "" || ch.Image == ch.Container.Image {
-			continue
-		}
-		t := workload.PodTarget{Container: ch.Container.Name, Init: ch.Container.Init, Digest: digests[ch.Container.Name], WantRunning: !ch.Container.Init}
-		for _, c := range rep.Containers {
-			if c.Name == ch.Container.Name {
-				if p := c.PodByName(w.Name); p != nil {
-					t.OldID = p.ContainerID
-				}
-			}
-		}
-		out = append(out, t)
-	}
-	return out
 }
 
 func noArgsError(use string) error {

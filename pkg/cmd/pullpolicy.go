@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -55,52 +54,37 @@ func (o *PullPolicyOptions) Validate() error {
 	return nil
 }
 
-// Run patches every named workload.
+// Run plans every named workload before it patches any, so a refusal changes nothing.
 func (o *PullPolicyOptions) Run(ctx context.Context) error {
 	ws, err := o.target.resolve(o.g, o.args)
 	if err != nil {
 		return err
 	}
-	// Check everything before changing anything.
-	type plan struct {
-		w       *workload.Workload
-		changes []workload.Change
-	}
-	var plans []plan
+	plans := make([]*workload.PullPolicyPlan, 0, len(ws))
 	for _, w := range ws {
-		cs, err := w.Containers(o.target.containers)
+		p, err := workload.PlanPullPolicy(w, o.target.containers, o.policy)
 		if err != nil {
 			return err
 		}
-		if w.Kind == workload.KindPod {
-			return fmt.Errorf("%s: a Pod's imagePullPolicy cannot be changed while it exists: change the workload that owns it (e.g. its Deployment)", w.Ref())
-		}
-		if err := w.CanRollOut(); err != nil {
-			return err
-		}
-		// A record livesync cannot read is refused here, before any workload changes.
-		if _, err := w.Originals(); err != nil {
-			return err
-		}
-		var changes []workload.Change
-		for _, c := range cs {
-			if c.PullPolicy == o.policy {
-				writeln(o.g.Out, "%s: container %q already has imagePullPolicy %s", w.Ref(), c.Name, o.policy)
-				continue
-			}
-			writeln(o.g.Out, "%s: container %q: imagePullPolicy %s -> %s", w.Ref(), c.Name, c.PullPolicy, o.policy)
-			changes = append(changes, workload.Change{Container: c, PullPolicy: o.policy})
-		}
-		plans = append(plans, plan{w, changes})
+		plans = append(plans, p)
 	}
 	for _, p := range plans {
-		if len(p.changes) == 0 {
-			writeln(o.g.Out, "%s: nothing changed", p.w.Ref())
-			continue
+		for _, c := range p.Containers {
+			if c.PullPolicy == p.Policy {
+				writeln(o.g.Out, "%s: container %q already has imagePullPolicy %s", p.Workload.Ref(), c.Name, p.Policy)
+			} else {
+				writeln(o.g.Out, "%s: container %q: imagePullPolicy %s -> %s", p.Workload.Ref(), c.Name, c.PullPolicy, p.Policy)
+			}
 		}
-		patch, err := workload.BuildPatch(p.w, p.changes, false)
+	}
+	for _, p := range plans {
+		patch, err := p.Patch()
 		if err != nil {
 			return err
+		}
+		if patch == nil {
+			writeln(o.g.Out, "%s: nothing changed", p.Workload.Ref())
+			continue
 		}
 		if err := o.mutate.apply(ctx, o.g, o.g.Out, patch, nil); err != nil {
 			return err

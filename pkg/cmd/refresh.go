@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
@@ -23,6 +23,8 @@ type RefreshOptions struct {
 	watch    bool
 	interval time.Duration
 	args     []string
+	// clock ticks --watch; nil means the real clock.
+	clock clock.WithTicker
 }
 
 func newCmdRefresh(g *globalOptions) *cobra.Command {
@@ -59,8 +61,10 @@ replica runs the same bytes, whatever its node has cached. Undo with "kubectl li
 
 // Validate checks the flags before anything talks to the cluster.
 func (o *RefreshOptions) Validate() error {
-	if o.watch && o.interval < time.Second {
-		return fmt.Errorf("--interval %s is too short: use 1s or more", o.interval)
+	if o.watch {
+		if err := workload.CheckFollowInterval(o.interval); err != nil {
+			return err
+		}
 	}
 	if o.watch && o.mutate.dryRun {
 		return errors.New("--watch and --dry-run cannot be combined: a dry run changes nothing to watch")
@@ -90,26 +94,22 @@ func (o *RefreshOptions) Run(ctx context.Context) error {
 		return nil
 	}
 	writeln(o.g.Out, "watching the registry every %s; Ctrl-C to stop", o.interval)
-	tick := time.NewTicker(o.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	r.quiet = true
+	warn := func(err error) { writeln(o.g.ErrOut, "warning: %v", err) }
+	workload.Follow(ctx, o.clock, o.interval, func(ctx context.Context) error {
 		// Re-read the workloads: the last refresh changed them, and so may anyone else.
-		if ws, err = o.target.resolve(o.g, o.args); err != nil {
-			writeln(o.g.ErrOut, "warning: %v", err)
-			continue
+		ws, err := o.target.resolve(o.g, o.args)
+		if err != nil {
+			return err
 		}
-		r.quiet = true
 		for _, w := range ws {
 			if err := r.refresh(ctx, w); err != nil && ctx.Err() == nil {
-				writeln(o.g.ErrOut, "warning: %v", err)
+				warn(err)
 			}
 		}
-	}
+		return nil
+	}, warn)
+	return nil
 }
 
 // refresher pins moved tags; it keeps one registry client per workload so --watch reuses
@@ -142,90 +142,41 @@ func (r *refresher) out() io.Writer {
 	return r.g.Out
 }
 
+// refresh prints and applies the refresh plan of one workload.
 func (r *refresher) refresh(ctx context.Context, w *workload.Workload) error {
-	cs, err := w.Containers(r.containers)
-	if err != nil {
-		return err
-	}
-	if err := w.CanRollOut(); err != nil {
-		return err
-	}
 	key := w.Namespace + "/" + w.Ref()
 	res, ok := r.resolvers[key]
 	if !ok {
+		var err error
 		if res, err = r.registry.resolverFor(ctx, r.g, w); err != nil {
 			return err
 		}
 		r.resolvers[key] = res
 	}
-	rep, err := inspect.Build(ctx, r.g.client, res, w, cs)
+	p, err := inspect.PlanRefresh(ctx, r.g.client, res, w, r.containers)
 	if err != nil {
 		return err
 	}
-	var (
-		changes  []workload.Change
-		digests  = map[string]string{}
-		stale    bool
-		untagged []string
-	)
-	for _, c := range rep.Containers {
-		if c.RegistryErr != nil {
-			return fmt.Errorf("%s: container %q: %w", w.Ref(), c.Name, c.RegistryErr)
-		}
-		if c.Ref.Tag == "" {
-			untagged = append(untagged, c.Name)
-			r.say("%s: container %q: image %q is pinned to a digest with no tag to follow; nothing to refresh", w.Ref(), c.Name, c.Image)
-			continue
-		}
-		if !c.Stale() {
-			if !r.quiet {
-				r.say("%s: container %q: current, %s serves %s", w.Ref(), c.Name, c.Ref.WithoutDigest(), inspect.Short(c.RegistryDigest))
-			}
-			continue
-		}
-		stale = true
-		old := c.RunningDigests()
-		if len(old) == 0 && c.PinnedDigest != "" {
-			old = []string{c.PinnedDigest}
-		}
-		var olds []string
-		for _, d := range old {
-			if d != c.RegistryDigest {
-				olds = append(olds, inspect.Short(d))
-			}
-		}
-		r.say("%s: container %q: %s -> %s", w.Ref(), c.Name, strings.Join(olds, ", "), inspect.Short(c.RegistryDigest))
-		want := c.Ref.WithDigest(c.RegistryDigest)
-		digests[c.Name] = c.RegistryDigest
-		if want != c.Image {
-			ctr := workload.Container{Name: c.Name, Init: c.Init, Image: c.Image, PullPolicy: c.PullPolicy}
-			changes = append(changes, workload.Change{Container: ctr, Image: want})
-		}
+	for _, l := range p.Lines(r.quiet) {
+		r.say("%s", l)
 	}
-	if len(untagged) == len(rep.Containers) && len(untagged) > 0 && len(r.containers) > 0 {
-		return fmt.Errorf("%s: nothing to refresh: every chosen container is pinned to a digest without a tag", w.Ref())
-	}
-	if !stale {
-		if !r.quiet {
-			r.say("%s: already current, nothing changed", w.Ref())
-		}
+	switch {
+	case !p.Stale():
 		return nil
-	}
-	if len(changes) == 0 {
-		// The spec already pins the new digest; only the rollout is behind.
-		if r.mutate.dryRun || r.mutate.noWait {
-			r.say("%s: the spec already pins the new digest; its rollout is in progress", w.Ref())
-			return nil
-		}
+	case p.RolloutBehind() && (r.mutate.dryRun || r.mutate.noWait):
+		r.say("%s: the spec already pins the new digest; its rollout is in progress", w.Ref())
+		return nil
+	case p.RolloutBehind():
 		waiter := &workload.Waiter{Client: r.g.client, Out: r.out(), Timeout: r.mutate.timeout}
 		return waiter.Wait(ctx, w, nil)
 	}
-	for _, ch := range changes {
-		r.say("%s: pinning container %q to %s", w.Ref(), ch.Container.Name, ch.Image)
-	}
-	p, err := workload.BuildPatch(w, changes, false)
+	patch, err := p.Patch()
 	if err != nil {
 		return err
 	}
-	return r.mutate.apply(ctx, r.g, r.out(), p, podTargetsFor(rep, w, changes, digests))
+	targets, err := workload.PodTargets(ctx, r.g.client, w, p.Changes, p.Digests)
+	if err != nil {
+		return err
+	}
+	return r.mutate.apply(ctx, r.g, r.out(), patch, targets)
 }

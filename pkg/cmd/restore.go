@@ -6,8 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/image"
-	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
 
@@ -121,14 +119,9 @@ func (o *RestoreOptions) restore(ctx context.Context, p *workload.RestorePlan) e
 	if len(diff) == 0 && patch.Restore {
 		writeln(o.g.Out, "%s: images and pull policies are already the originals; removing the record", w.Ref())
 	}
-	var targets []workload.PodTarget
-	if w.Kind == workload.KindPod && len(diff) > 0 {
-		cs, _ := w.Containers(nil)
-		rep, err := inspect.Build(ctx, o.g.client, noResolver{}, w, cs)
-		if err != nil {
-			return err
-		}
-		targets = podTargetsFor(rep, w, diff, nil)
+	targets, err := workload.PodTargets(ctx, o.g.client, w, diff, nil)
+	if err != nil {
+		return err
 	}
 	return o.mutate.apply(ctx, o.g, o.g.Out, patch, targets)
 }
@@ -148,8 +141,3 @@ func describeChange(ch workload.Change) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-// noResolver answers without a registry: restore only needs the pods' container IDs.
-type noResolver struct{}
-
-func (noResolver) Resolve(context.Context, image.Reference) (string, error) { return "", nil }

@@ -1,20 +1,11 @@
 package cmd
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -44,38 +35,6 @@ func imageDeployment(annotation, app, sidecar string) *appsv1.Deployment {
 		d.Annotations = map[string]string{workload.OriginalAnnotation: annotation}
 	}
 	return d
-}
-
-// runImageCommand runs one command against a fake cluster holding d and returns stdout, the
-// deployment afterwards, the patches the command sent and its error.
-func runImageCommand(t *testing.T, d *appsv1.Deployment, args ...string) (string, *appsv1.Deployment, []k8stesting.PatchActionImpl, error) {
-	t.Helper()
-	kubeconfig := filepath.Join(t.TempDir(), "config")
-	if err := os.WriteFile(kubeconfig, []byte(testKubeconfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	client := fake.NewClientset(d.DeepCopy())
-	streams, _, out, _ := genericiooptions.NewTestIOStreams()
-	g := &globalOptions{
-		configFlags: genericclioptions.NewConfigFlags(false),
-		IOStreams:   streams,
-		client:      client,
-		builder:     (&fakeCluster{t: t, objs: []runtime.Object{d.DeepCopy()}}).builder,
-	}
-	root := newCmdRoot(g)
-	root.SetArgs(append([]string{"--kubeconfig", kubeconfig}, args...))
-	err := root.ExecuteContext(context.Background())
-	after, gerr := client.AppsV1().Deployments("apps").Get(context.Background(), "web", metav1.GetOptions{})
-	if gerr != nil {
-		t.Fatal(gerr)
-	}
-	var patches []k8stesting.PatchActionImpl
-	for _, a := range client.Actions() {
-		if p, ok := a.(k8stesting.PatchActionImpl); ok {
-			patches = append(patches, p)
-		}
-	}
-	return out.String(), after, patches, err
 }
 
 func images(d *appsv1.Deployment) []string {

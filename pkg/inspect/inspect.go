@@ -1,6 +1,7 @@
 // Package inspect builds the per-container image report of a workload: what the spec says,
 // what each pod runs, what the registry serves now, and the verdict. Its JSON form is a
-// stable contract documented in the README.
+// stable contract documented in the README. PlanRefresh turns the report into refresh's
+// decision: which containers moved, what digest to pin, or that only the rollout is behind.
 package inspect
 
 import (
@@ -61,8 +62,6 @@ type Pod struct {
 	Digest   string `json:"digest"`
 	Ready    bool   `json:"ready"`
 	Restarts int32  `json:"restarts"`
-	// ContainerID identifies the running container instance ("" before it starts).
-	ContainerID string `json:"-"`
 }
 
 // Build reads the workload's pods and asks the registry once per distinct image, in parallel.
@@ -118,9 +117,6 @@ func Build(ctx context.Context, client kubernetes.Interface, res Resolver, w *wo
 				pr.Digest = image.ImageIDDigest(st.ImageID)
 				pr.Ready = st.Ready
 				pr.Restarts = st.RestartCount
-				if st.State.Running != nil {
-					pr.ContainerID = st.ContainerID
-				}
 			}
 			cr.Pods = append(cr.Pods, pr)
 		}
@@ -185,14 +181,4 @@ func (c *Container) RunningDigests() []string {
 		}
 	}
 	return out
-}
-
-// PodByName returns the pod report with that name, or nil.
-func (c *Container) PodByName(name string) *Pod {
-	for i := range c.Pods {
-		if c.Pods[i].Name == name {
-			return &c.Pods[i]
-		}
-	}
-	return nil
 }

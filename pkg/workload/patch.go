@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,9 +8,8 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/cli-runtime/pkg/resource"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 )
@@ -257,32 +255,30 @@ func buildPatch(w *Workload, changes []Change, orig Originals) (*Patch, error) {
 	return &Patch{Workload: w, Changes: changes, Restore: len(orig) == 0, Data: data}, nil
 }
 
-// Apply sends the patch. With dryRun the API server validates and authorizes it (dryRun=All)
-// without persisting anything, so --dry-run also proves the user may make the change.
-func Apply(ctx context.Context, client kubernetes.Interface, p *Patch, dryRun bool) error {
+// FieldManager is the field manager livesync's patches are recorded under.
+const FieldManager = "kubectl-livesync"
+
+// Apply sends the patch through the REST mapping the workload was resolved with, the way
+// kubectl set image does, so every kind is patched alike. With dryRun the API server validates
+// and authorizes it (dryRun=All) without persisting anything, so --dry-run also proves the
+// user may make the change.
+func Apply(p *Patch, dryRun bool) error {
 	w := p.Workload
-	opts := metav1.PatchOptions{FieldManager: "kubectl-livesync"}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
+	if err := w.patchable(); err != nil {
+		return err
 	}
-	var err error
-	pt := types.StrategicMergePatchType
-	switch w.Kind {
-	case KindDeployment:
-		_, err = client.AppsV1().Deployments(w.Namespace).Patch(ctx, w.Name, pt, p.Data, opts)
-	case KindStatefulSet:
-		_, err = client.AppsV1().StatefulSets(w.Namespace).Patch(ctx, w.Name, pt, p.Data, opts)
-	case KindDaemonSet:
-		_, err = client.AppsV1().DaemonSets(w.Namespace).Patch(ctx, w.Name, pt, p.Data, opts)
-	case KindReplicaSet:
-		_, err = client.AppsV1().ReplicaSets(w.Namespace).Patch(ctx, w.Name, pt, p.Data, opts)
-	case KindPod:
-		_, err = client.CoreV1().Pods(w.Namespace).Patch(ctx, w.Name, pt, p.Data, opts)
-	default:
-		return fmt.Errorf("patching %s: unsupported kind", w.Ref())
-	}
-	if err != nil {
+	h := resource.NewHelper(w.Info.Client, w.Info.Mapping).WithFieldManager(FieldManager).DryRun(dryRun)
+	if _, err := h.Patch(w.Namespace, w.Name, types.StrategicMergePatchType, p.Data, nil); err != nil {
 		return explainPatchError(w, err)
+	}
+	return nil
+}
+
+// patchable refuses a workload that was not resolved from the API server, or whose mapping is
+// not of its kind (the pods -l selects are not one object to patch).
+func (w *Workload) patchable() error {
+	if w.Info == nil || w.Info.Mapping == nil || w.Info.Mapping.GroupVersionKind.Kind != w.Kind {
+		return fmt.Errorf("patching %s: it is not one object read from the API server: name a workload as TYPE/NAME", w.Ref())
 	}
 	return nil
 }
@@ -290,7 +286,7 @@ func Apply(ctx context.Context, client kubernetes.Interface, p *Patch, dryRun bo
 func explainPatchError(w *Workload, err error) error {
 	switch {
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("patching %s: forbidden: you need the \"patch\" verb on %s in namespace %q: %w", w.Ref(), resourceName(w.Kind), w.Namespace, err)
+		return fmt.Errorf("patching %s: forbidden: you need the \"patch\" verb on %s in namespace %q: %w", w.Ref(), w.Info.Mapping.Resource.GroupResource(), w.Namespace, err)
 	case apierrors.IsConflict(err):
 		return fmt.Errorf("patching %s: it changed while livesync was reading it; run the command again", w.Ref())
 	case apierrors.IsNotFound(err):
@@ -299,16 +295,6 @@ func explainPatchError(w *Workload, err error) error {
 		return fmt.Errorf("patching %s: the API server rejected the change: %w", w.Ref(), err)
 	}
 	return fmt.Errorf("patching %s: %w", w.Ref(), err)
-}
-
-func resourceName(kind string) string {
-	switch kind {
-	case KindPod:
-		return "pods"
-	case KindDeployment, KindStatefulSet, KindDaemonSet, KindReplicaSet:
-		return map[string]string{KindDeployment: "deployments", KindStatefulSet: "statefulsets", KindDaemonSet: "daemonsets", KindReplicaSet: "replicasets"}[kind] + ".apps"
-	}
-	return kind
 }
 
 // CanRollOut reports why a template change on this workload would not replace its pods, or nil.

@@ -78,6 +78,7 @@ func Resolve(b *resource.Builder, namespace string, args []string, selector stri
 		if err != nil {
 			return nil, err
 		}
+		w.Info = info
 		out = append(out, w)
 	}
 	return out, nil

@@ -11,14 +11,15 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/kubectl/pkg/polymorphichelpers"
@@ -72,8 +73,10 @@ func (wt *Waiter) Wait(ctx context.Context, w *Workload, targets []PodTarget) er
 }
 
 func (wt *Waiter) waitRollout(ctx context.Context, w *Workload) error {
-	gk := schema.GroupKind{Group: "apps", Kind: w.Kind}
-	viewer, err := polymorphichelpers.StatusViewerFor(gk)
+	if err := w.patchable(); err != nil {
+		return fmt.Errorf("waiting for %s: it is not one object read from the API server", w.Ref())
+	}
+	viewer, err := polymorphichelpers.StatusViewerFor(w.Info.Mapping.GroupVersionKind.GroupKind())
 	if err != nil {
 		return fmt.Errorf("waiting for %s: %w", w.Ref(), err)
 	}
@@ -81,9 +84,8 @@ func (wt *Waiter) waitRollout(ctx context.Context, w *Workload) error {
 		fmt.Fprintf(wt.Out, "%s uses the OnDelete update strategy: its pods change only when you delete them\n", w.Ref())
 		return nil
 	}
-	lw := wt.listWatch(w)
 	last := ""
-	_, err = watchtools.UntilWithSync(ctx, lw, w.Object.DeepCopyObject(), nil, func(e watch.Event) (bool, error) {
+	_, err = watchtools.UntilWithSync(ctx, listWatch(w), w.Object.DeepCopyObject(), nil, func(e watch.Event) (bool, error) {
 		switch e.Type {
 		case watch.Deleted:
 			return false, fmt.Errorf("%s was deleted while waiting for its rollout", w.Ref())
@@ -108,36 +110,55 @@ func (wt *Waiter) waitRollout(ctx context.Context, w *Workload) error {
 	return err
 }
 
-func (wt *Waiter) listWatch(w *Workload) cache.ListerWatcher {
+// listWatch lists and watches the one workload object through the REST client and mapping it
+// was resolved with, as kubectl rollout status does, whatever its kind.
+func listWatch(w *Workload) cache.ListerWatcher {
+	c, m := w.Info.Client, w.Info.Mapping
+	scoped := m.Scope.Name() == meta.RESTScopeNameNamespace
 	sel := fields.OneTermEqualSelector("metadata.name", w.Name).String()
-	apps := wt.Client.AppsV1()
-	ns := w.Namespace
-	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+	request := func(o *metav1.ListOptions) *rest.Request {
+		o.FieldSelector = sel
+		return c.Get().NamespaceIfScoped(w.Namespace, scoped).Resource(m.Resource.Resource).VersionedParams(o, metav1.ParameterCodec)
+	}
+	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			switch w.Kind {
-			case KindDeployment:
-				return apps.Deployments(ns).List(ctx, o)
-			case KindStatefulSet:
-				return apps.StatefulSets(ns).List(ctx, o)
-			case KindDaemonSet:
-				return apps.DaemonSets(ns).List(ctx, o)
-			}
-			return nil, fmt.Errorf("no rollout for %s", w.Kind)
+			return request(&o).Do(ctx).Get()
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			switch w.Kind {
-			case KindDeployment:
-				return apps.Deployments(ns).Watch(ctx, o)
-			case KindStatefulSet:
-				return apps.StatefulSets(ns).Watch(ctx, o)
-			case KindDaemonSet:
-				return apps.DaemonSets(ns).Watch(ctx, o)
-			}
-			return nil, fmt.Errorf("no rollout for %s", w.Kind)
+			o.Watch = true
+			return request(&o).Watch(ctx)
 		},
-	}, wt.Client)
+	}
+}
+
+// PodTargets returns what the wait must see after changes are patched into a bare Pod: each
+// container whose image changes restarted, on digests[name] when known. It reads the pod's
+// container statuses before the patch, so the wait can tell the restarted containers from the
+// old ones. Other kinds roll out instead: nil.
+func PodTargets(ctx context.Context, client kubernetes.Interface, w *Workload, changes []Change, digests map[string]string) ([]PodTarget, error) {
+	if w.Kind != KindPod {
+		return nil, nil
+	}
+	var out []PodTarget
+	for _, ch := range changes {
+		if ch.Image != "" && ch.Image != ch.Container.Image {
+			c := ch.Container
+			out = append(out, PodTarget{Container: c.Name, Init: c.Init, Digest: digests[c.Name], WantRunning: !c.Init})
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	pod, err := client.CoreV1().Pods(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading pod %q: %w", w.Name, err)
+	}
+	for i, t := range out {
+		if st := ContainerStatus(pod, t.Container, t.Init); st != nil && st.State.Running != nil && pod.DeletionTimestamp == nil {
+			out[i].OldID = st.ContainerID
+		}
+	}
+	return out, nil
 }
 
 func (wt *Waiter) waitPod(ctx context.Context, w *Workload, targets []PodTarget) error {

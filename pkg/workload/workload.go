@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/cmd/util/podcmd"
 )
@@ -45,6 +46,10 @@ type Workload struct {
 	PodAnnotations map[string]string
 	// ResourceVersion guards patches against concurrent writers.
 	ResourceVersion string
+	// Info is the object as the resource builder resolved it: its REST client and mapping are
+	// how patches and rollout watches reach it, whatever its kind. Nil for a Workload built
+	// from an object alone, which can be read but not patched.
+	Info *resource.Info
 }
 
 // Ref returns the kubectl-style reference, e.g. "deployment/web".

@@ -1,0 +1,144 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
+)
+
+// RefreshAction is refresh's decision for one container.
+type RefreshAction int
+
+const (
+	// RefreshCurrent: the spec and every pod are on what the tag serves now.
+	RefreshCurrent RefreshAction = iota
+	// RefreshMoved: the tag moved; the container is pinned to the digest it serves now.
+	RefreshMoved
+	// RefreshUntagged: the image is a bare digest, with no tag to follow.
+	RefreshUntagged
+)
+
+// RefreshStep is refresh's decision for one container, with the line that tells the user.
+type RefreshStep struct {
+	Container string
+	Action    RefreshAction
+	// Pin is the image refresh writes (repo:tag@sha256:…); "" when the spec already has it,
+	// and only the rollout is behind.
+	Pin     string
+	Message string
+}
+
+// RefreshPlan is what refresh does to one workload. Commands print Lines and apply Patch, or
+// only wait when RolloutBehind.
+type RefreshPlan struct {
+	Workload *workload.Workload
+	Steps    []RefreshStep
+	// Changes pin the moved containers whose spec does not pin the new digest yet.
+	Changes []workload.Change
+	// Digests maps each moved container to the digest its pods must end up running.
+	Digests map[string]string
+}
+
+// PlanRefresh resolves the tag of each named container (all when names is empty) with res and
+// decides what moved and what to pin. A registry error is an error: refresh must not pin on a
+// half answer. Naming only containers pinned to a bare digest is an error too: there is
+// nothing to follow.
+func PlanRefresh(ctx context.Context, client kubernetes.Interface, res Resolver, w *workload.Workload, names []string) (*RefreshPlan, error) {
+	cs, err := w.Containers(names)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.CanRollOut(); err != nil {
+		return nil, err
+	}
+	rep, err := Build(ctx, client, res, w, cs)
+	if err != nil {
+		return nil, err
+	}
+	p := &RefreshPlan{Workload: w, Digests: map[string]string{}}
+	untagged := 0
+	for _, c := range rep.Containers {
+		if c.RegistryErr != nil {
+			return nil, fmt.Errorf("%s: container %q: %w", w.Ref(), c.Name, c.RegistryErr)
+		}
+		s := RefreshStep{Container: c.Name}
+		switch {
+		case c.Ref.Tag == "":
+			untagged++
+			s.Action = RefreshUntagged
+			s.Message = fmt.Sprintf("%s: container %q: image %q is pinned to a digest with no tag to follow; nothing to refresh", w.Ref(), c.Name, c.Image)
+		case !c.Stale():
+			s.Message = fmt.Sprintf("%s: container %q: current, %s serves %s", w.Ref(), c.Name, c.Ref.WithoutDigest(), Short(c.RegistryDigest))
+		default:
+			s.Action = RefreshMoved
+			s.Message = fmt.Sprintf("%s: container %q: %s -> %s", w.Ref(), c.Name, strings.Join(c.oldDigests(), ", "), Short(c.RegistryDigest))
+			p.Digests[c.Name] = c.RegistryDigest
+			if want := c.Ref.WithDigest(c.RegistryDigest); want != c.Image {
+				s.Pin = want
+				ctr := workload.Container{Name: c.Name, Init: c.Init, Image: c.Image, PullPolicy: c.PullPolicy}
+				p.Changes = append(p.Changes, workload.Change{Container: ctr, Image: want})
+			}
+		}
+		p.Steps = append(p.Steps, s)
+	}
+	if untagged > 0 && untagged == len(rep.Containers) && len(names) > 0 {
+		return nil, fmt.Errorf("%s: nothing to refresh: every chosen container is pinned to a digest without a tag", w.Ref())
+	}
+	return p, nil
+}
+
+// oldDigests returns, shortened, the digests other than the registry's that the pods run, or
+// that the spec pins when no pod runs any.
+func (c *Container) oldDigests() []string {
+	old := c.RunningDigests()
+	if len(old) == 0 && c.PinnedDigest != "" {
+		old = []string{c.PinnedDigest}
+	}
+	var out []string
+	for _, d := range old {
+		if d != c.RegistryDigest {
+			out = append(out, Short(d))
+		}
+	}
+	return out
+}
+
+// Stale reports whether some container's tag moved.
+func (p *RefreshPlan) Stale() bool { return len(p.Digests) > 0 }
+
+// RolloutBehind reports that a tag moved but the spec already pins its new digest: there is
+// nothing to patch, only a rollout to wait for.
+func (p *RefreshPlan) RolloutBehind() bool { return p.Stale() && len(p.Changes) == 0 }
+
+// Lines returns what refresh tells the user, one line each: every container's decision, then
+// what it pins. quiet leaves out the lines that say nothing moved, for polling.
+func (p *RefreshPlan) Lines(quiet bool) []string {
+	var out []string
+	for _, s := range p.Steps {
+		if !quiet || s.Action != RefreshCurrent {
+			out = append(out, s.Message)
+		}
+	}
+	if !p.Stale() && !quiet {
+		out = append(out, p.Workload.Ref()+": already current, nothing changed")
+	}
+	for _, s := range p.Steps {
+		if s.Pin != "" {
+			out = append(out, fmt.Sprintf("%s: pinning container %q to %s", p.Workload.Ref(), s.Container, s.Pin))
+		}
+	}
+	return out
+}
+
+// Patch returns the patch that pins the moved containers and records their originals, or nil
+// when there is nothing to patch.
+func (p *RefreshPlan) Patch() (*workload.Patch, error) {
+	if len(p.Changes) == 0 {
+		return nil, nil
+	}
+	return workload.BuildPatch(p.Workload, p.Changes, false)
+}
