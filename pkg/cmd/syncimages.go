@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
@@ -17,26 +16,15 @@ type syncImages struct {
 
 var _ session.Images = (*syncImages)(nil)
 
-// SetPullPolicy patches policy onto the containers that lack it and waits for the rollout.
+// SetPullPolicy patches policy onto the containers that lack it and waits for the rollout:
+// the pull-policy command's plan, with its refusals.
 func (s *syncImages) SetPullPolicy(ctx context.Context, w *workload.Workload, containers []string, policy string) error {
-	cs, err := w.Containers(containers)
+	plan, err := workload.PlanPullPolicy(w, containers, policy)
 	if err != nil {
 		return err
 	}
-	var changes []workload.Change
-	for _, c := range cs {
-		if c.PullPolicy != policy {
-			changes = append(changes, workload.Change{Container: c, PullPolicy: policy})
-		}
-	}
-	if len(changes) == 0 {
-		return nil
-	}
-	if w.Kind == workload.KindPod {
-		return fmt.Errorf("%s: a Pod's imagePullPolicy cannot be changed while it exists: use --pull-policy on the workload that owns it", w.Ref())
-	}
-	p, err := workload.BuildPatch(w, changes, false)
-	if err != nil {
+	p, err := plan.Patch()
+	if err != nil || p == nil {
 		return err
 	}
 	r := s.refresher
