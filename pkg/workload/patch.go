@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/resource"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 )
@@ -268,9 +269,58 @@ func Apply(p *Patch, dryRun bool) error {
 		return err
 	}
 	h := resource.NewHelper(w.Info.Client, w.Info.Mapping).WithFieldManager(FieldManager).DryRun(dryRun)
-	if _, err := h.Patch(w.Namespace, w.Name, types.StrategicMergePatchType, p.Data, nil); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		_, err := h.Patch(w.Namespace, w.Name, types.StrategicMergePatchType, p.Data, nil)
+		if apierrors.IsConflict(err) {
+			if rerr := p.rebase(h); rerr != nil {
+				return rerr
+			}
+		}
+		return err
+	})
+	if err != nil {
 		return explainPatchError(w, err)
 	}
+	return nil
+}
+
+// errChanged says a conflicting writer changed what the patch was built from.
+var errChanged = errors.New("changed")
+
+// rebase moves the patch onto the object's current resourceVersion when the conflict came
+// from a write that left alone what the patch was built from: the containers it changes and
+// the record annotation. Controllers write status all the time (a Deployment's conditions
+// after its rollout), and that must not fail a refresh or pull-policy right after another.
+// Any other change returns errChanged, and the patch is not retried.
+func (p *Patch) rebase(h *resource.Helper) error {
+	w := p.Workload
+	obj, err := h.Get(w.Namespace, w.Name)
+	if err != nil {
+		return err
+	}
+	fresh, err := FromObject(obj)
+	if err != nil {
+		return err
+	}
+	if fresh.Annotations[OriginalAnnotation] != w.Annotations[OriginalAnnotation] {
+		return errChanged
+	}
+	for _, c := range p.Changes {
+		now, err := fresh.Containers([]string{c.Container.Name})
+		if err != nil || now[0].Image != c.Container.Image || now[0].PullPolicy != c.Container.PullPolicy || now[0].Init != c.Container.Init {
+			return errChanged
+		}
+	}
+	var body map[string]any
+	if err := json.Unmarshal(p.Data, &body); err != nil {
+		return err
+	}
+	body["metadata"].(map[string]any)["resourceVersion"] = fresh.ResourceVersion
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	p.Data, w.ResourceVersion = data, fresh.ResourceVersion
 	return nil
 }
 
@@ -287,7 +337,7 @@ func explainPatchError(w *Workload, err error) error {
 	switch {
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("patching %s: forbidden: you need the \"patch\" verb on %s in namespace %q: %w", w.Ref(), w.Info.Mapping.Resource.GroupResource(), w.Namespace, err)
-	case apierrors.IsConflict(err):
+	case apierrors.IsConflict(err), errors.Is(err, errChanged):
 		return fmt.Errorf("patching %s: it changed while livesync was reading it; run the command again", w.Ref())
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("patching %s: it no longer exists", w.Ref())
