@@ -17,7 +17,7 @@ func TestListRemote(t *testing.T) {
 		"busybox":                   {func(t *testing.T) Executor { return busybox(t) }, "sha256sum"},
 		"busybox without sha256sum": {func(t *testing.T) Executor { return busybox(t, "sha256sum") }, "md5sum"},
 		"busybox without hashes":    {func(t *testing.T) Executor { return busybox(t, "sha256sum", "md5sum") }, ""},
-		"gnu":                       {func(t *testing.T) Executor { return &LocalExecutor{} }, "sha256sum"},
+		"gnu":                       {func(t *testing.T) Executor { return &localExecutor{} }, "sha256sum"},
 	}
 	for name, v := range variants {
 		t.Run(name, func(t *testing.T) {
