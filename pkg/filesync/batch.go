@@ -28,7 +28,7 @@ func (p *pending) merge(q pending) {
 }
 
 // sorted returns the rels in order.
-func (p pending) sorted() []string {
+func (p *pending) sorted() []string {
 	rels := make([]string, 0, len(p.rels))
 	for rel := range p.rels {
 		rels = append(rels, rel)

@@ -252,7 +252,8 @@ func (e *Engine) Once(ctx context.Context) (bool, error) {
 			tg.ctx = ctx
 			tg.runner = e.startOnSync(ctx, tg, &wg)
 			defer tg.runner.close()
-			// Held deletes: the container differs, and said why.
+			// One pass of the worker: the initial sync, reported as under
+			// Run. Held deletes: the container differs, and said why.
 			if e.process(tg) != nil || tg.holding() {
 				ok.Store(false)
 			}
