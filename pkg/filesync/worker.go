@@ -79,7 +79,7 @@ func (e *Engine) work(tg *target) {
 		e.mu.Lock()
 		closing := e.closing
 		e.mu.Unlock()
-		e.process(tg)
+		_ = e.process(tg) // reported by process; a failure is retried on backoff
 		if closing {
 			return
 		}

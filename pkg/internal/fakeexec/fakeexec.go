@@ -61,8 +61,8 @@ func (f *Executor) Exec(ctx context.Context, t filesync.Target, argv []string, s
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	io.WriteString(stdout, r.Stdout)
-	io.WriteString(stderr, r.Stderr)
+	_, _ = io.WriteString(stdout, r.Stdout)
+	_, _ = io.WriteString(stderr, r.Stderr)
 	return r.Err
 }
 

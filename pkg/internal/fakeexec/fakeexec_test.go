@@ -17,7 +17,7 @@ func TestExecutor(t *testing.T) {
 	tg := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app"}
 	ctx := context.Background()
 	var out, errOut bytes.Buffer
-	if err := f.Exec(ctx, tg, []string{"scripted"}, nil, &out, &errOut); err != boom || out.String() != "out" || errOut.String() != "err" {
+	if err := f.Exec(ctx, tg, []string{"scripted"}, nil, &out, &errOut); !errors.Is(err, boom) || out.String() != "out" || errOut.String() != "err" {
 		t.Errorf("scripted call = %v, %q, %q", err, out.String(), errOut.String())
 	}
 	if err := f.Exec(ctx, tg, []string{"default"}, strings.NewReader("tar"), io.Discard, io.Discard); err != nil {
