@@ -2,8 +2,9 @@
 # deps.sh installs the Debian packages the local cluster and its tests need. Idempotent: when every
 # package is already installed it touches neither apt nor the network.
 set -euo pipefail
-# git: pkg/ignore compares its matcher with `git check-ignore`.
-pkgs=(containerd runc containernetworking-plugins busybox-static openssl iproute2 iptables curl procps bash-completion git)
+# git: pkg/ignore compares its matcher with `git check-ignore`. shellcheck: hack/verify.sh checks the
+# scripts in pkg/filesync/scripts.
+pkgs=(containerd runc containernetworking-plugins busybox-static openssl iproute2 iptables curl procps bash-completion git shellcheck)
 
 # pkg/watch runs a test in a new user namespace (to lower its inotify limit); it needs no package,
 # only a kernel that allows user namespaces. A limit of 0 disables them: raise it when we may.

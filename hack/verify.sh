@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# verify.sh encodes the house rules: gofmt, go vet, and which package may import what.
+# verify.sh encodes the house rules: gofmt, go vet, shellcheck on the scripts that run in containers,
+# and which package may import what.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 fail=0
@@ -13,6 +14,15 @@ fi
 go vet ./...
 go vet -tags e2e ./test/...
 go vet -tags bench ./test/bench/
+# The scripts under pkg/ run in containers as `sh -c`: POSIX sh and busybox, not bash.
+if ! command -v shellcheck >/dev/null; then
+  echo "shellcheck not found: run hack/deps.sh"; fail=1
+else
+  mapfile -t scripts < <(find pkg -name '*.sh' | sort)
+  if ((${#scripts[@]} > 0)) && ! shellcheck "${scripts[@]}"; then
+    fail=1
+  fi
+fi
 # only_in PATTERN DIR: the import PATTERN may appear only in DIR.
 only_in() {
   local hits

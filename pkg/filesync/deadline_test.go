@@ -5,10 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -171,65 +168,4 @@ func TestExecWithinDropsLateWrites(t *testing.T) {
 	if _, err := late.Write([]byte("late")); err == nil || out.String() != "early" {
 		t.Errorf("late write: err %v, buffer %q", err, out.String())
 	}
-}
-
-// Cancelling a LocalExecutor exec returns at once even when a process keeps
-// the streams open, as a container's exec stream is closed; before, os/exec
-// waited for EOF on the output pipe, which a background child holds.
-func TestLocalExecutorCancelTearsDown(t *testing.T) {
-	tests := []struct {
-		name   string
-		script string
-		stdin  io.Reader
-	}{
-		{name: "background child holds stdout", script: `sleep 1000 & echo started`},
-		{name: "script never exits", script: `echo started; sleep 1000`},
-		{name: "stdin never read", script: `echo started; sleep 1000`, stdin: zeros{}},
-		{name: "background child holds stdin", script: `sleep 1000 & echo started`, stdin: zeros{}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ex := busybox(t)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			out := &signalWriter{first: make(chan struct{})}
-			done := make(chan error, 1)
-			go func() { done <- ex.Exec(ctx, testTarget, []string{"sh", "-c", tt.script}, tt.stdin, out, io.Discard) }()
-			result(t, out.first, "the script's first output")
-			cancel()
-			if err := result(t, done, "Exec after cancel"); !errors.Is(err, context.Canceled) {
-				t.Errorf("Exec = %v, want context.Canceled", err)
-			}
-		})
-	}
-}
-
-// A background child that does not hold the streams outlives the exec, as
-// in a container; the exec ends with its shell.
-func TestLocalExecutorDetachedChild(t *testing.T) {
-	ex := busybox(t)
-	fifo := filepath.Join(t.TempDir(), "fifo")
-	must(t, ex.Exec(context.Background(), testTarget, []string{"mkfifo", fifo}, nil, io.Discard, io.Discard))
-	// The child blocks on the fifo until the test opens it, and exits then.
-	err := ex.Exec(context.Background(), testTarget, []string{"sh", "-c", `cat "$1" >/dev/null 2>&1 </dev/null & echo ok`, "sh", fifo}, nil, io.Discard, io.Discard)
-	must(t, err)
-	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-	must(t, err)
-	must(t, f.Close())
-}
-
-// signalWriter closes first on the first write.
-type signalWriter struct {
-	mu    sync.Mutex
-	first chan struct{}
-	b     bytes.Buffer
-}
-
-func (w *signalWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.b.Len() == 0 && len(p) > 0 {
-		close(w.first)
-	}
-	return w.b.Write(p)
 }

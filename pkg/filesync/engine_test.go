@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -94,7 +95,7 @@ func waitForNWaiters(t *testing.T, fc *clocktesting.FakeClock, n int) {
 type engineFixture struct {
 	local     string
 	sandboxes map[string]string // by pod
-	ex        *LocalExecutor
+	ex        *localExecutor
 	fc        *clocktesting.FakeClock
 	rec       *recorder
 	changes   chan Change
@@ -230,7 +231,7 @@ func TestEngineFailingTargetDoesNotBlockOthers(t *testing.T) {
 	f := newEngineFixture(t, Config{})
 	f.ex.Fail = func(tg Target, argv []string) error {
 		if tg.Pod == "broken" {
-			return codeError(2)
+			return localexec.ExitCode(2)
 		}
 		return nil
 	}
@@ -336,7 +337,7 @@ func TestEngineOnce(t *testing.T) {
 	f := newEngineFixture(t, Config{Initial: InitialMirror})
 	f.ex.Fail = func(tg Target, argv []string) error {
 		if tg.Pod == "broken" {
-			return codeError(2)
+			return localexec.ExitCode(2)
 		}
 		return nil
 	}
@@ -353,29 +354,6 @@ func TestEngineOnce(t *testing.T) {
 		t.Errorf("Once = %v, %v; want true", ok, err)
 	}
 	assertSameTree(t, f.local, f.remote("web-1"))
-}
-
-func TestFakeExecutor(t *testing.T) {
-	f := &FakeExecutor{Responses: []FakeResponse{{Stderr: "livesync: tar not found\n", Err: codeError(127)}}}
-	local := t.TempDir()
-	writeTree(t, local, map[string]string{"a": "a"})
-	m := testMapping(t, local, "/app", nil)
-	p, err := plan(m, NewIndex(), nil, true)
-	must(t, err)
-	if _, err := apply(context.Background(), f, testTarget, m, p); !errors.Is(err, ErrTarMissing) {
-		t.Errorf("apply = %v", err)
-	}
-	if _, err := apply(context.Background(), f, testTarget, m, p); err != nil {
-		t.Errorf("apply = %v", err)
-	}
-	calls := f.Calls()
-	if len(calls) != 2 || calls[1].Argv[4] != "/app" || len(calls[1].Stdin) == 0 {
-		t.Fatalf("calls = %+v", calls)
-	}
-	got, _ := readTar(t, calls[1].Stdin)
-	if got["a"].content != "a" {
-		t.Errorf("tar = %+v", got)
-	}
 }
 
 // A batch with nothing for the container (a touch: same content, new mtime)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilexec "k8s.io/client-go/util/exec"
@@ -23,16 +24,16 @@ func TestClassify(t *testing.T) {
 		transient bool
 		msg       string
 	}{
-		{name: "tar missing", err: codeError(127), stderr: "livesync: tar not found\n",
+		{name: "tar missing", err: localexec.ExitCode(127), stderr: "livesync: tar not found\n",
 			kind: ErrTarMissing, msg: `tar not found in container "app" of pod "web-1": the image needs sh and tar`},
 		{name: "tar missing via client-go", err: utilexec.CodeExitError{Err: errors.New("command terminated with exit code 127"), Code: 127},
 			stderr: "livesync: tar not found\n", kind: ErrTarMissing, msg: "tar not found"},
 		{name: "sh missing", err: errors.New(`OCI runtime exec failed: exec failed: unable to start container process: exec: "sh": executable file not found in $PATH: unknown`),
 			kind: ErrTarMissing, msg: `sh not found in container "app" of pod "web-1": the image needs sh and tar`},
-		{name: "permission denied", err: codeError(2),
+		{name: "permission denied", err: localexec.ExitCode(2),
 			stderr: "tar: ./a: Cannot open: Permission denied\nlivesync: tar failed\nlivesync: uid 1000\n",
 			kind:   ErrPermission, msg: `copying files: permission denied writing "/app" in container "app" of pod "web-1" (running as uid 1000): make "/app" writable`},
-		{name: "read-only", err: codeError(1), stderr: "mkdir: can't create directory '/app': Read-only file system\nlivesync: mkdir failed\n",
+		{name: "read-only", err: localexec.ExitCode(1), stderr: "mkdir: can't create directory '/app': Read-only file system\nlivesync: mkdir failed\n",
 			kind: ErrReadOnly, msg: `mount an emptyDir volume at "/app"`},
 		{name: "exec forbidden", err: apierrors.NewForbidden(podsExec, "web-1", errors.New(`User "dev" cannot create resource "pods/exec"`)),
 			kind: ErrExecForbidden, msg: `grant the RBAC verbs "create" and "get" on "pods/exec"`},
@@ -40,7 +41,7 @@ func TestClassify(t *testing.T) {
 			kind: ErrTargetGone, transient: true, msg: "is gone"},
 		{name: "container gone", err: errors.New(`container not found ("app")`), kind: ErrTargetGone, transient: true},
 		{name: "connection drop", err: errors.New("error dialing backend: EOF"), transient: true, msg: "copying files in container"},
-		{name: "other exit code", err: codeError(2), stderr: "tar: short read\nlivesync: tar failed\nlivesync: uid 0\n",
+		{name: "other exit code", err: localexec.ExitCode(2), stderr: "tar: short read\nlivesync: tar failed\nlivesync: uid 0\n",
 			msg: `copying files in container "app" of pod "web-1": exit code 2: tar: short read`},
 	}
 	for _, tt := range tests {
@@ -77,7 +78,7 @@ func TestIsTransientRaw(t *testing.T) {
 		{nil, false},
 		{context.Canceled, false},
 		{errors.New("connection reset by peer"), true},
-		{codeError(1), false},
+		{localexec.ExitCode(1), false},
 		{apierrors.NewForbidden(schema.GroupResource{Resource: "pods/exec"}, "p", errors.New("no")), false},
 	}
 	for _, tt := range tests {
@@ -101,7 +102,7 @@ func TestRetry(t *testing.T) {
 			wantWaits: []time.Duration{100 * time.Millisecond}},
 		{name: "gives up after three tries", errs: []error{transient, transient, transient, nil}, wantTries: 3,
 			wantWaits: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, wantErr: transient},
-		{name: "deterministic is not retried", errs: []error{codeError(2), nil}, wantTries: 1, wantErr: codeError(2)},
+		{name: "deterministic is not retried", errs: []error{localexec.ExitCode(2), nil}, wantTries: 1, wantErr: localexec.ExitCode(2)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

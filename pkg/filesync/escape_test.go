@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 )
 
 // escapeFixture is a sandbox standing for a container's file system: the
@@ -75,7 +77,7 @@ func TestRemoteSymlinksNeverEscape(t *testing.T) {
 				// The listing fails, so everything is sent as is.
 				ex.Fail = func(_ Target, argv []string) error {
 					if argv[3] == "livesync-list" {
-						return codeError(2)
+						return localexec.ExitCode(2)
 					}
 					return nil
 				}

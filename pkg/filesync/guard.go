@@ -189,7 +189,7 @@ func (e *Engine) hold(tg *target, i int, h *Hold) {
 	tg.held[i] = key
 	if h != nil {
 		for _, rel := range slices.Concat(h.Deletes, h.Copies) {
-			tg.hints[i][rel] = struct{}{}
+			tg.due[i].add(rel)
 		}
 	}
 	tg.mu.Unlock()

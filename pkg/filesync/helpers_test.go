@@ -1,6 +1,8 @@
 package filesync
 
 import (
+	"context"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -108,25 +111,53 @@ func (g globMatcher) Match(rel string, isDir bool) bool {
 	return false
 }
 
+// localExecutor runs this package's scripts on this machine (see
+// localexec), with a sandbox per target and failure injection.
+type localExecutor struct {
+	localexec.Runner
+	// Sandbox, if set, prefixes the remote directory argument of this
+	// package's scripts with a per-target host directory, so several targets
+	// can share one machine.
+	Sandbox func(Target) string
+	// Fail, if set, is consulted before each call; a non-nil error is
+	// returned instead of running it (failure injection).
+	Fail func(t Target, argv []string) error
+}
+
+func (l *localExecutor) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if l.Fail != nil {
+		if err := l.Fail(t, argv); err != nil {
+			return err
+		}
+	}
+	if l.Sandbox != nil && len(argv) > 4 && strings.HasPrefix(argv[3], "livesync") && argv[3] != "livesync-on-sync" {
+		argv = slices.Clone(argv)
+		argv[4] = filepath.Join(l.Sandbox(t), argv[4])
+	}
+	return l.Run(ctx, argv, stdin, stdout, stderr)
+}
+
 // busybox returns an executor whose tools are busybox applets, skipping the
 // test when busybox is not installed.
-func busybox(t *testing.T, without ...string) *LocalExecutor {
+func busybox(t testing.TB, without ...string) *localExecutor {
 	t.Helper()
 	if _, err := os.Stat("/bin/busybox"); err != nil {
 		t.Skip("needs /bin/busybox (apt-get install busybox-static)")
 	}
-	ex, err := NewBusyboxExecutor("/bin/busybox", t.TempDir(), without...)
-	must(t, err)
-	return ex
+	r, err := localexec.NewBusybox("/bin/busybox", t.TempDir(), without...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &localExecutor{Runner: *r}
 }
 
 // executors returns the busybox and GNU (host) variants to run a test with.
-func executors(t *testing.T) map[string]*LocalExecutor {
+func executors(t *testing.T) map[string]*localExecutor {
 	t.Helper()
 	if _, err := os.Stat("/bin/tar"); err != nil {
 		t.Skip("needs GNU tar at /bin/tar")
 	}
-	return map[string]*LocalExecutor{"busybox": busybox(t), "gnu": {}}
+	return map[string]*localExecutor{"busybox": busybox(t), "gnu": {}}
 }
 
 // waitForWaiters yields until something waits on fc.

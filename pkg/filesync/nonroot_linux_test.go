@@ -53,7 +53,7 @@ func asNobody(t *testing.T) bool {
 
 // nonRootExecutors returns the busybox and GNU executors running as uid
 // 65534, and a sandbox directory that user owns for remote roots.
-func nonRootExecutors(t *testing.T) (map[string]*LocalExecutor, string) {
+func nonRootExecutors(t *testing.T) (map[string]*localExecutor, string) {
 	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run the remote side as another user")

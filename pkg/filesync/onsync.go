@@ -149,7 +149,7 @@ func (r *onSyncRunner) run(paths []string) {
 		}
 		list = strings.Join(dirs, "\n")
 	}
-	argv := []string{"sh", "-c", `export LIVESYNC_CHANGED="$1"; exec sh -c "$2"`, "livesync-on-sync", list, e.cfg.OnSync}
+	argv := []string{"sh", "-c", onSyncScript, "livesync-on-sync", list, e.cfg.OnSync}
 	out := &tailBuffer{max: onSyncOutputMax}
 	start := e.clk.Now()
 	err := e.onSyncExec.Exec(r.ctx, r.t, argv, nil, out, out)

@@ -179,11 +179,7 @@ func TestScriptArgsSplit(t *testing.T) {
 // (plan, tar, one busybox `sh -c` + tar exec): the part of the save→visible
 // latency that is not debounce or network.
 func BenchmarkApplyOneFile(b *testing.B) {
-	if _, err := os.Stat("/bin/busybox"); err != nil {
-		b.Skip("needs /bin/busybox")
-	}
-	ex, err := NewBusyboxExecutor("/bin/busybox", b.TempDir())
-	must2(b, err)
+	ex := busybox(b)
 	local := b.TempDir()
 	m, err := newMapping(Mapping{Local: LocalPath(local), Remote: RemotePath(b.TempDir())}, nil)
 	must2(b, err)

@@ -13,11 +13,7 @@ import (
 // directories, run by busybox as in the test image. It is what a restarted container costs
 // before anything is sent.
 func BenchmarkListRemote(b *testing.B) {
-	if _, err := os.Stat("/bin/busybox"); err != nil {
-		b.Skip("needs /bin/busybox")
-	}
-	ex, err := NewBusyboxExecutor("/bin/busybox", b.TempDir())
-	must2(b, err)
+	ex := busybox(b)
 	remote := b.TempDir()
 	data := make([]byte, 1024)
 	for i := range 10_000 {

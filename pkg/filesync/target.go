@@ -16,8 +16,9 @@ type Target struct {
 func (t Target) String() string { return t.Namespace + "/" + t.Pod + "/" + t.Container }
 
 // Executor runs argv in a target container, streaming stdin (which may be nil)
-// to it. The pods/exec implementation lives in pkg/workload; FakeExecutor and
-// LocalExecutor are in this package.
+// to it. The pods/exec implementation lives in pkg/workload; tests use
+// pkg/internal/fakeexec (recorded calls) or pkg/internal/localexec (the real
+// scripts on this machine).
 type Executor interface {
 	Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error
 }

@@ -384,38 +384,3 @@ func TestPolling(t *testing.T) {
 		}
 	}
 }
-
-func TestFakeWatcher(t *testing.T) {
-	f := NewFakeWatcher()
-	go func() {
-		f.Send(Event{Root: "/r", Path: "/r/a"})
-		f.SendError(errors.New("boom"))
-	}()
-	if ev := <-f.Events(); ev.Path != "/r/a" {
-		t.Errorf("got %+v", ev)
-	}
-	if err := <-f.Errors(); err == nil || err.Error() != "boom" {
-		t.Errorf("got %v", err)
-	}
-
-	blocked := make(chan bool)
-	go func() { blocked <- f.Send(Event{Path: "never read"}) }()
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if <-blocked {
-		t.Error("Send with no reader reported delivery after Close")
-	}
-	if f.Send(Event{}) || f.SendError(errors.New("late")) {
-		t.Error("Send after Close reported delivery")
-	}
-	if _, ok := <-f.Events(); ok {
-		t.Error("Events not closed")
-	}
-	if !f.Closed() {
-		t.Error("Closed() = false after Close")
-	}
-	if err := f.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-}

@@ -1,4 +1,8 @@
-package filesync
+// Package localexec runs commands on this machine the way an exec runs them
+// in a container, so that tests can exercise real remote scripts against
+// temp dirs, with busybox or the host's GNU tools, and without a cluster.
+// It is test support: nothing outside tests imports it.
+package localexec
 
 import (
 	"context"
@@ -14,37 +18,24 @@ import (
 	"syscall"
 )
 
-// LocalExecutor runs argv on this machine instead of in a container: the
-// remote roots in tests are temp dirs, so the real remote scripts can be
-// exercised without a cluster. It is test support.
-//
-// With Bin set (see NewBusyboxExecutor) PATH holds only that directory, so sh
-// and every tool the scripts call are busybox applets; otherwise the host's
-// sh and GNU tools run.
-type LocalExecutor struct {
+// Runner runs argv on this machine. With Bin set (see NewBusybox) PATH holds
+// only that directory, so sh and every tool a script calls are busybox
+// applets; otherwise the host's sh and GNU tools run.
+type Runner struct {
 	Bin string
-	// Sandbox, if set, prefixes the remote directory argument of this
-	// package's scripts with a per-target host directory, so several targets
-	// can share one machine.
-	Sandbox func(Target) string
-	// Fail, if set, is consulted before each call; a non-nil error is
-	// returned instead of running it (failure injection).
-	Fail func(t Target, argv []string) error
 	// SysProcAttr, if set, is used for every command: tests run the remote
 	// side as a non-root user with it, as most containers do.
 	SysProcAttr *syscall.SysProcAttr
 }
 
-var _ Executor = (*LocalExecutor)(nil)
-
-// NewBusyboxExecutor fills dir with links to busybox's applets, except those
-// in without (e.g. "sha256sum" to test an image without it), and returns an
-// executor that runs with only dir on PATH.
+// NewBusybox fills dir with links to busybox's applets, except those in
+// without (e.g. "sha256sum" to test an image without it), and returns a
+// Runner that runs with only dir on PATH.
 //
 // A busybox built with FEATURE_SH_STANDALONE (Debian's busybox-static) runs
 // its own applets whatever PATH says, so when without names tools other than
 // sh, sh is the host's /bin/sh instead, which does honour PATH.
-func NewBusyboxExecutor(busybox, dir string, without ...string) (*LocalExecutor, error) {
+func NewBusybox(busybox, dir string, without ...string) (*Runner, error) {
 	out, err := exec.Command(busybox, "--list").Output()
 	if err != nil {
 		return nil, fmt.Errorf("listing applets of %q: %w", busybox, err)
@@ -61,20 +52,13 @@ func NewBusyboxExecutor(busybox, dir string, without ...string) (*LocalExecutor,
 			return nil, fmt.Errorf("linking applet %q: %w", applet, err)
 		}
 	}
-	return &LocalExecutor{Bin: dir}, nil
+	return &Runner{Bin: dir}, nil
 }
 
-// Exec runs argv with stdin, mapping a non-zero exit to an ExitError.
-func (l *LocalExecutor) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if l.Fail != nil {
-		if err := l.Fail(t, argv); err != nil {
-			return err
-		}
-	}
-	if l.Sandbox != nil && len(argv) > 4 && strings.HasPrefix(argv[3], "livesync") && argv[3] != "livesync-on-sync" {
-		argv = slices.Clone(argv)
-		argv[4] = filepath.Join(l.Sandbox(t), argv[4])
-	}
+// Run runs argv with stdin, streaming its output to stdout and stderr (either
+// may be nil); a non-zero exit is an ExitCode. Cancelling ctx ends it the
+// way a closed exec stream does.
+func (l *Runner) Run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	name := argv[0]
 	env := os.Environ()
 	if l.Bin != "" {
@@ -156,13 +140,14 @@ func (l *LocalExecutor) Exec(ctx context.Context, t Target, argv []string, stdin
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.Exited() {
-		return codeError(ee.ExitCode())
+		return ExitCode(ee.ExitCode())
 	}
 	return err
 }
 
-// codeError is an ExitError with just a code.
-type codeError int
+// ExitCode is the error of a command that exited with this non-zero code; it
+// has an ExitStatus, as client-go's exec.CodeExitError does.
+type ExitCode int
 
-func (c codeError) Error() string   { return fmt.Sprintf("command terminated with exit code %d", int(c)) }
-func (c codeError) ExitStatus() int { return int(c) }
+func (c ExitCode) Error() string   { return fmt.Sprintf("command terminated with exit code %d", int(c)) }
+func (c ExitCode) ExitStatus() int { return int(c) }

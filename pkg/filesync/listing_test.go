@@ -1,0 +1,112 @@
+package filesync
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestListRemote(t *testing.T) {
+	variants := map[string]struct {
+		ex  func(t *testing.T) Executor
+		alg string
+	}{
+		"busybox":                   {func(t *testing.T) Executor { return busybox(t) }, "sha256sum"},
+		"busybox without sha256sum": {func(t *testing.T) Executor { return busybox(t, "sha256sum") }, "md5sum"},
+		"busybox without hashes":    {func(t *testing.T) Executor { return busybox(t, "sha256sum", "md5sum") }, ""},
+		"gnu":                       {func(t *testing.T) Executor { return &localExecutor{} }, "sha256sum"},
+	}
+	for name, v := range variants {
+		t.Run(name, func(t *testing.T) {
+			remote := t.TempDir()
+			writeTree(t, remote, weirdNames)
+			writeTree(t, remote, map[string]string{"bin/run": "#!/bin/sh", "empty/": "", "link@bin/run": "", "nl@new\nline\n": ""})
+			must(t, os.Chmod(filepath.Join(remote, "bin/run"), 0o751))
+			m := testMapping(t, t.TempDir(), remote, nil)
+			l, err := listRemote(context.Background(), v.ex(t), testTarget, m)
+			must(t, err)
+			if !l.exists || l.alg != v.alg {
+				t.Fatalf("exists=%v alg=%q, want true %q", l.exists, l.alg, v.alg)
+			}
+			want := readTree(t, remote)
+			if len(l.entries) != len(want) {
+				t.Errorf("listed %d entries, want %d", len(l.entries), len(want))
+			}
+			for rel := range want {
+				e, ok := l.entries[filepath.ToSlash(rel)]
+				if !ok {
+					t.Errorf("%q not listed", rel)
+					continue
+				}
+				fi, err := os.Lstat(filepath.Join(remote, rel))
+				must(t, err)
+				le, _ := entryOf(fi)
+				if e.Type != le.Type || e.MTime != fi.ModTime().Unix() {
+					t.Errorf("%q: listed %+v, have %+v", rel, e, le)
+				}
+				switch le.Type {
+				case TypeFile:
+					b, _ := os.ReadFile(filepath.Join(remote, rel))
+					if e.Size != fi.Size() || e.Mode != le.Mode || string(e.Sum) != string(digest(v.alg, b)) {
+						t.Errorf("%q: listed %+v (sum %x), want size %d mode %v sum %x", rel, e, e.Sum, fi.Size(), le.Mode, digest(v.alg, b))
+					}
+				case TypeSymlink:
+					target, _ := os.Readlink(filepath.Join(remote, rel))
+					if e.Link != target {
+						t.Errorf("%q: link %q, want %q", rel, e.Link, target)
+					}
+				}
+			}
+		})
+	}
+}
+
+func digest(alg string, b []byte) []byte {
+	switch alg {
+	case "sha256sum":
+		s := sha256.Sum256(b)
+		return s[:]
+	case "md5sum":
+		s := md5.Sum(b)
+		return s[:]
+	}
+	return nil
+}
+
+func TestListRemoteMissingAndFile(t *testing.T) {
+	ex := busybox(t)
+	dir := t.TempDir()
+	m := testMapping(t, t.TempDir(), filepath.Join(dir, "nope"), nil)
+	l, err := listRemote(context.Background(), ex, testTarget, m)
+	must(t, err)
+	if l.exists || len(l.entries) != 0 {
+		t.Errorf("missing root listed as %+v", l)
+	}
+
+	local := filepath.Join(t.TempDir(), "config.dev.yaml")
+	must(t, os.WriteFile(local, []byte("a: 1"), 0o644))
+	writeTree(t, dir, map[string]string{"config.yaml": "a: 1", "other": "not listed"})
+	m = testMapping(t, local, filepath.Join(dir, "config.yaml"), nil)
+	l, err = listRemote(context.Background(), ex, testTarget, m)
+	must(t, err)
+	if e, ok := l.entries[""]; len(l.entries) != 1 || !ok || e.Size != 4 {
+		t.Errorf("file mapping listed %+v", l.entries)
+	}
+}
+
+func TestParseListingRejectsUnsafeNames(t *testing.T) {
+	m := testMapping(t, t.TempDir(), "/app", nil)
+	out := "LS1\x00\x00dir\x00C\x00./ok\x00./a/../../etc\x00/abs\x00S\x00" +
+		"81a4 1 0 ./ok\n81a4 1 0 ./a/../../etc\n81a4 1 0 /abs\n\x00L\x00H\x00\x00END\x00"
+	l, err := parseListing([]byte(out), m)
+	must(t, err)
+	if len(l.entries) != 1 {
+		t.Errorf("entries = %v, want only ok", l.entries)
+	}
+	if _, err := parseListing([]byte("LS1\x00\x00dir\x00C\x00./ok\x00S\x00"), m); err == nil {
+		t.Error("truncated listing parsed")
+	}
+}

@@ -1,0 +1,75 @@
+# shellcheck shell=sh
+# apply.sh is the whole remote side of a batch, run as `sh -c` (comment lines
+# are dropped before it is sent). Arguments:
+#
+#   $1  the remote directory (absolute), created if missing
+#   $2  "x": extract the tar on stdin; "d": no tar
+#   $3  a file mapping's entry ("./name"), "" for a directory mapping
+#   $4  how many checks follow, $5 how many rmdirs, $6 how many chmods
+#   then the checks, the rmdirs, the chmods, and the deletes (all the rest)
+#
+# Every path is "./"-prefixed and relative to $1, travels as its own argv
+# element and is never parsed by a shell, so spaces, newlines, quotes and
+# unicode are safe. The steps run in this order:
+#
+#  1. A root of the wrong type is refused, never replaced: $1 must be a
+#     directory (or missing), and a file mapping's entry must not be one.
+#  2. Checks, parents first, so that nothing below is reached through a
+#     symlink the container has below $1 (tar writes `etc/passwd` through
+#     an existing link `etc -> /etc`, busybox tar chmods a directory entry
+#     through one, and `rm -rf ./etc/passwd` deletes through one):
+#     "p./dir": the local side has a directory here: a symlink is removed
+#     (the link itself) and replaced by an empty directory, and reported on
+#     stdout as "R./dir\0" so its former contents are sent again;
+#     "k./dir": the local side has no directory here (a remote-only one
+#     listed by mirror): a symlink stops the script before any delete;
+#     "w./dir": make the directory u+rwx (best effort) so that a non-root
+#     tar can fill it; a chmod below restores its mode.
+#  3. Deletes, with rm -rf and never a trailing slash, so a symlink is
+#     removed, not followed. They run before the tar so a type change
+#     (dir→file) extracts cleanly.
+#  4. rmdirs, deepest first: a directory that still holds something stays.
+#  5. The tar. `tar -o` (don't restore owner) means the same in GNU tar and
+#     busybox tar; mtimes are kept so an initial sync against an image
+#     without sha256sum/md5sum can still compare size+mtime.
+#  6. chmods ("555./dir", deepest first, best effort): directory modes that
+#     lack u+rwx, applied after their contents exist (busybox tar as
+#     non-root never chmods, and a 0555 directory created first refused its
+#     children).
+#
+# Shell loops over "$@" run builtins only, except where a link is replaced
+# or a mode fixed, and the deletes go to one rm. On failure the script adds
+# the container user's uid to stderr for the error message, and a missing
+# tar exits 127 with its own marker.
+set -e
+fail() { s=$?; echo "livesync: $1 failed" >&2; echo "livesync: uid $(id -u 2>/dev/null || echo unknown)" >&2; exit $s; }
+root=$1 mode=$2 file=$3 nc=$4 nr=$5 nm=$6
+shift 6
+if [ "$mode" = x ] && ! command -v tar >/dev/null 2>&1; then echo "livesync: tar not found" >&2; exit 127; fi
+if [ -z "$file" ] && { [ -e "$root" ] || [ -L "$root" ]; } && [ ! -d "$root" ]; then echo "livesync: conflict: not a directory" >&2; exit 3; fi
+mkdir -p "$root" || fail mkdir
+cd "$root" || fail cd
+if [ -n "$file" ] && [ -d "$file" ] && [ ! -L "$file" ]; then echo "livesync: conflict: a directory" >&2; exit 3; fi
+# 2. Checks.
+i=0
+for a; do
+  [ $i -lt "$nc" ] || break
+  i=$((i+1)) p=${a#?}
+  case $a in
+  p*) if [ -L "$p" ]; then rm -f -- "$p" || fail rm; mkdir -- "$p" || fail mkdir; printf 'R%s\0' "$p"; fi ;;
+  k*) if [ -L "$p" ]; then printf 'livesync: symlink in the way: %s\n' "$p" >&2; exit 4; fi ;;
+  w*) [ ! -d "$p" ] || chmod u+rwx -- "$p" 2>/dev/null || : ;;
+  esac
+done
+shift "$nc"
+# 3. Deletes: whatever follows the rmdirs and chmods.
+[ $# -eq $((nr+nm)) ] || (shift $((nr+nm)); exec rm -rf -- "$@") || fail rm
+# 4. rmdirs.
+i=0
+for a; do [ $i -lt "$nr" ] || break; i=$((i+1)); rmdir -- "$a" 2>/dev/null || :; done
+shift "$nr"
+# 5. The tar.
+[ "$mode" != x ] || tar -x -o -f - || fail tar
+# 6. chmods.
+i=0
+for a; do [ $i -lt "$nm" ] || break; i=$((i+1)); chmod "${a%%./*}" -- "./${a#*./}" 2>/dev/null || :; done

@@ -1,0 +1,276 @@
+package filesync
+
+import (
+	"context"
+	"errors"
+	"path"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// retryAfter is how long a target whose sync failed waits before trying
+// again by itself (doubling up to maxRetryAfter). Any new batch also retries
+// it. Failures that look permanent are retried too: an apiserver that just
+// restarted answers "forbidden" until its RBAC cache is warm, and a kubelet
+// that just restarted says "pod does not exist"; while the tracker keeps the
+// target, only a later try can tell. The same error is reported once.
+const (
+	retryAfter    = 2 * time.Second
+	maxRetryAfter = 30 * time.Second
+)
+
+// target is one target's state. idx and the fields above mu are owned by
+// the target's worker goroutine.
+type target struct {
+	Target
+	idx     []*Index
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wake    chan struct{}
+	backoff time.Duration
+	runner  *onSyncRunner // nil without an on-sync command
+
+	mu      sync.Mutex
+	due     []pending // per mapping, merged from the batches up to seqHi
+	seqHi   uint64    // highest batch merged into due
+	synced  bool      // initial sync done: idx is valid
+	dirty   bool      // a batch failed: compare the whole tree next time
+	lastErr string    // the last reported error, to report each once
+
+	// held is, per mapping, the held set last reported (see Engine.hold).
+	held map[int]string
+}
+
+func (tg *target) signal() {
+	select {
+	case tg.wake <- struct{}{}:
+	default:
+	}
+}
+
+// work is tg's worker: it processes what is pending whenever tg is woken or
+// its backoff runs out, until tg is removed or the engine closes.
+func (e *Engine) work(tg *target) {
+	defer e.wg.Done()
+	defer tg.runner.close()
+	for {
+		var (
+			timer  clock.Timer
+			retryC <-chan time.Time
+		)
+		if tg.backoff > 0 {
+			timer = e.clk.NewTimer(tg.backoff)
+			retryC = timer.C()
+		}
+		select {
+		case <-tg.ctx.Done():
+		case <-tg.wake:
+		case <-retryC:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if tg.ctx.Err() != nil {
+			return
+		}
+		e.mu.Lock()
+		closing := e.closing
+		e.mu.Unlock()
+		_ = e.process(tg) // reported by process; a failure is retried on backoff
+		if closing {
+			return
+		}
+	}
+}
+
+// process does whatever tg has pending: its initial sync, a re-sync after a
+// failure, or the merged paths of the batches since the last call. It returns
+// the sync's error, or tg.ctx's once that ended it (nothing is reported then).
+func (e *Engine) process(tg *target) error {
+	tg.mu.Lock()
+	due, seq := tg.due, tg.seqHi
+	tg.due = make([]pending, len(e.maps))
+	synced, dirty := tg.synced, tg.dirty
+	tg.mu.Unlock()
+
+	var (
+		r       unitResult
+		initial InitialSync
+	)
+	if !synced {
+		initial, r.err = e.initialSync(tg.ctx, tg)
+	} else {
+		r = e.syncBatch(tg, due, dirty)
+	}
+	if err := tg.ctx.Err(); err != nil {
+		return err // removed or shutting down: nothing to report
+	}
+	if r.err != nil {
+		tg.backoff = min(max(2*tg.backoff, retryAfter), maxRetryAfter)
+	} else {
+		tg.backoff = 0
+	}
+	tg.mu.Lock()
+	switch {
+	case r.err == nil:
+		tg.synced, tg.dirty, tg.lastErr = true, false, ""
+	case synced:
+		tg.dirty = true
+	}
+	tg.mu.Unlock()
+	switch {
+	case r.err != nil:
+		e.reportErr(tg, r.err, !synced)
+	case !synced:
+		e.rep.Report(initial)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	seqs := make([]uint64, 0, len(e.inflight))
+	for s := range e.inflight {
+		if s <= seq {
+			seqs = append(seqs, s)
+		}
+	}
+	slices.Sort(seqs)
+	for _, s := range seqs {
+		e.doneLocked(s, tg.String(), r)
+	}
+	return r.err
+}
+
+// initialSync compares each mapping with the container and sends the
+// difference, then replaces tg's index. Callers report the outcome (after
+// recording it, so events never run ahead of the state).
+func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, error) {
+	start := e.clk.Now()
+	ev := InitialSync{Target: tg.Target}
+	idxs := make([]*Index, len(e.maps))
+	var changed []string
+	err := func() error {
+		for i, m := range e.maps {
+			local, warns, err := localTree(m)
+			if err != nil {
+				return err
+			}
+			e.warn(tg, warns)
+			if e.cfg.Initial == InitialNone {
+				idxs[i] = NewIndex()
+				for rel, le := range local.entries {
+					idxs[i].Put(rel, le)
+				}
+				continue
+			}
+			var l *listing
+			lex := e.exec.within(listLimit(e.cfg.ExecTimeout, treeBytes(local.entries)))
+			err = e.retry.do(ctx, e.clk, func() (err error) {
+				l, err = listRemote(ctx, lex, tg.Target, m)
+				return err
+			})
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				e.log.Info("listing failed; sending everything", "target", tg.String(), "remote", m.Remote, "err", err)
+				l = nil
+			}
+			p, idx, err := planInitial(m, local, l, e.cfg.Initial)
+			if err != nil {
+				return err
+			}
+			guardInitial(m, p, idx, l)
+			e.hold(tg, i, p.Held)
+			if !p.Empty() || l == nil || !l.exists {
+				pe := &progressExecutor{Executor: e.exec, clk: e.clk, start: start, report: func(p Progress) { e.rep.Report(p) },
+					base: Progress{Target: tg.Target, Files: len(p.Copies), TotalBytes: planBytes(p)}}
+				res, err := e.applyPlan(ctx, pe, tg.Target, m, p)
+				if err != nil {
+					return err
+				}
+				idx.apply(p, res.archiveResult)
+				e.warn(tg, res.warnings)
+				e.requeue(tg, i, res.raced)
+				e.requeue(tg, i, res.forgetReplaced(idx))
+				ev.Files += res.files
+				ev.Deleted += res.deleted
+				ev.Bytes += res.bytes
+				changed = append(changed, remotePaths(m, p)...)
+			}
+			idxs[i] = idx
+		}
+		return nil
+	}()
+	if err == nil {
+		tg.idx = idxs
+		e.onSync(tg, changed)
+	}
+	if ctx.Err() != nil {
+		return ev, ctx.Err()
+	}
+	ev.Duration = e.clk.Since(start)
+	return ev, err
+}
+
+// applyPlan applies p in t with retries, or reports it under DryRun.
+func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan) (applyResult, error) {
+	if e.cfg.DryRun {
+		ev := DryRun{Target: t}
+		for _, c := range p.Copies {
+			ev.Copy = append(ev.Copy, path.Join(string(m.remoteDir()), c.Name))
+		}
+		for _, d := range p.Deletes {
+			ev.Delete = append(ev.Delete, path.Join(string(m.remoteDir()), m.remoteName(d)))
+		}
+		if len(ev.Copy)+len(ev.Delete) > 0 {
+			e.rep.Report(ev)
+		}
+		return applyResult{deleted: len(p.Deletes), archiveResult: archiveResult{files: len(p.Copies)}}, nil
+	}
+	var (
+		res      applyResult
+		replaced []string
+	)
+	err := e.retry.do(ctx, e.clk, func() (err error) {
+		res, err = apply(ctx, ex, t, m, p)
+		replaced = append(replaced, res.replaced...) // failed attempts' too
+		return err
+	})
+	res.replaced = replaced
+	return res, err
+}
+
+// onSync hands the changed remote paths to tg's on-sync runner, if any.
+func (e *Engine) onSync(tg *target, changed []string) {
+	tg.runner.submit(changed)
+}
+
+// reportErr reports err for tg unless it is the same as the last one: as a
+// failed InitialSync when initial, else as an Error.
+func (e *Engine) reportErr(tg *target, err error, initial bool) {
+	tg.mu.Lock()
+	msg := err.Error()
+	repeat := msg == tg.lastErr
+	tg.lastErr = msg
+	tg.mu.Unlock()
+	switch {
+	case repeat:
+	case initial:
+		e.rep.Report(InitialSync{Target: tg.Target, Err: err})
+	default:
+		ev := Error{Target: tg.Target, Err: err}
+		var se *SyncError
+		if errors.As(err, &se) {
+			ev.Hint = se.Hint
+		}
+		e.rep.Report(ev)
+	}
+}
+
+func (e *Engine) warn(tg *target, warns []error) {
+	for _, w := range warns {
+		e.rep.Report(Error{Target: tg.Target, Err: w})
+	}
+}
