@@ -130,9 +130,8 @@ func (l *localExecutor) Exec(ctx context.Context, t Target, argv []string, stdin
 			return err
 		}
 	}
-	if l.Sandbox != nil && len(argv) > 4 && strings.HasPrefix(argv[3], "livesync") && argv[3] != "livesync-on-sync" {
-		argv = slices.Clone(argv)
-		argv[4] = filepath.Join(l.Sandbox(t), argv[4])
+	if l.Sandbox != nil {
+		argv = localexec.Sandboxed(argv, l.Sandbox(t))
 	}
 	return l.Run(ctx, argv, stdin, stdout, stderr)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakewatch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 )
 
@@ -43,7 +44,7 @@ func TestPump(t *testing.T) {
 	if matchers[1] != nil {
 		t.Error("a single-file root got a matcher")
 	}
-	w, j := watch.NewFakeWatcher(), newJournal()
+	w, j := fakewatch.New(), newJournal()
 	out := make(chan filesync.Change)
 	go pump(context.Background(), w, roots, matchers, out, fakeReporter{j})
 

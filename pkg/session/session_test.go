@@ -21,6 +21,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakeexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakewatch"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -152,7 +155,7 @@ type fixture struct {
 	local   string
 	sandbox string
 	images  *fakeImages
-	watcher *watch.FakeWatcher
+	watcher *fakewatch.Watcher
 	cfg     Config
 	deps    Deps
 }
@@ -160,11 +163,11 @@ type fixture struct {
 func newFixture(t *testing.T, pods ...runtime.Object) *fixture {
 	t.Helper()
 	j := newJournal()
-	f := &fixture{j: j, local: t.TempDir(), sandbox: t.TempDir(), images: &fakeImages{j: j}, watcher: watch.NewFakeWatcher()}
+	f := &fixture{j: j, local: t.TempDir(), sandbox: t.TempDir(), images: &fakeImages{j: j}, watcher: fakewatch.New()}
 	writeFile(t, filepath.Join(f.local, "index.html"), "v1")
 	f.cfg = Config{Sync: filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(f.local), Remote: "/app"}},
 		Quiet: time.Millisecond, Cap: 10 * time.Millisecond}}
-	ex := &filesync.LocalExecutor{Sandbox: func(tg filesync.Target) string { return filepath.Join(f.sandbox, tg.Pod) }}
+	ex := sandboxExecutor{dir: f.sandbox}
 	f.deps = Deps{
 		Resolve: func() (*workload.Workload, error) {
 			j.add("resolve")
@@ -216,8 +219,8 @@ func TestRunOnce(t *testing.T) {
 	t.Run("not converged", func(t *testing.T) {
 		f := newFixture(t, runningPod("web-1"))
 		f.cfg.Once = true
-		f.deps.Executor = &filesync.FakeExecutor{Respond: func(filesync.FakeCall) filesync.FakeResponse {
-			return filesync.FakeResponse{Stderr: "livesync: tar not found\n", Err: exitError(127)}
+		f.deps.Executor = &fakeexec.Executor{Respond: func(fakeexec.Call) fakeexec.Response {
+			return fakeexec.Response{Stderr: "livesync: tar not found\n", Err: exitError(127)}
 		}}
 		err := Run(context.Background(), f.cfg, f.deps)
 		if want := "not every container of deployment/web converged; see the errors above"; err == nil || err.Error() != want {
@@ -327,4 +330,14 @@ func TestRunWatches(t *testing.T) {
 	if !f.watcher.Closed() {
 		t.Error("the watcher was left open")
 	}
+}
+
+// sandboxExecutor runs the real remote scripts on this machine, each pod's files under dir/POD.
+type sandboxExecutor struct {
+	localexec.Runner
+	dir string
+}
+
+func (s sandboxExecutor) Exec(ctx context.Context, t filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return s.Run(ctx, localexec.Sandboxed(argv, filepath.Join(s.dir, t.Pod)), stdin, stdout, stderr)
 }

@@ -151,3 +151,15 @@ type ExitCode int
 
 func (c ExitCode) Error() string   { return fmt.Sprintf("command terminated with exit code %d", int(c)) }
 func (c ExitCode) ExitStatus() int { return int(c) }
+
+// Sandboxed returns argv with the remote directory argument of a livesync script (sh -c
+// SCRIPT livesync-NAME DIR ...) moved under the host directory dir, so several fake targets
+// can share this machine; any other argv (the on-sync command's included) is returned as is.
+func Sandboxed(argv []string, dir string) []string {
+	if len(argv) <= 4 || !strings.HasPrefix(argv[3], "livesync") || argv[3] == "livesync-on-sync" {
+		return argv
+	}
+	argv = slices.Clone(argv)
+	argv[4] = filepath.Join(dir, argv[4])
+	return argv
+}
