@@ -96,6 +96,7 @@ func (o *InitOptions) Validate() error {
 	if err := s.check(&s.cfg, ms, s.initial); err != nil {
 		return err
 	}
+	s.args = nil
 	if len(wargs) > 0 {
 		s.args = bargs
 	}

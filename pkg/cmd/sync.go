@@ -42,8 +42,9 @@ type SyncOptions struct {
 	flags   *pflag.FlagSet
 }
 
-func newCmdSync(g *globalOptions) *cobra.Command {
-	o := &SyncOptions{g: g}
+func newCmdSync(g *globalOptions) *cobra.Command { return newCmdSyncFor(&SyncOptions{g: g}) }
+
+func newCmdSyncFor(o *SyncOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "livesync (TYPE/NAME | TYPE NAME | POD | [TYPE] -l SELECTOR) LOCAL:REMOTE [LOCAL:REMOTE ...]",
 		Short: "Live-sync local files into the running containers of a workload; pin and follow mutable image tags",

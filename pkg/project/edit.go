@@ -29,7 +29,7 @@ func Add(path string, s Sync, replace bool) ([]byte, error) {
 	case err != nil:
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	default:
-		if _, err := Parse(data); err != nil {
+		if _, err := parse(data, true); err != nil {
 			return nil, fmt.Errorf("%s:%w: fix it before adding to it", path, err)
 		}
 	}

@@ -64,7 +64,10 @@ func Load(path string) (*File, error) {
 }
 
 // Parse decodes and validates data. An error starts with the line number ("12: ...").
-func Parse(data []byte) (*File, error) {
+func Parse(data []byte) (*File, error) { return parse(data, false) }
+
+// parse is Parse; empty allows a file with no entries yet (one Add is about to extend).
+func parse(data []byte, empty bool) (*File, error) {
 	var doc yamlv3.Node
 	dec := yamlv3.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
@@ -84,7 +87,7 @@ func Parse(data []byte) (*File, error) {
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("1: %w", err) // check caught what it knows; this is a backstop
 	}
-	if err := f.validate(lines); err != nil {
+	if err := f.validate(lines, empty); err != nil {
 		return nil, err
 	}
 	return &f, nil
@@ -248,7 +251,7 @@ func describe(n *yamlv3.Node) string {
 	return fmt.Sprintf("%q", n.Value)
 }
 
-func (f *File) validate(lines map[string]int) error {
+func (f *File) validate(lines map[string]int, empty bool) error {
 	at := func(path, format string, args ...any) error {
 		return fmt.Errorf("%d: %s: %s", lines[path], path, fmt.Sprintf(format, args...))
 	}
@@ -257,7 +260,7 @@ func (f *File) validate(lines map[string]int) error {
 		return at("apiVersion", "want %s, got %q", APIVersion, f.APIVersion)
 	case f.Kind != Kind:
 		return at("kind", "want %s, got %q", Kind, f.Kind)
-	case len(f.Syncs) == 0:
+	case len(f.Syncs) == 0 && !empty:
 		return at("syncs", "no entries: add one with kubectl livesync init TYPE/NAME LOCAL:REMOTE")
 	}
 	var names []string
