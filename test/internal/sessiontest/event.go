@@ -25,7 +25,7 @@ type Event struct {
 	Copy       []string `json:"copy"`
 	Delete     []string `json:"delete"`
 	ExitCode   *int     `json:"exitCode"`
-	Output     *string  `json:"output"`
+	Output     string   `json:"output"`
 	Error      string   `json:"error"`
 	Hint       string   `json:"hint"`
 	Message    string   `json:"message"`
