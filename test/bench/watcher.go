@@ -17,6 +17,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
 // measureWatcher is item 6 on a 100,000-file tree: watcher set-up time in process (paired
@@ -60,22 +61,19 @@ func (b *bench) measureWatcher(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := b.c.startSession("deploy/w", root+":/w", "--initial", "none")
-	if err != nil {
-		return err
-	}
-	defer s.stop()
-	if _, err := s.next("initial-sync", 3*time.Minute); err != nil {
+	s := b.newSession().Args("deploy/w", "--initial", "none").Map(root, "/w").Start()
+	defer s.Stop()
+	if _, err := s.Next("initial-sync", 3*time.Minute); err != nil {
 		return err
 	}
 	time.Sleep(3 * time.Second) // let start-up work (GC, the informer) settle
-	cpu0, err := cpuTicks(s.pid())
+	cpu0, err := cpuTicks(s.Pid())
 	if err != nil {
 		return err
 	}
 	start := time.Now()
 	time.Sleep(b.idle)
-	cpu1, err := cpuTicks(s.pid())
+	cpu1, err := cpuTicks(s.Pid())
 	if err != nil {
 		return err
 	}
@@ -127,7 +125,7 @@ func (b *bench) measureWatcher(ctx context.Context) error {
 			return fmt.Errorf("burst %d: %w", round, err)
 		}
 	}
-	rss, err := peakRSS(s.pid())
+	rss, err := peakRSS(s.Pid())
 	if err != nil {
 		return err
 	}
@@ -160,7 +158,7 @@ func burstFiles(round int) ([]string, map[string][]byte) {
 // burst writes files under root as fast as it can and returns the time from the last write to
 // the probe seeing the last file in the container, how long the writes took, and how many
 // batch events the session printed until two quiet seconds.
-func (b *bench) burst(ctx context.Context, s *session, p *probe, root string, rels []string, files map[string][]byte) (lag, written time.Duration, batches int, err error) {
+func (b *bench) burst(ctx context.Context, s *sessiontest.Session, p *probe, root string, rels []string, files map[string][]byte) (lag, written time.Duration, batches int, err error) {
 	exp := make([]expect, len(rels))
 	for i, r := range rels {
 		exp[i] = expect{path: "/w/" + r, data: files[r]}
@@ -168,7 +166,7 @@ func (b *bench) burst(ctx context.Context, s *session, p *probe, root string, re
 	if err := p.arm(exp); err != nil {
 		return 0, 0, 0, err
 	}
-	s.drain()
+	s.Drain()
 	begin := time.Now()
 	for _, rel := range rels {
 		if err := os.WriteFile(filepath.Join(root, rel), files[rel], 0o644); err != nil {
@@ -182,21 +180,21 @@ func (b *bench) burst(ctx context.Context, s *session, p *probe, root string, re
 	}
 	// Batch events (a worker that merged several batches reports each with the same counts)
 	// until two quiet seconds, for the log.
-	n, err := s.settle()
+	n, err := s.Settle(2 * time.Second)
 	return at.Sub(begin) - written, written, n, err
 }
 
 // removeBurst deletes a burst's files and waits until the session has synced the deletion.
-func (b *bench) removeBurst(ctx context.Context, s *session, root string, rels []string) error {
+func (b *bench) removeBurst(ctx context.Context, s *sessiontest.Session, root string, rels []string) error {
 	for _, rel := range rels {
 		if err := os.Remove(filepath.Join(root, rel)); err != nil {
 			return err
 		}
 	}
-	if _, err := s.next("batch", time.Minute); err != nil {
+	if _, err := s.Next("batch", time.Minute); err != nil {
 		return err
 	}
-	_, err := s.settle()
+	_, err := s.Settle(2 * time.Second)
 	return err
 }
 
