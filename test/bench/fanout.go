@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
 // measureFanout is item 5: one session on a 1-replica and one on a 5-replica deployment, saves
@@ -25,7 +26,7 @@ func (b *bench) measureFanout(ctx context.Context) error {
 		name string
 		n    int
 		dir  string
-		s    *session
+		s    *sessiontest.Session
 		ts   []filesync.Target
 		lat  []time.Duration
 	}
@@ -42,12 +43,10 @@ func (b *bench) measureFanout(ctx context.Context) error {
 		if sd.ts, err = b.c.targets(ctx, sd.name, sd.n); err != nil {
 			return err
 		}
-		if sd.s, err = b.c.startSession("deploy/"+sd.name, sd.dir+":/app"); err != nil {
-			return err
-		}
-		defer sd.s.stop()
+		sd.s = b.newSession().Args("deploy/"+sd.name).Map(sd.dir, "/app").Start()
+		defer sd.s.Stop()
 		for range sd.n {
-			if _, err := sd.s.next("initial-sync", 2*time.Minute); err != nil {
+			if _, err := sd.s.Next("initial-sync", 2*time.Minute); err != nil {
 				return err
 			}
 		}
@@ -61,7 +60,7 @@ func (b *bench) measureFanout(ctx context.Context) error {
 			if err := os.WriteFile(filepath.Join(sd.dir, "edit.txt"), textContent(seed, 100+i%50), 0o644); err != nil {
 				return err
 			}
-			ev, err := sd.s.next("batch", 30*time.Second)
+			ev, err := sd.s.Next("batch", 30*time.Second)
 			if err != nil {
 				return err
 			}
@@ -72,7 +71,7 @@ func (b *bench) measureFanout(ctx context.Context) error {
 				sd.lat = append(sd.lat, time.Duration(ev.LatencyMs*float64(time.Millisecond)))
 			}
 			time.Sleep(time.Duration(50+b.rnd.IntN(50)) * time.Millisecond)
-			sd.s.drain()
+			sd.s.Drain()
 		}
 		d5, d1, err := alternate(i, func() (time.Duration, error) { return parallelFloor(ctx, b.c, sides[1].ts) },
 			func() (time.Duration, error) { return parallelFloor(ctx, b.c, sides[0].ts) })

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
 // copier is one way to put the initial tree into a fresh directory of a running container.
@@ -121,24 +122,21 @@ func (b *bench) measureResync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := b.c.startSession("deploy/big", b.initialTree+":/app")
-	if err != nil {
-		return err
-	}
-	defer s.stop()
-	full, err := s.next("initial-sync", 3*time.Minute)
+	s := b.newSession().Args("deploy/big").Map(b.initialTree, "/app").Start()
+	defer s.Stop()
+	full, err := s.Next("initial-sync", 3*time.Minute)
 	if err != nil {
 		return err
 	}
 	if err := b.checkCopy(ctx, ts[0], "/app"); err != nil {
 		return err
 	}
-	var fulls, res []event
+	var fulls, res []sessiontest.Event
 	for i := range 2 {
 		if _, err := b.c.sh(ctx, ts[0], "find /app -exec touch {} + && kill 1", nil); err != nil {
 			return err
 		}
-		re, err := s.next("initial-sync", 3*time.Minute)
+		re, err := s.Next("initial-sync", 3*time.Minute)
 		if err != nil {
 			return fmt.Errorf("re-sync %d: %w", i, err)
 		}
@@ -155,15 +153,13 @@ func (b *bench) measureResync(ctx context.Context) error {
 		if i == 0 {
 			// The second pair: a full copy into a fresh directory of the same container,
 			// by the same session's engine, right before the next restart.
-			s.stop()
+			s.Stop()
 			if _, err := b.c.sh(ctx, ts[0], "rm -rf /app/* && sync", nil); err != nil {
 				return err
 			}
-			if s, err = b.c.startSession("deploy/big", b.initialTree+":/app"); err != nil {
-				return err
-			}
-			defer s.stop()
-			if full, err = s.next("initial-sync", 3*time.Minute); err != nil {
+			s = b.newSession().Args("deploy/big").Map(b.initialTree, "/app").Start()
+			defer s.Stop()
+			if full, err = s.Next("initial-sync", 3*time.Minute); err != nil {
 				return err
 			}
 		}

@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
 // latencyRun is one save→visible series against one synced container.
 type latencyRun struct {
 	c      *cluster
 	t      filesync.Target
-	s      *session
+	s      *sessiontest.Session
 	p      *probe
 	local  string
 	remote string
@@ -34,12 +35,9 @@ func (b *bench) startLatency(ctx context.Context, name, local string, flags ...s
 	if err := b.c.uploadProbe(ctx, ts[0], b.probeBin); err != nil {
 		return nil, err
 	}
-	s, err := b.c.startSession(append([]string{"deploy/" + name, local + ":/app"}, flags...)...)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.next("initial-sync", 2*time.Minute); err != nil {
-		s.stop()
+	s := b.newSession().Args("deploy/"+name).Args(flags...).Map(local, "/app").Start()
+	if _, err := s.Next("initial-sync", 2*time.Minute); err != nil {
+		s.Stop()
 		return nil, err
 	}
 	return &latencyRun{c: b.c, t: ts[0], s: s, p: b.c.startProbe(ctx, ts[0]), local: local, remote: "/app", seed: uint64(time.Now().UnixNano())}, nil
@@ -47,7 +45,7 @@ func (b *bench) startLatency(ctx context.Context, name, local string, flags ...s
 
 func (l *latencyRun) stop() {
 	l.p.close()
-	l.s.stop()
+	l.s.Stop()
 }
 
 // save writes files (rel → content) locally, as an editor or a tool would, and returns the
@@ -71,11 +69,11 @@ func (l *latencyRun) save(rels []string, files map[string][]byte) (time.Duration
 	if err != nil {
 		return 0, err
 	}
-	if _, err := l.s.next("batch", 30*time.Second); err != nil {
+	if _, err := l.s.Next("batch", 30*time.Second); err != nil {
 		return 0, err
 	}
 	time.Sleep(20 * time.Millisecond) // let a split batch show up before draining
-	l.s.drain()
+	l.s.Drain()
 	return at.Sub(start), nil
 }
 

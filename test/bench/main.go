@@ -40,6 +40,8 @@ type bench struct {
 	benchtime   string
 
 	quietLatency []quietPoint
+
+	t *phase // of the phase that runs
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -171,7 +173,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 			continue
 		}
 		b.logf("%s", s.name)
-		if err := s.fn(ctx); err != nil {
+		if err := b.runPhase(ctx, s.fn); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}

@@ -4,168 +4,62 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
-// event is one NDJSON line of `kubectl-livesync -o json` (the fields the benchmark reads).
-type event struct {
-	Type       string    `json:"type"`
-	Time       time.Time `json:"time"`
-	Files      int       `json:"files"`
-	Changed    int       `json:"changed"`
-	Targets    int       `json:"targets"`
-	Failed     int       `json:"failed"`
-	Bytes      int64     `json:"bytes"`
-	LatencyMs  float64   `json:"latencyMs"`
-	DurationMs float64   `json:"durationMs"`
-	Error      string    `json:"error"`
-	Target     *struct {
-		Pod         string `json:"pod"`
-		ContainerID string `json:"containerID"`
-	} `json:"target"`
+// phase is the sessiontest.TB of one benchmark phase, the way *testing.T is a test's: Fatalf
+// ends the phase with that error, Errorf fails it at its end, Cleanup runs when it ends.
+type phase struct {
+	errs     []error
+	cleanups []func()
 }
 
-// session is a running `kubectl-livesync … -o json`, the product as a user runs it.
-type session struct {
-	cmd    *exec.Cmd
-	events chan event
-	done   chan struct{} // closed once the process exited
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	once   sync.Once
-}
+// phaseFatal is the panic of phase.Fatalf, recovered by runPhase.
+type phaseFatal struct{ err error }
 
-func (c *cluster) startSession(args ...string) (*session, error) {
-	s := &session{events: make(chan event, 4096), done: make(chan struct{})}
-	s.cmd = exec.Command(c.binary, append([]string{"--kubeconfig", c.kubeconfig, "-n", c.ns, "-o", "json"}, args...)...)
-	s.cmd.Stderr = lockedWriter{&s.mu, &s.stderr}
-	out, err := s.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", c.binary, err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var ev event
-			if json.Unmarshal(sc.Bytes(), &ev) == nil {
-				s.events <- ev
-			}
+func (p *phase) Helper()                           {}
+func (p *phase) Fatalf(format string, args ...any) { panic(phaseFatal{fmt.Errorf(format, args...)}) }
+func (p *phase) Errorf(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf(format, args...))
+}
+func (p *phase) Cleanup(fn func()) { p.cleanups = append(p.cleanups, fn) }
+
+// runPhase runs fn as one phase: the sessions it starts report to the phase and are killed
+// when it ends, if fn did not stop them.
+func (b *bench) runPhase(ctx context.Context, fn func(context.Context) error) (err error) {
+	p := &phase{}
+	b.t = p
+	defer func() {
+		for i := len(p.cleanups) - 1; i >= 0; i-- {
+			p.cleanups[i]()
 		}
-		close(s.events)
-		_ = s.cmd.Wait() // its exit status says nothing the events did not
-		close(s.done)
+		if r := recover(); r != nil {
+			f, ok := r.(phaseFatal)
+			if !ok {
+				panic(r)
+			}
+			err = f.err
+		}
+		err = errors.Join(append([]error{err}, p.errs...)...)
 	}()
-	return s, nil
+	return fn(ctx)
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-// next returns the next event of type typ; an error event or the session's end fails it.
-func (s *session) next(typ string, timeout time.Duration) (event, error) {
-	deadline := time.After(timeout)
-	for {
-		select {
-		case ev, ok := <-s.events:
-			switch {
-			case !ok:
-				return event{}, fmt.Errorf("session ended: %s", s.tail())
-			case ev.Error != "":
-				return ev, fmt.Errorf("session reported %s: %s", ev.Type, ev.Error)
-			case ev.Type == typ:
-				return ev, nil
-			}
-		case <-deadline:
-			return event{}, fmt.Errorf("no %s event within %s: %s", typ, timeout, s.tail())
-		}
-	}
-}
-
-// settle reads events until two seconds pass without one and returns how many were batches.
-func (s *session) settle() (int, error) {
-	batches := 0
-	for {
-		select {
-		case ev, ok := <-s.events:
-			if !ok {
-				return batches, fmt.Errorf("session ended: %s", s.tail())
-			}
-			if ev.Type == "batch" {
-				batches++
-			}
-		case <-time.After(2 * time.Second):
-			return batches, nil
-		}
-	}
-}
-
-// drain discards the events already printed.
-func (s *session) drain() {
-	for {
-		select {
-		case _, ok := <-s.events:
-			if !ok {
-				return
-			}
-		default:
-			return
-		}
-	}
-}
-
-func (s *session) tail() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.stderr.String()
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return strings.TrimSpace(b)
-}
-
-func (s *session) pid() int { return s.cmd.Process.Pid }
-
-// stop interrupts the session like Ctrl-C.
-func (s *session) stop() {
-	s.once.Do(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGINT)
-		go func() {
-			for range s.events { // unblock the reader
-			}
-		}()
-		select {
-		case <-s.done:
-		case <-time.After(20 * time.Second):
-			_ = s.cmd.Process.Kill()
-		}
-	})
+// newSession is a session of the binary under test in the benchmark's namespace, as a user
+// runs it; the caller adds the workload, the mapping and flags, and starts it.
+func (b *bench) newSession() *sessiontest.Session {
+	return sessiontest.NewSession(b.t, b.c.binary).Kubeconfig(b.c.kubeconfig).Namespace(b.c.ns)
 }
 
 // expect is a file the probe waits for, by its remote path and content.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
 // measureWatcher is item 6 on a 100,000-file tree: watcher set-up time in process (paired
@@ -55,27 +57,27 @@ func (b *bench) measureWatcher(ctx context.Context) error {
 	n := fmt.Sprintf(" (n=%d)", len(ready))
 	b.res.pair("watcher ready, 100,000 files / 5,051 dirs"+n, secs(median(ready)), "s", "bare walk of the tree", secs(median(walk))).
 		target("< 10 s", median(ready) < 10*time.Second)
+	if err := b.measureIgnoredWatch(ctx); err != nil {
+		return err
+	}
 
 	ts, err := b.c.targets(ctx, "w", 1)
 	if err != nil {
 		return err
 	}
-	s, err := b.c.startSession("deploy/w", root+":/w", "--initial", "none")
-	if err != nil {
-		return err
-	}
-	defer s.stop()
-	if _, err := s.next("initial-sync", 3*time.Minute); err != nil {
+	s := b.newSession().Args("deploy/w", "--initial", "none").Map(root, "/w").Start()
+	defer s.Stop()
+	if _, err := s.Next("initial-sync", 3*time.Minute); err != nil {
 		return err
 	}
 	time.Sleep(3 * time.Second) // let start-up work (GC, the informer) settle
-	cpu0, err := cpuTicks(s.pid())
+	cpu0, err := cpuTicks(s.Pid())
 	if err != nil {
 		return err
 	}
 	start := time.Now()
 	time.Sleep(b.idle)
-	cpu1, err := cpuTicks(s.pid())
+	cpu1, err := cpuTicks(s.Pid())
 	if err != nil {
 		return err
 	}
@@ -127,7 +129,7 @@ func (b *bench) measureWatcher(ctx context.Context) error {
 			return fmt.Errorf("burst %d: %w", round, err)
 		}
 	}
-	rss, err := peakRSS(s.pid())
+	rss, err := peakRSS(s.Pid())
 	if err != nil {
 		return err
 	}
@@ -140,6 +142,184 @@ func (b *bench) measureWatcher(ctx context.Context) error {
 	}
 	b.res.add("watcher peak RSS, 100,000 files + bursts (whole binary)", rss, "MiB").target("< 200 MiB", rss < 200)
 	return nil
+}
+
+// ignoredTree writes the tree of issue 13 at 100,000 files: 10,000 files to sync in 111
+// directories (the root, 10 × 10 leaves of 100 files), and 90,000 under node_modules/, in 90
+// packages of 50 directories of 20 files (4,591 directories), with a .livesyncignore of
+// "node_modules/".
+func ignoredTree(root string) error {
+	write := func(dir string, n, seed int) error {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		for f := range n {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d.js", f)), textContent(uint64(seed+f), 100+f%300), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for d := range 100 {
+		if err := write(filepath.Join(root, fmt.Sprintf("src%d", d/10), fmt.Sprintf("m%d", d%10)), 100, d*100); err != nil {
+			return err
+		}
+	}
+	for d := range 4500 {
+		if err := write(filepath.Join(root, "node_modules", fmt.Sprintf("pkg%02d", d/50), fmt.Sprintf("d%02d", d%50)), 20, 10_000+d*20); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(root, ignore.FileName), []byte("node_modules/\n"), 0o644)
+}
+
+// dirCounts returns the directories of the tree at root that m leaves to sync, which the
+// watcher should watch, and all of them.
+func dirCounts(root string, m *ignore.Matcher) (synced, all int, err error) {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		all++
+		rel, _ := filepath.Rel(root, p)
+		if rel = filepath.ToSlash(rel); rel == "." || !m.Match(rel, true) {
+			synced++
+		}
+		return nil
+	})
+	return synced, all, err
+}
+
+// measureIgnoredWatch is the bench half of issue 13: a 100,000-file tree with 90 % of its files
+// under node_modules/, which .livesyncignore ignores. The same tree with and without the ignore
+// file is the pair: the watches held (from /proc/…/fdinfo) against the directories there are
+// to sync; watch.New's ready time in process; then the binary watching it (--initial none):
+// its watches and peak RSS.
+func (b *bench) measureIgnoredWatch(ctx context.Context) error {
+	root := filepath.Join(b.tmp, "watch-ignored")
+	if err := ignoredTree(root); err != nil {
+		return err
+	}
+	ignoreFile := filepath.Join(root, ignore.FileName)
+	ignoreRules, err := os.ReadFile(ignoreFile)
+	if err != nil {
+		return err
+	}
+	// with puts the ignore file in place (or removes it) and returns a matcher of the tree.
+	with := func(ignored bool) (*ignore.Matcher, error) {
+		var err error
+		if ignored {
+			err = os.WriteFile(ignoreFile, ignoreRules, 0o644)
+		} else if err = os.Remove(ignoreFile); errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return ignore.New(root, ignore.Options{})
+	}
+	m, err := with(true)
+	if err != nil {
+		return err
+	}
+	synced, all, err := dirCounts(root, m)
+	if err != nil {
+		return err
+	}
+	b.logf("ignored tree: 100,000 files in %d directories, %d of them synced", all, synced)
+
+	var ready, readyAll []time.Duration
+	var watches, watchesAll int
+	for i := range 2 * b.reps {
+		ignored := i%2 == 0
+		m, err := with(ignored)
+		if err != nil {
+			return err
+		}
+		skip := func(_, rel string, isDir bool) bool { return rel != "" && m.Match(rel, isDir) }
+		base, err := inotifyWatches("self")
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		w, err := watch.New([]string{root}, watch.Options{Skip: skip})
+		if err != nil {
+			return err
+		}
+		took := time.Since(start)
+		n, err := inotifyWatches("self")
+		_ = w.Close()
+		if err != nil {
+			return err
+		}
+		if ignored {
+			ready, watches = append(ready, took), n-base
+		} else {
+			readyAll, watchesAll = append(readyAll, took), n-base
+		}
+	}
+	b.logf("ignored tree, watch.New ms: %s (without the ignore file: %s); watches %d (%d)", fmtDurations(ready), fmtDurations(readyAll), watches, watchesAll)
+	const slack = 5 // the watch of a probe, and room for what the watcher adds later
+	name := fmt.Sprintf("100,000 files, 90%% under node_modules/ ignored by .livesyncignore (%d dirs, %d synced)", all, synced)
+	b.res.pair("inotify watches held (in process), "+name, float64(watches), "watches", "synced directories", float64(synced)).
+		target(fmt.Sprintf("≤ synced dirs + %d", slack), watches <= synced+slack)
+	b.res.pair("inotify watches held (in process), the same tree without .livesyncignore", float64(watchesAll), "watches",
+		"directories in the tree", float64(all))
+	n := fmt.Sprintf(" (n=%d)", len(ready))
+	b.res.pair("watcher ready, "+name+n, secs(median(ready)), "s", "the same tree without .livesyncignore", secs(median(readyAll))).
+		target("< 10 s", median(ready) < 10*time.Second)
+
+	// The binary: its whole process, with the ignore file and then without.
+	var held, rss [2]float64
+	for k, ignored := range []bool{true, false} {
+		if _, err := with(ignored); err != nil {
+			return err
+		}
+		s := b.newSession().Args("deploy/w", "--initial", "none").Map(root, "/w-ignored").Start()
+		if _, err := s.Next("initial-sync", 3*time.Minute); err != nil {
+			return err
+		}
+		n, err := inotifyWatches(strconv.Itoa(s.Pid()))
+		if err != nil {
+			return err
+		}
+		if rss[k], err = peakRSS(s.Pid()); err != nil {
+			return err
+		}
+		held[k] = float64(n)
+		s.Stop()
+	}
+	if _, err := with(true); err != nil {
+		return err
+	}
+	b.logf("ignored tree, kubectl-livesync: %.0f watches, %.1f MiB peak RSS (without the ignore file: %.0f, %.1f MiB)", held[0], rss[0], held[1], rss[1])
+	b.res.pair("inotify watches held by kubectl-livesync (whole binary), "+name, held[0], "watches", "synced directories", float64(synced)).
+		target(fmt.Sprintf("≤ synced dirs + %d", slack), held[0] <= float64(synced+slack))
+	b.res.pair("watcher peak RSS (whole binary, --initial none), "+name, rss[0], "MiB", "the same tree without .livesyncignore", rss[1]).
+		target("< 200 MiB", rss[0] < 200)
+	return nil
+}
+
+// inotifyWatches counts the inotify watches process pid ("self" for this one) holds: the
+// "inotify wd:" lines in the fdinfo of each of its inotify descriptors.
+func inotifyWatches(pid string) (int, error) {
+	dir := "/proc/" + pid + "/fd"
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, fd := range fds {
+		if l, _ := os.Readlink(filepath.Join(dir, fd.Name())); l != "anon_inode:inotify" {
+			continue
+		}
+		info, err := os.ReadFile("/proc/" + pid + "/fdinfo/" + fd.Name())
+		if err != nil {
+			continue // closed since the ReadDir
+		}
+		n += strings.Count(string(info), "inotify wd:")
+	}
+	return n, nil
 }
 
 // burstFiles returns round's 10,000 file names (sorted: the order a tar stream brings them in)
@@ -160,7 +340,7 @@ func burstFiles(round int) ([]string, map[string][]byte) {
 // burst writes files under root as fast as it can and returns the time from the last write to
 // the probe seeing the last file in the container, how long the writes took, and how many
 // batch events the session printed until two quiet seconds.
-func (b *bench) burst(ctx context.Context, s *session, p *probe, root string, rels []string, files map[string][]byte) (lag, written time.Duration, batches int, err error) {
+func (b *bench) burst(ctx context.Context, s *sessiontest.Session, p *probe, root string, rels []string, files map[string][]byte) (lag, written time.Duration, batches int, err error) {
 	exp := make([]expect, len(rels))
 	for i, r := range rels {
 		exp[i] = expect{path: "/w/" + r, data: files[r]}
@@ -168,7 +348,7 @@ func (b *bench) burst(ctx context.Context, s *session, p *probe, root string, re
 	if err := p.arm(exp); err != nil {
 		return 0, 0, 0, err
 	}
-	s.drain()
+	s.Drain()
 	begin := time.Now()
 	for _, rel := range rels {
 		if err := os.WriteFile(filepath.Join(root, rel), files[rel], 0o644); err != nil {
@@ -182,21 +362,21 @@ func (b *bench) burst(ctx context.Context, s *session, p *probe, root string, re
 	}
 	// Batch events (a worker that merged several batches reports each with the same counts)
 	// until two quiet seconds, for the log.
-	n, err := s.settle()
+	n, err := s.Settle(2 * time.Second)
 	return at.Sub(begin) - written, written, n, err
 }
 
 // removeBurst deletes a burst's files and waits until the session has synced the deletion.
-func (b *bench) removeBurst(ctx context.Context, s *session, root string, rels []string) error {
+func (b *bench) removeBurst(ctx context.Context, s *sessiontest.Session, root string, rels []string) error {
 	for _, rel := range rels {
 		if err := os.Remove(filepath.Join(root, rel)); err != nil {
 			return err
 		}
 	}
-	if _, err := s.next("batch", time.Minute); err != nil {
+	if _, err := s.Next("batch", time.Minute); err != nil {
 		return err
 	}
-	_, err := s.settle()
+	_, err := s.Settle(2 * time.Second)
 	return err
 }
 

@@ -28,6 +28,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
 // --- trees by content hash, read in the container -----------------------------------------------
@@ -544,12 +546,12 @@ func userInotifyWatches() int {
 // --- the session's events ----------------------------------------------------------------------
 
 // errorsSince returns the session's events from the i-th on that carry an error.
-func (s *session) errorsSince(i int) []string {
-	evs := s.snapshot()
+func errorsSince(s *sessiontest.Session, i int) []string {
+	evs := s.Events()
 	var out []string
 	for _, ev := range evs[min(i, len(evs)):] {
-		if msg, ok := ev["error"].(string); ok && msg != "" {
-			out = append(out, fmt.Sprint(ev["type"], ": ", msg))
+		if ev.Error != "" {
+			out = append(out, ev.Type+": "+ev.Error)
 		}
 	}
 	return out

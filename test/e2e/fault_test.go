@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
 const (
@@ -68,8 +70,8 @@ func TestFault(t *testing.T) {
 		rep.Ops, rep.TreesChecked, rep.EntriesChecked, rep.FilesChecked, rep.Mismatches = g.ops, st.trees, st.entries, st.files, st.mismatches
 		rep.write(t)
 	})
-	sync := func(extra ...string) *session {
-		return startSync(t, append([]string{"-n", ns, "deploy/web", local + ":" + faultRemote}, extra...)...)
+	sync := func(extra ...string) *sessiontest.Session {
+		return newSession(t, ns).Args("deploy/web").Args(extra...).Map(local, faultRemote).Start()
 	}
 	conv := func(t *testing.T, timeout time.Duration) error {
 		t.Helper()
@@ -77,7 +79,7 @@ func TestFault(t *testing.T) {
 	}
 	s := sync()
 	if err := conv(t, faultTimeout); err != nil {
-		t.Fatalf("initial sync of %d entries: %v\n%s", len(g.kinds), err, s.dump())
+		t.Fatalf("initial sync of %d entries: %v\n%s", len(g.kinds), err, s.Dump())
 	}
 
 	faults := faultList()
@@ -93,7 +95,7 @@ func TestFault(t *testing.T) {
 			rep.Bursts++
 			if err := conv(t, burstTimeout); err != nil {
 				t.Fatalf("burst %d (%d operations, %d done) did not converge: %v\nlast operations:\n%s\nsession:\n%s",
-					rep.Bursts, n, g.ops, err, strings.Join(g.recent, "\n"), s.dump())
+					rep.Bursts, n, g.ops, err, strings.Join(g.recent, "\n"), s.Dump())
 			}
 			continue
 		}
@@ -127,13 +129,13 @@ func TestFault(t *testing.T) {
 					rec.Error = "failed during its burst: see the log of " + t.Name()
 				}
 			}()
-			nerr := len(s.snapshot())
+			nerr := len(s.Events())
 			fl.run(fr)
 			err := conv(t, cmp.Or(fl.timeout, faultTimeout))
-			rec.SessionErrors = len(s.errorsSince(nerr))
+			rec.SessionErrors = len(errorsSince(s, nerr))
 			if err != nil {
 				rec.Error = err.Error()
-				t.Fatalf("%s: %v\nlast operations:\n%s\nsession:\n%s", fl.name, err, strings.Join(g.recent, "\n"), s.dump())
+				t.Fatalf("%s: %v\nlast operations:\n%s\nsession:\n%s", fl.name, err, strings.Join(g.recent, "\n"), s.Dump())
 			}
 			rec.Recovered = true
 			rec.RecoverySeconds = time.Since(fr.at).Seconds()
@@ -150,21 +152,16 @@ func TestFault(t *testing.T) {
 			// restored); if the session still doesn't converge, a fresh one lets the remaining
 			// faults be judged on their own.
 			if err := conv(t, 30*time.Second); err != nil {
-				t.Logf("after %s failed the session still does not converge (%v): starting a new session to judge the remaining faults; the old one printed:\n%s", fl.name, err, s.dump())
-				s.kill()
-				select {
-				case <-s.done:
-				case <-time.After(30 * time.Second):
-					t.Fatalf("the session did not exit within 30s of SIGKILL")
-				}
+				t.Logf("after %s failed the session still does not converge (%v): starting a new session to judge the remaining faults; the old one printed:\n%s", fl.name, err, s.Dump())
+				s.Kill()
 				s = sync("--initial=mirror")
 				if err := conv(t, faultTimeout); err != nil {
-					t.Fatalf("a new session after %s did not converge: %v\n%s", fl.name, err, s.dump())
+					t.Fatalf("a new session after %s did not converge: %v\n%s", fl.name, err, s.Dump())
 				}
 			}
 		}
 	}
-	s.stop(t)
+	s.Stop()
 
 	t.Logf("%d operations in %d bursts; checked %d replica trees: %d entries, %d files by content hash; %d mismatches",
 		g.ops, rep.Bursts, st.trees, st.entries, st.files, st.mismatches)
@@ -209,7 +206,7 @@ type fault struct {
 type faultRun struct {
 	t     *testing.T
 	g     *fsGen
-	s     *session
+	s     *sessiontest.Session
 	ns    string
 	local string
 	lc    *localCluster
@@ -379,7 +376,7 @@ func faultList() []fault {
 				}
 			}
 			t.Cleanup(restore)
-			held := inotifyWatches(f.s.cmd.Process.Pid)
+			held := inotifyWatches(f.s.Pid())
 			if held == 0 {
 				f.fatalf("the session holds no inotify watches: it does not watch with inotify")
 			}
@@ -388,7 +385,7 @@ func faultList() []fault {
 			// fallback.
 			limit := max(1, held/2)
 			f.firstHalf()
-			n := len(f.s.snapshot())
+			n := len(f.s.Events())
 			f.inject()
 			if err := os.WriteFile(maxUserWatchesFile, []byte(strconv.Itoa(limit)), 0o644); err != nil {
 				f.fatalf("lowering %s: %v", maxUserWatchesFile, err)
@@ -401,7 +398,7 @@ func faultList() []fault {
 					f.g.do(f.g.dirWithFile)
 				}
 				poll(10*time.Second, func() bool {
-					for _, msg := range f.s.errorsSince(n) {
+					for _, msg := range errorsSince(f.s, n) {
 						if strings.Contains(msg, "inotify") {
 							fell = msg
 						}
@@ -411,7 +408,7 @@ func faultList() []fault {
 			}
 			restore()
 			if fell == "" {
-				f.fatalf("the session reported no fallback to polling after new directories with max_user_watches at %d:\n%s", limit, f.s.dump())
+				f.fatalf("the session reported no fallback to polling after new directories with max_user_watches at %d:\n%s", limit, f.s.Dump())
 			}
 			t.Logf("limit restored %.1fs after lowering it; the session said: %s", time.Since(f.at).Seconds(), fell)
 			f.secondHalf()

@@ -3,13 +3,14 @@
 package e2e
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
 // TestOnSyncOffTheBatchPath: an --on-sync command never holds up a sync. A background process
@@ -30,10 +31,10 @@ func TestOnSyncOffTheBatchPath(t *testing.T) {
 		r := mustLivesync(t, "-n", ns, "deploy/web", local+":/app", "--once", "-o", "json",
 			"--on-sync", "sleep 600 >/dev/null 2>&1 &")
 		ev := onlyEvent(t, r, "on-sync")
-		if ev["exitCode"] != 0.0 || ev["error"] != nil {
-			t.Errorf("on-sync = %v, want exit 0", ev)
+		if ev.ExitCode == nil || *ev.ExitCode != 0 || ev.Error != "" {
+			t.Errorf("on-sync = %s, want exit 0", ev.Line)
 		}
-		t.Logf("--once with a detached on-sync: %s, on-sync %vms", time.Since(start).Round(time.Millisecond), ev["durationMs"])
+		t.Logf("--once with a detached on-sync: %s, on-sync %vms", time.Since(start).Round(time.Millisecond), ev.DurationMs)
 	})
 
 	t.Run("a background process holding the streams is cut off, --once exits", func(t *testing.T) {
@@ -43,11 +44,11 @@ func TestOnSyncOffTheBatchPath(t *testing.T) {
 			"--on-sync", "echo started; sleep 600 &", "--on-sync-timeout", "5s")
 		took := time.Since(start)
 		ev := onlyEvent(t, r, "on-sync")
-		if msg, _ := ev["error"].(string); !strings.Contains(msg, "timed out after 5s") {
-			t.Errorf("on-sync = %v, want a timeout", ev)
+		if !strings.Contains(ev.Error, "timed out after 5s") {
+			t.Errorf("on-sync = %s, want a timeout", ev.Line)
 		}
 		waitConverged(t, ns, "app=web", 1, local, "/app", 30*time.Second)
-		t.Logf("--once with a stream-holding on-sync and --on-sync-timeout 5s: %s (output %q)", took.Round(time.Millisecond), ev["output"])
+		t.Logf("--once with a stream-holding on-sync and --on-sync-timeout 5s: %s (output %q)", took.Round(time.Millisecond), ev.Output)
 		// Closing the exec does not stop what the command started.
 		if out := kexec(t, ns, pod, "sh", "-c", "ps | grep -c '[s]leep 600'"); strings.TrimSpace(out.stdout) == "0" {
 			t.Errorf("the background process did not survive the closed exec: %s", out)
@@ -55,29 +56,26 @@ func TestOnSyncOffTheBatchPath(t *testing.T) {
 	})
 
 	t.Run("a watching session applies edits while on-sync hangs", func(t *testing.T) {
-		s := startSync(t, "-n", ns, "deploy/web", local+":/app", "--on-sync", "sleep 600 &", "--on-sync-timeout", "5m")
-		waitFor(t, "the initial sync", time.Minute, func() (bool, error) { return s.count("initial-sync") == 1, nil })
-		write(t, filepath.Join(local, "index.html"), "v3")
-		write(t, filepath.Join(local, "new.txt"), "new")
+		s := newSession(t, ns).Args("deploy/web", "--on-sync", "sleep 600 &", "--on-sync-timeout", "5m").Map(local, "/app").Start()
+		s.Timeout(time.Minute).WaitSynced().Edit("index.html", "v3").Edit("new.txt", "new")
 		waitConverged(t, ns, "app=web", 1, local, "/app", time.Minute)
-		if n := s.count("on-sync"); n != 0 {
-			t.Errorf("%d on-sync runs ended before the edit arrived; the first one should still hang:\n%s", n, s.dump())
+		if n := s.Count("on-sync"); n != 0 {
+			t.Errorf("%d on-sync runs ended before the edit arrived; the first one should still hang:\n%s", n, s.Dump())
 		}
 		// Ctrl-C with an on-sync run in flight (and one coalesced behind it) still exits cleanly.
-		s.stop(t)
+		s.Stop()
 	})
 }
 
 // onlyEvent returns the one NDJSON event of a type in r's stdout.
-func onlyEvent(t *testing.T, r result, typ string) map[string]any {
+func onlyEvent(t *testing.T, r result, typ string) sessiontest.Event {
 	t.Helper()
-	var found []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-		var ev map[string]any
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			t.Fatalf("not JSON: %q", line)
+	var found []sessiontest.Event
+	for _, ev := range sessiontest.ParseEvents(r.stdout) {
+		if ev.Invalid {
+			t.Fatalf("not JSON: %q", ev.Line)
 		}
-		if ev["type"] == typ {
+		if ev.Type == typ {
 			found = append(found, ev)
 		}
 	}

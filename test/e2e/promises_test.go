@@ -88,7 +88,7 @@ func TestIgnoreRules(t *testing.T) {
 		return tr
 	}
 
-	s := startSync(t, "-n", ns, "deploy/web", local+":/app", "--gitignore", "--exclude", "build/", "--exclude", "/notes-*.md")
+	s := newSession(t, ns).Args("deploy/web", "--gitignore", "--exclude", "build/", "--exclude", "/notes-*.md").Map(local, "/app").Start()
 	waitTree(t, ns, "app=web", 1, want(), "/app", time.Minute)
 
 	t.Run("while watching", func(t *testing.T) {
@@ -99,7 +99,7 @@ func TestIgnoreRules(t *testing.T) {
 		write(t, filepath.Join(local, "later.txt"), "kept, new")
 		waitTree(t, ns, "app=web", 1, want(), "/app", time.Minute)
 	})
-	s.stop(t)
+	s.Stop()
 
 	t.Run("without --gitignore", func(t *testing.T) {
 		delete(ignored, "dist")

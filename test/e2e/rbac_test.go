@@ -87,7 +87,7 @@ func TestDocumentedRoleIsSufficient(t *testing.T) {
 	// A watching session: initial sync, a change, and a replacement pod found by watching pods.
 	local := t.TempDir()
 	write(t, filepath.Join(local, "f.txt"), "x")
-	s := startSync(t, "-n", ns, "deploy/web", local+":/app", "--on-sync", "touch /tmp/on-sync-ran")
+	s := newSession(t, ns).Args("deploy/web", "--on-sync", "touch /tmp/on-sync-ran").Map(local, "/app").Start()
 	waitConverged(t, ns, "app=web", 1, local, "/app", time.Minute)
 	write(t, filepath.Join(local, "sub/g.txt"), "y")
 	waitConverged(t, ns, "app=web", 1, local, "/app", time.Minute)
@@ -104,16 +104,16 @@ func TestDocumentedRoleIsSufficient(t *testing.T) {
 	waitFor(t, "--on-sync in the replacement pod", time.Minute, func() (bool, error) {
 		return kexec(t, ns, pod, "test", "-e", "/tmp/on-sync-ran").code == 0, nil
 	})
-	s.stop(t)
+	s.Stop()
 	// Nothing may be forbidden: client-go only logs a forbidden watch and falls back to
 	// relisting, so stderr is where a missing verb shows. An "is gone" error is the documented
 	// outcome of a pod deleted while a batch runs.
-	if strings.Contains(s.stderr.String(), "forbidden") {
-		t.Errorf("something was forbidden to the documented role:\n%s", s.dump())
+	if strings.Contains(s.Stderr(), "forbidden") {
+		t.Errorf("something was forbidden to the documented role:\n%s", s.Dump())
 	}
-	for _, ev := range s.snapshot() {
-		if msg, _ := ev["error"].(string); msg != "" && !strings.Contains(msg, "is gone") {
-			t.Errorf("error event as the documented role: %v", ev)
+	for _, ev := range s.Events() {
+		if msg := ev.Error; msg != "" && !strings.Contains(msg, "is gone") {
+			t.Errorf("error event as the documented role: %s", ev.Line)
 		}
 	}
 

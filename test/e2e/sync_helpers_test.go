@@ -4,12 +4,10 @@ package e2e
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,114 +17,16 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
-// session is a running `kubectl-livesync WORKLOAD LOCAL:REMOTE -o json`.
-type session struct {
-	cmd    *exec.Cmd
-	stderr bytes.Buffer
-	mu     sync.Mutex
-	events []map[string]any
-	done   chan error
-}
-
-// startSync starts a sync session with NDJSON output; the test stops it (or Cleanup does).
-func startSync(t *testing.T, args ...string) *session {
-	t.Helper()
-	s := &session{done: make(chan error, 1)}
-	s.cmd = exec.Command(e.binary, append([]string{"--kubeconfig", kubeconfigFor(args), "-o", "json"}, args...)...)
-	s.cmd.Stderr = &s.stderr
-	out, err := s.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var ev map[string]any
-			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-				ev = map[string]any{"type": "invalid-json", "line": sc.Text()}
-			}
-			s.mu.Lock()
-			s.events = append(s.events, ev)
-			s.mu.Unlock()
-		}
-		s.done <- s.cmd.Wait()
-	}()
-	t.Cleanup(func() { s.kill() })
-	return s
-}
-
-func (s *session) kill() {
-	if s.cmd.ProcessState == nil {
-		_ = s.cmd.Process.Kill()
-	}
-}
-
-// stop interrupts the session like Ctrl-C and expects a clean exit 0.
-func (s *session) stop(t *testing.T) {
-	t.Helper()
-	_ = s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-s.done:
-		if err != nil {
-			t.Errorf("session exit after Ctrl-C: %v\nstderr:\n%s", err, s.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("session did not stop within 30s of Ctrl-C")
-	}
-	// The contract of every NDJSON line, whatever its type (new types included): a type and
-	// a time in RFC 3339, UTC.
-	for _, ev := range s.snapshot() {
-		if ev["type"] == "invalid-json" {
-			t.Errorf("-o json printed a non-JSON line: %v", ev["line"])
-			continue
-		}
-		ts, _ := ev["time"].(string)
-		if typ, _ := ev["type"].(string); typ == "" || !isRFC3339UTC(ts) {
-			t.Errorf("-o json event without a type or an RFC 3339 UTC time: %v", ev)
-		}
-	}
-}
-
-func isRFC3339UTC(ts string) bool {
-	parsed, err := time.Parse(time.RFC3339Nano, ts)
-	return err == nil && strings.HasSuffix(ts, "Z") && parsed.Location() == time.UTC
-}
-
-func (s *session) snapshot() []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]map[string]any(nil), s.events...)
-}
-
-// count returns how many events of a type were printed.
-func (s *session) count(typ string) int {
-	n := 0
-	for _, ev := range s.snapshot() {
-		if ev["type"] == typ {
-			n++
-		}
-	}
-	return n
-}
-
-func (s *session) dump() string {
-	var b strings.Builder
-	for _, ev := range s.snapshot() {
-		j, _ := json.Marshal(ev)
-		b.Write(j)
-		b.WriteByte('\n')
-	}
-	return b.String() + "stderr:\n" + s.stderr.String()
+// newSession is a session of the binary under test in namespace ns, run as the documented
+// Role's user there; the test adds the workload, the mappings and flags, and starts it.
+func newSession(t *testing.T, ns string) *sessiontest.Session {
+	return sessiontest.NewSession(t, e.binary).Kubeconfig(kubeconfigFor([]string{"-n", ns})).Namespace(ns)
 }
 
 // tree maps a slash-separated relative path to "d", "l:TARGET" or "f:MODE:SHA256".

@@ -28,7 +28,7 @@ func TestSyncLoop(t *testing.T) {
 	write(t, filepath.Join(local, "src/main.py"), "print('hi')")
 	const sel, root = "app=web", "/app"
 
-	s := startSync(t, "-n", ns, "deploy/web", local+":"+root)
+	s := newSession(t, ns).Args("deploy/web").Map(local, root).Start()
 	waitConverged(t, ns, sel, 2, local, root, 2*time.Minute)
 
 	steps := []struct {
@@ -119,26 +119,26 @@ func TestSyncLoop(t *testing.T) {
 	})
 
 	running := runningPods(t, ns, sel)
-	s.stop(t)
+	s.Stop()
 	// Five containers ran during the session: the first two, the deleted pod's replacement,
 	// the restarted container and the scaled-up replica. Each was added and synced; the two
 	// that went away were removed.
 	added, synced, removed := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, ev := range s.snapshot() {
-		id := eventContainerID(ev)
-		switch ev["type"] {
+	for _, ev := range s.Events() {
+		id := ev.ContainerID()
+		switch ev.Type {
 		case "target-added":
 			added[id] = true
 		case "initial-sync":
-			if ev["error"] == nil {
+			if ev.Error == "" {
 				synced[id] = true
 			}
 		case "target-removed":
 			removed[id] = true
 		}
 	}
-	if s.count("batch") < len(steps) {
-		t.Errorf("%d batch events for %d steps that each changed files", s.count("batch"), len(steps))
+	if s.Count("batch") < len(steps) {
+		t.Errorf("%d batch events for %d steps that each changed files", s.Count("batch"), len(steps))
 	}
 	var ids []string
 	for _, p := range running {
@@ -162,15 +162,8 @@ func TestSyncLoop(t *testing.T) {
 		t.Errorf("%d containers added, %d synced, %d removed; want 5, 5, 2", len(added), len(synced), len(removed))
 	}
 	if t.Failed() {
-		t.Logf("events:\n%s", s.dump())
+		t.Logf("events:\n%s", s.Dump())
 	}
-}
-
-// eventContainerID returns the target's containerID of an NDJSON event, or "".
-func eventContainerID(ev map[string]any) string {
-	tg, _ := ev["target"].(map[string]any)
-	id, _ := tg["containerID"].(string)
-	return id
 }
 
 // TestSyncMirrorOnSyncDryRun: --initial=mirror removes extraneous files, --on-sync runs with
@@ -246,7 +239,7 @@ func TestSyncFollowTag(t *testing.T) {
 	local := t.TempDir()
 	write(t, filepath.Join(local, "app.txt"), "synced")
 
-	s := startSync(t, "-n", ns, "deploy/web", local+":/app", "--follow-tag", "--interval", "2s")
+	s := newSession(t, ns).Args("deploy/web", "--follow-tag", "--interval", "2s").Map(local, "/app").Start()
 	waitConverged(t, ns, "app=web", 1, local, "/app", time.Minute)
 	d2 := pushImage(t, repo, "dev", "app")
 	waitFor(t, "the deployment pinned to the new digest", 2*time.Minute, func() (bool, error) {
@@ -258,8 +251,8 @@ func TestSyncFollowTag(t *testing.T) {
 			strings.HasSuffix(pods[0].Status.ContainerStatuses[0].ImageID, d2), nil
 	})
 	waitConverged(t, ns, "app=web", 1, local, "/app", time.Minute)
-	s.stop(t)
-	if s.count("refresh") == 0 {
-		t.Errorf("no refresh event:\n%s", s.dump())
+	s.Stop()
+	if s.Count("refresh") == 0 {
+		t.Errorf("no refresh event:\n%s", s.Dump())
 	}
 }

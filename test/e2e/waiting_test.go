@@ -15,6 +15,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
 // The waiting tests start a session on a workload that has nothing to sync into and expect it
@@ -41,22 +43,11 @@ func createDeployment(t *testing.T, ns, name, img string, replicas int32, mutate
 }
 
 // waitWaiting waits for a `waiting` event of the reason and returns its message.
-func waitWaiting(t *testing.T, s *session, reason string, timeout time.Duration) string {
+func waitWaiting(t *testing.T, s *sessiontest.Session, reason string, timeout time.Duration) string {
 	t.Helper()
-	msg := ""
-	err := pollUntil(timeout, func() bool {
-		for _, ev := range s.snapshot() {
-			if ev["type"] == "waiting" && ev["reason"] == reason {
-				msg, _ = ev["message"].(string)
-				return true
-			}
-		}
-		return false
-	})
-	if err != nil {
-		t.Fatalf("no waiting event with reason %s in %s:\n%s", reason, timeout, s.dump())
-	}
-	return msg
+	return s.Timeout(timeout).WaitMatch("waiting event with reason "+reason, func(ev sessiontest.Event) bool {
+		return ev.Type == "waiting" && ev.Reason == reason
+	}).Message
 }
 
 func pollUntil(timeout time.Duration, cond func() bool) error {
@@ -119,7 +110,7 @@ func TestWaitingZeroReplicasThenScaled(t *testing.T) {
 	local := t.TempDir()
 	write(t, filepath.Join(local, "index.html"), "v1")
 
-	s := startSync(t, "-n", ns, "deploy/web", local+":/app")
+	s := newSession(t, ns).Args("deploy/web").Map(local, "/app").Start()
 	txt := startTextSync(t, "-n", ns, "deploy/web", local+":/app")
 	msg := waitWaiting(t, s, "NoReplicas", time.Minute)
 	want := "deployment/web has 0 replicas: scale it up to sync, e.g. kubectl scale deployment/web --replicas=1 -n " + ns
@@ -134,14 +125,12 @@ func TestWaitingZeroReplicasThenScaled(t *testing.T) {
 	if _, err := e.client.AppsV1().Deployments(ns).Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := pollUntil(2*time.Minute, func() bool { return s.count("initial-sync") == 1 }); err != nil {
-		t.Fatalf("no initial sync after scaling to 1:\n%s", s.dump())
-	}
+	s.Timeout(2 * time.Minute).WaitSynced()
 	waitConverged(t, ns, "app=web", 1, local, "/app", time.Minute)
 	if n := strings.Count(txt.stderr(), "has 0 replicas"); n != 1 {
 		t.Errorf("the 0-replicas line was printed %d times, want once:\n%s", n, txt.stderr())
 	}
-	s.stop(t)
+	s.Stop()
 }
 
 // TestWaitingImagePull: an image that does not exist is named with the kubelet's message.
@@ -152,7 +141,7 @@ func TestWaitingImagePull(t *testing.T) {
 	local := t.TempDir()
 	write(t, filepath.Join(local, "index.html"), "v1")
 
-	s := startSync(t, "-n", ns, "deploy/web", local+":/app")
+	s := newSession(t, ns).Args("deploy/web").Map(local, "/app").Start()
 	txt := startTextSync(t, "-n", ns, "deploy/web", local+":/app")
 	msg := waitWaiting(t, s, "ImagePull", 2*time.Minute)
 	if !strings.Contains(msg, `container "app" is in `) || !strings.Contains(msg, "ImagePull") || !strings.Contains(msg, missing) {
@@ -175,22 +164,22 @@ func TestWaitingImagePull(t *testing.T) {
 		}
 		return false, nil
 	})
-	s.stop(t)
-	var after []any
+	s.Stop()
+	var after []string
 	pull := 0
-	for _, ev := range s.snapshot() {
-		if ev["type"] != "waiting" {
+	for _, ev := range s.Events() {
+		if ev.Type != "waiting" {
 			continue
 		}
 		if pull > 0 {
-			after = append(after, ev["reason"])
+			after = append(after, ev.Reason)
 		}
-		if ev["reason"] == "ImagePull" {
+		if ev.Reason == "ImagePull" {
 			pull++
 		}
 	}
 	if pull != 1 || len(after) != 0 {
-		t.Errorf("%d waiting events with reason ImagePull and %v after it, want 1 and none:\n%s", pull, after, s.dump())
+		t.Errorf("%d waiting events with reason ImagePull and %v after it, want 1 and none:\n%s", pull, after, s.Dump())
 	}
 }
 
@@ -205,14 +194,14 @@ func TestWaitingCrashLoop(t *testing.T) {
 	local := t.TempDir()
 	write(t, filepath.Join(local, "index.html"), "v1")
 
-	s := startSync(t, "-n", ns, "deploy/web", local+":/app")
+	s := newSession(t, ns).Args("deploy/web").Map(local, "/app").Start()
 	txt := startTextSync(t, "-n", ns, "deploy/web", local+":/app")
 	msg := waitWaiting(t, s, "CrashLoopBackOff", 3*time.Minute)
 	if !strings.Contains(msg, `container "app" is in CrashLoopBackOff after `) || !strings.HasSuffix(msg, "last exit code 3") {
 		t.Errorf("waiting message %q: want CrashLoopBackOff with restarts and last exit code 3", msg)
 	}
 	txt.waitLine(t, `container "app" is in CrashLoopBackOff after `, 3*time.Minute)
-	s.stop(t)
+	s.Stop()
 }
 
 // TestWaitingSelectorNoMatch: -l that selects no pod waits for one instead of failing, and
@@ -224,7 +213,7 @@ func TestWaitingSelectorNoMatch(t *testing.T) {
 	local := t.TempDir()
 	write(t, filepath.Join(local, "index.html"), "v1")
 
-	s := startSync(t, "-n", ns, "-l", "app=later", local+":/app")
+	s := newSession(t, ns).Args("-l", "app=later").Map(local, "/app").Start()
 	txt := startTextSync(t, "-n", ns, "-l", "app=later", local+":/app")
 	want := `no pod matches the selector app=later in namespace "` + ns + `" yet`
 	if msg := waitWaiting(t, s, "NoPods", time.Minute); msg != want {
@@ -232,11 +221,9 @@ func TestWaitingSelectorNoMatch(t *testing.T) {
 	}
 	txt.waitLine(t, "waiting for pods/app=later: "+want+"\n", time.Minute)
 	createDeployment(t, ns, "later", image(repo, "dev"), 1, nil)
-	if err := pollUntil(2*time.Minute, func() bool { return s.count("initial-sync") == 1 }); err != nil {
-		t.Fatalf("no initial sync once a pod matched:\n%s", s.dump())
-	}
+	s.Timeout(2 * time.Minute).WaitSynced()
 	waitConverged(t, ns, "app=later", 1, local, "/app", time.Minute)
-	s.stop(t)
+	s.Stop()
 }
 
 // TestWaitingMissingContainer: -c naming a container the selected pods lack lists theirs.
@@ -248,15 +235,15 @@ func TestWaitingMissingContainer(t *testing.T) {
 	local := t.TempDir()
 	write(t, filepath.Join(local, "index.html"), "v1")
 
-	s := startSync(t, "-n", ns, "-l", "app=web", "-c", "nope", local+":/app")
+	s := newSession(t, ns).Args("-l", "app=web", "-c", "nope").Map(local, "/app").Start()
 	txt := startTextSync(t, "-n", ns, "-l", "app=web", "-c", "nope", local+":/app")
 	msg := waitWaiting(t, s, "ContainerMissing", time.Minute)
 	if !strings.HasSuffix(msg, `: no container "nope": it has app`) {
 		t.Errorf("waiting message %q, want the missing container and the ones the pod has", msg)
 	}
 	txt.waitLine(t, `waiting for pods/app=web: pod "web-`, time.Minute)
-	if s.count("target-added") != 0 {
-		t.Errorf("a target was added for a container that does not exist:\n%s", s.dump())
+	if s.Count("target-added") != 0 {
+		t.Errorf("a target was added for a container that does not exist:\n%s", s.Dump())
 	}
-	s.stop(t)
+	s.Stop()
 }
