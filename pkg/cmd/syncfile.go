@@ -158,7 +158,8 @@ func (o *SyncOptions) entryConfig(s *project.Sync) (entry, error) {
 }
 
 // runEntries runs every entry's session at once under one Ctrl-C. An entry that fails is
-// reported with its name and the others keep running; the run fails if any entry did.
+// reported with its name and the others keep running; a run that ends by itself (--once, or
+// every entry failed) fails if any entry did.
 func (o *SyncOptions) runEntries(ctx context.Context, restCfg *rest.Config, reporter *syncReporter) error {
 	errs := make([]error, len(o.entries))
 	var wg sync.WaitGroup
@@ -176,6 +177,9 @@ func (o *SyncOptions) runEntries(ctx context.Context, restCfg *rest.Config, repo
 	}
 	wg.Wait()
 	reporter.Summary()
+	if ctx.Err() != nil {
+		return nil // Ctrl-C is how a session ends; failed entries were reported when they failed
+	}
 	var failed []string
 	for i, err := range errs {
 		if err != nil {

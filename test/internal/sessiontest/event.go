@@ -12,6 +12,7 @@ import (
 type Event struct {
 	Type       string   `json:"type"`
 	Time       string   `json:"time"` // as printed: RFC 3339, UTC
+	Entry      string   `json:"entry"`
 	Target     *Target  `json:"target"`
 	Files      int      `json:"files"`
 	Changed    int      `json:"changed"`

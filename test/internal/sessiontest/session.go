@@ -50,6 +50,7 @@ type Session struct {
 	args    []string
 	maps    []string // LOCAL:REMOTE
 	locals  []string
+	dir     string // working directory; "" is the test's
 	timeout time.Duration
 
 	cmd     *exec.Cmd
@@ -96,6 +97,13 @@ func (s *Session) Args(args ...string) *Session {
 	return s
 }
 
+// Dir runs the session in dir (a livesync.yaml there or above is what it runs without a
+// workload).
+func (s *Session) Dir(dir string) *Session {
+	s.dir = dir
+	return s
+}
+
 // Timeout sets the bound of WaitFor, WaitMatch and WaitSynced (DefaultTimeout until set).
 func (s *Session) Timeout(d time.Duration) *Session {
 	s.timeout = d
@@ -107,6 +115,7 @@ func (s *Session) Start() *Session {
 	s.t.Helper()
 	argv := append(append(append(append([]string(nil), s.global...), "-o", "json"), s.args...), s.maps...)
 	s.cmd = exec.Command(s.binary, argv...)
+	s.cmd.Dir = s.dir
 	s.cmd.Stderr = &s.stderr
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
