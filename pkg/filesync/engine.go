@@ -95,6 +95,7 @@ type Engine struct {
 	log     *slog.Logger
 
 	onSyncExec *boundedExecutor // on-sync commands, with slots of their own
+	streams    *streams         // one exec stream per target; nil: an exec per batch (stream.go)
 
 	mu       sync.Mutex
 	targets  map[string]*target
@@ -156,6 +157,10 @@ func New(exec Executor, cfg Config, opts ...Option) *Engine {
 	for _, o := range opts {
 		o(e)
 	}
+	if sc, ok := exec.(StreamCapable); ok && sc.PersistentStreams() && !cfg.DryRun {
+		e.streams = newStreams(exec, e.clk, cfg.ExecTimeout) // stream.go
+		exec = e.streams
+	}
 	e.exec = &boundedExecutor{Executor: exec, sem: make(chan struct{}, cfg.Parallelism), clk: e.clk,
 		limit: limit{d: cfg.ExecTimeout, idle: true}}
 	// On-sync commands get slots of their own: one that holds its exec open
@@ -196,7 +201,7 @@ func (e *Engine) AddTarget(t Target) {
 		e.startLocked(tg)
 	}
 	e.mu.Unlock()
-	e.rep.Report(TargetAdded{Target: t})
+	e.rep.Report(TargetAdded{Target: t, Transport: e.streams.intended()})
 }
 
 // RemoveTarget stops syncing t; an exec in flight is cancelled. Safe for
@@ -215,6 +220,7 @@ func (e *Engine) RemoveTarget(t Target) {
 
 func (e *Engine) dropLocked(tg *target) {
 	delete(e.targets, tg.String())
+	e.streams.close(tg.Target) // stream.go
 	if tg.cancel != nil {
 		tg.cancel()
 	}
@@ -275,6 +281,7 @@ func (e *Engine) Run(ctx context.Context, changes <-chan Change) error {
 	}
 	e.mu.Unlock()
 	e.wg.Wait()
+	e.streams.closeAll(streamCloseGrace) // stream.go
 	return ctx.Err()
 }
 
@@ -518,6 +525,7 @@ func (e *Engine) syncBatch(tg *target, hints []map[string]struct{}, rescan []boo
 func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, error) {
 	start := e.clk.Now()
 	ev := InitialSync{Target: tg.Target}
+	e.streams.warm(ctx, tg.Target) // stream.go: open it while listing
 	idxs := make([]*Index, len(e.maps))
 	var changed []string
 	err := func() error {
@@ -576,6 +584,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 	if err == nil {
 		tg.idx = idxs
 		e.onSync(tg, changed)
+		ev.Transport = e.streams.transport(ctx, tg.Target) // stream.go
 	}
 	if ctx.Err() != nil {
 		return ev, ctx.Err()
@@ -712,6 +721,7 @@ func (e *Engine) Once(ctx context.Context) (bool, error) {
 		})
 	}
 	wg.Wait()
+	e.streams.closeAll(streamCloseGrace) // stream.go
 	return ok && ctx.Err() == nil, ctx.Err()
 }
 
