@@ -129,6 +129,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		{"big", 1, "/app", []string{"initial", "resync"}},
 		{"fan1", 1, "", []string{"fanout"}},
 		{"fan5", 5, "", []string{"fanout"}},
+		{"fan10", 10, "", []string{"fanout"}},
 		{"w", 1, "", []string{"watcher"}},
 	}
 	for _, d := range deployments {
