@@ -46,7 +46,8 @@ var errStreamUnavailable = errors.New("stream unavailable")
 
 // streamDeadError is what a batch gets when its stream ended under it; like
 // any transport failure it is transient, so the engine retries the batch on a
-// new stream.
+// new stream. It does not unwrap: the stream's own exec may have ended with
+// context.Canceled, which the batch must not take for its own cancellation.
 type streamDeadError struct{ err error }
 
 func (e *streamDeadError) Error() string {
@@ -56,7 +57,6 @@ func (e *streamDeadError) Error() string {
 	return fmt.Sprintf("exec stream closed: %v", e.err)
 }
 
-func (e *streamDeadError) Unwrap() error { return e.err }
 
 // streams is an Executor that runs the apply script of each batch through a
 // per-target stream and passes every other command (listings, on-sync) to

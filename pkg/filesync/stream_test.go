@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -292,5 +293,127 @@ func (l *scriptedLoop) Exec(ctx context.Context, t Target, argv []string, stdin 
 			_, _ = io.WriteString(stdout, "K"+seq+" 0\x00")
 			_, _ = io.WriteString(stderr, "\x00\x01E"+seq+"\x00")
 		}
+	}
+}
+
+// killableLoops is a local executor that can keep streams, and can cut the
+// next stream frame off before the loop reads any of it, the way a dropped
+// connection or a killed loop would.
+type killableLoops struct {
+	*LocalExecutor
+	armed atomic.Bool
+	mu    sync.Mutex
+	loops int
+}
+
+func (k *killableLoops) PersistentStreams() bool { return true }
+
+func (k *killableLoops) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(argv) > 2 && argv[2] == streamLoop {
+		k.mu.Lock()
+		k.loops++
+		k.mu.Unlock()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		in := stdin
+		stdin = readerFunc(func(p []byte) (int, error) {
+			if k.armed.CompareAndSwap(true, false) {
+				cancel()
+				return 0, io.ErrClosedPipe
+			}
+			return in.Read(p)
+		})
+	}
+	return k.LocalExecutor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+func (k *killableLoops) count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.loops
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// The engine sends batches through one stream per target, says so, re-applies
+// a batch whose stream died under it on a new one, and closes the streams when
+// it stops.
+func TestEngineStream(t *testing.T) {
+	ex := &killableLoops{LocalExecutor: busybox(t)}
+	local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app")
+	writeTree(t, local, map[string]string{"a": "a", "with space/ü": "u"})
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	rec := newRecorder()
+	// The clock is stepped blindly below, while batches run: deadlines far
+	// beyond those steps keep them from timing out.
+	e := New(ex, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}}, ExecTimeout: 24 * time.Hour},
+		WithClock(fc), WithReporter(rec))
+	tg := podTarget("web-1")
+	e.AddTarget(tg)
+	if ev := wait[TargetAdded](t, rec); ev.Transport != TransportStream {
+		t.Errorf("target-added transport %q, want %q", ev.Transport, TransportStream)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	changes := make(chan Change)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, changes) }()
+	if ev := wait[InitialSync](t, rec); ev.Err != nil || ev.Transport != TransportStream {
+		t.Fatalf("initial sync = %+v, want success via the stream", ev)
+	}
+	assertSameTree(t, local, remote)
+
+	// step releases a change through the quiet window, and the retry's
+	// backoff if the batch fails once, until its Batch event comes.
+	step := func(c Change) Batch {
+		t.Helper()
+		changes <- c
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			select {
+			case ev := <-rec.ch:
+				if b, ok := ev.(Batch); ok {
+					return b
+				}
+			default:
+				if time.Now().After(deadline) {
+					t.Fatal("no batch")
+				}
+				fc.Step(DefaultQuiet)
+				runtime.Gosched()
+			}
+		}
+	}
+	writeTree(t, local, map[string]string{"a": "edited"})
+	if b := step(Change{Path: filepath.Join(local, "a")}); b.Failed != 0 || b.Changed != 1 {
+		t.Errorf("batch = %+v", b)
+	}
+	assertSameTree(t, local, remote)
+	if n := ex.count(); n != 1 {
+		t.Errorf("%d streams after a batch, want 1", n)
+	}
+
+	ex.armed.Store(true) // the stream dies as the next frame goes out
+	writeTree(t, local, map[string]string{"b": "new"})
+	if b := step(Change{Path: filepath.Join(local, "b")}); b.Failed != 0 || b.Changed != 1 {
+		t.Errorf("batch re-applied on a new stream = %+v; errors %v", b, rec.errors())
+	}
+	assertSameTree(t, local, remote)
+	if n := ex.count(); n != 2 {
+		t.Errorf("%d streams, want 2 (one replaced)", n)
+	}
+
+	close(changes)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	e.streams.mu.Lock()
+	left := len(e.streams.open)
+	e.streams.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d streams open after Run returned", left)
 	}
 }
