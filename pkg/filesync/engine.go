@@ -271,7 +271,7 @@ func (e *Engine) Run(ctx context.Context, changes <-chan Change) error {
 	}
 	e.mu.Unlock()
 
-	for b := range coalesce(ctx, e.clk, e.cfg.Quiet, e.cfg.Cap, changes) {
+	for b := range coalesceWith(ctx, e.clk, e.cfg.Quiet, e.cfg.Cap, changes, e.adaptiveQuiet()) { // coalesce_adaptive.go
 		e.dispatch(b)
 	}
 	e.mu.Lock()

@@ -57,7 +57,6 @@ func (e *streamDeadError) Error() string {
 	return fmt.Sprintf("exec stream closed: %v", e.err)
 }
 
-
 // streams is an Executor that runs the apply script of each batch through a
 // per-target stream and passes every other command (listings, on-sync) to
 // the wrapped executor. A stream that dies (its exec ended: connection lost,

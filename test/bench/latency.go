@@ -182,7 +182,7 @@ func (l *latencyRun) triples(ctx context.Context, b *bench, n int) (floors, save
 				got[j], err = l.handRolled(ctx, "/tmp/hand.txt", l.text(64+(i+3)%200))
 			}
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("edit %d: %w", i, err)
+				return nil, nil, nil, fmt.Errorf("edit %d, %s: %w", i, []string{"exec floor", "save", "kubectl exec cat"}[(i+3+k)%3], err)
 			}
 			time.Sleep(time.Duration(30+b.rnd.IntN(70)) * time.Millisecond)
 		}
