@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
@@ -123,6 +124,18 @@ func (b *bench) measureLatency(ctx context.Context) error {
 		target("≤ 0.4× floor", msec(s95) <= 0.4*msec(f95))
 	b.res.pair("save→visible, 1 small file, p50"+n, msec(s50), "ms", "hand-rolled `kubectl exec -i … cat >` per change, p50", msec(h50)).
 		target("≤ 0.2×", msec(s50) <= 0.2*msec(h50))
+	nCPU := max(b.edits/3, 10)
+	streamCPU, err := l.batchCPU(nCPU)
+	if err != nil {
+		return err
+	}
+	execCPUs, _, err := execCPU(ctx, l.c, l.t, nCPU)
+	if err != nil {
+		return err
+	}
+	b.res.pair(fmt.Sprintf("CPU per small batch through the stream: container, shim, containerd, kubelet, apiserver, client (n=%d)", nCPU), msec(streamCPU), "ms",
+		"per `true` exec (the least an exec per batch costs)", msec(execCPUs)).
+		target("≤ 0.25×", msec(streamCPU) <= 0.25*msec(execCPUs))
 	b.quietLatency = append(b.quietLatency, quietPoint{quiet: 50 * time.Millisecond, p50: s50, floor: f50, n: len(saves)})
 
 	// A 50-file burst (a formatter or a branch switch), paired with tar -x of the same files.
@@ -209,6 +222,42 @@ func (l *latencyRun) handRolled(ctx context.Context, remote string, data []byte)
 	}
 	at, err := l.p.arrival(time.Minute)
 	return at.Sub(start), err
+}
+
+// batchCPU saves one small file n times, each waited for by the session's batch event (the
+// probe is not armed: it polls while it waits), and returns the CPU per save in the processes
+// on its path: those in the container (the stream's loop, with the dd and tar it reaps), the
+// pod's shim, containerd, the kubelet, the apiserver and the livesync process.
+func (l *latencyRun) batchCPU(n int) (time.Duration, error) {
+	id := strings.TrimPrefix(l.t.ContainerID, "containerd://")
+	shim, err := shimOf(id)
+	if err != nil {
+		return 0, err
+	}
+	sample := func() int64 {
+		pids := append(pidsOf("containerd", "kubelet", "kube-apiserver"), shim, l.s.pid())
+		for _, pid := range allPids() {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil && strings.Contains(string(b), id) {
+				pids = append(pids, pid)
+			}
+		}
+		total := int64(0)
+		for _, pid := range pids {
+			total += procTicks(pid, true)
+		}
+		return total
+	}
+	l.s.drain()
+	before := sample()
+	for range n {
+		if err := os.WriteFile(filepath.Join(l.local, "edit.txt"), l.text(100), 0o644); err != nil {
+			return 0, err
+		}
+		if _, err := l.s.next("batch", 30*time.Second); err != nil {
+			return 0, err
+		}
+	}
+	return time.Duration(sample()-before) * (time.Second / clockTicks) / time.Duration(n), nil
 }
 
 // alternate runs one pair of measurements, measured first on even rounds and baseline first
