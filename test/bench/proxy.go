@@ -216,6 +216,6 @@ func (b *bench) measureRemote(ctx context.Context) error {
 	f50, s50, h50 := median(floors), median(saves), median(hands)
 	b.res.pair("save→visible, 1 small file, p50, "+prof+n, msec(s50), "ms", "exec floor through the same proxy, p50", msec(f50)).
 		target("≤ 0.15× floor", msec(s50) <= 0.15*msec(f50))
-	b.res.pair("save→visible, 1 small file, p50, "+prof+n, msec(s50), "ms", "hand-rolled `kubectl exec -i … cat >` through the same proxy, p50", msec(h50))
+	b.res.pair("save→visible, 1 small file, p50, "+prof+n, msec(s50), "ms", fmt.Sprintf("hand-rolled `kubectl exec -i … cat >` through the same proxy, p50 (%d of its writes lost)", l.handLost), msec(h50))
 	return nil
 }
