@@ -444,7 +444,7 @@ func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, std
 	// must still end the batch at once, as an exec's would.
 	go func() {
 		sent <- st.send(func(w *bufio.Writer) error {
-			fmt.Fprintf(w, "%d %d\n%s", seq, len(words), words)
+			fmt.Fprintf(w, "%d %s\n", seq, words)
 			if stdin != nil {
 				buf := make([]byte, chunkSize)
 				for {
@@ -579,7 +579,7 @@ func (st *stream) ping() {
 	}()
 	// A write that blocks ends when the ack timer shuts the stream down.
 	if err := st.send(func(w *bufio.Writer) error {
-		_, err := fmt.Fprintf(w, "%d 0\n", seq)
+		_, err := fmt.Fprintf(w, "%d\n", seq)
 		return err
 	}); err != nil {
 		st.shutdown(err)

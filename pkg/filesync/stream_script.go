@@ -9,11 +9,13 @@ import "strings"
 //
 // Frames on stdin:
 //
-//	"SEQ ALEN\n" then ALEN bytes: applyScript's arguments as shell words
-//	  (each '…'-quoted), then the tar in chunks "LEN\n" + LEN bytes, ending
-//	  with "0\n". ALEN 0 is a heartbeat and has no chunks.
+//	"SEQ WORDS\n": applyScript's arguments as shell words on one line
+//	  (see shellWords), then the tar in chunks "LEN\n" + LEN bytes, ending
+//	  with "0\n". A line with SEQ alone is a heartbeat and has no chunks.
 //
-// Every read of a counted length goes through dd with iflag=fullblock,
+// Lines are read by the shell's read builtin, which reads a pipe byte by
+// byte and so never past the newline. Every read of a counted length goes
+// through dd with iflag=fullblock,
 // which reads exactly that much from a pipe in busybox and GNU; busybox
 // `head -c` and busybox `tar -x` read past the end of what they need, so
 // tar only ever sees a pipe that dd fills with the frame's bytes. Chunks
@@ -31,10 +33,11 @@ import "strings"
 var streamLoop = `command -v dd >/dev/null 2>&1 && [ "$(printf ab | dd bs=2 count=1 iflag=fullblock 2>/dev/null)" = ab ] || { printf 'N\0'; exit 0; }
 printf 'Y\0'
 rd() { q=$(($1/65536)) r=$(($1%65536)); if [ $q -gt 0 ]; then dd bs=65536 count=$q iflag=fullblock 2>/dev/null || return 1; fi; if [ $r -gt 0 ]; then dd bs=$r count=1 iflag=fullblock 2>/dev/null || return 1; fi; }
-while read -r seq alen; do
-  case $seq$alen in ''|*[!0-9]*) exit 2 ;; esac
-  if [ "$alen" -eq 0 ]; then printf 'K%s 0\0' "$seq"; printf '\0\001E%s\0' "$seq" >&2; continue; fi
-  args=$(rd "$alen") || exit 2
+nl='
+'
+while read -r seq args; do
+  case $seq in ''|*[!0-9]*) exit 2 ;; esac
+  if [ -z "$args" ]; then printf 'K%s 0\0' "$seq"; printf '\0\001E%s\0' "$seq" >&2; continue; fi
   { while read -r n; do case $n in ''|*[!0-9]*) exit 2 ;; esac; [ "$n" -gt 0 ] || break; rd "$n" || exit 2; done; } | {
     (eval "set -- $args"
 ` + applyScript + `)
@@ -42,17 +45,19 @@ while read -r seq alen; do
 done
 `
 
-// shellWords quotes each arg as one '…' shell word, for the loop's eval.
-// Any byte but NUL is safe inside single quotes, so names with spaces,
-// quotes, newlines and non-UTF-8 bytes arrive unchanged.
+// shellWords quotes each arg as one '…' shell word, for the loop's eval, on
+// one line: a newline in an arg leaves the quotes as "$nl", which the loop
+// sets to a newline. Any other byte but NUL is safe inside single quotes, so
+// names with spaces, quotes, newlines and non-UTF-8 bytes arrive unchanged.
 func shellWords(args []string) string {
+	q := strings.NewReplacer("'", `'\''`, "\n", `'"$nl"'`)
 	var b strings.Builder
 	for i, a := range args {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
 		b.WriteByte('\'')
-		b.WriteString(strings.ReplaceAll(a, "'", `'\''`))
+		b.WriteString(q.Replace(a))
 		b.WriteByte('\'')
 	}
 	return b.String()

@@ -288,7 +288,7 @@ func (l *scriptedLoop) Exec(ctx context.Context, t Target, argv []string, stdin 
 		if err != nil {
 			return nil
 		}
-		seq, _, _ := strings.Cut(string(buf[:n]), " ")
+		seq := strings.TrimSpace(string(buf[:n]))
 		if l.onPing(seq) {
 			_, _ = io.WriteString(stdout, "K"+seq+" 0\x00")
 			_, _ = io.WriteString(stderr, "\x00\x01E"+seq+"\x00")
@@ -415,5 +415,24 @@ func TestEngineStream(t *testing.T) {
 	e.streams.mu.Unlock()
 	if left != 0 {
 		t.Errorf("%d streams open after Run returned", left)
+	}
+}
+
+// shellWords survives the loop's read and eval in busybox sh and dash.
+func TestShellWordsRoundTrip(t *testing.T) {
+	args := []string{"plain", "with space", "it's", `"$nl" $(echo no) \n`, "new\nline\n", "\xff\xfe", "\ttab ", ""}
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			script := `nl='
+'
+read -r seq words; eval "set -- $words"; printf '%s\0' "$@"`
+			var out, errb bytes.Buffer
+			in := strings.NewReader("7 " + shellWords(args) + "\n")
+			must(t, ex.Exec(context.Background(), testTarget, []string{"sh", "-c", script}, in, &out, &errb))
+			got := strings.Split(strings.TrimSuffix(out.String(), "\x00"), "\x00")
+			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", args) {
+				t.Errorf("got %q, want %q (stderr %q)", got, args, errb.String())
+			}
+		})
 	}
 }
