@@ -71,6 +71,7 @@ type streams struct {
 	ackTimeout time.Duration
 
 	mu       sync.Mutex
+	closed   bool // closeAll ran: no new streams
 	open     map[string]*stream
 	fallback map[string]bool // target keys without the framing tools
 	opening  map[string]chan struct{}
@@ -111,13 +112,18 @@ func (s *streams) get(ctx context.Context, t Target) (*stream, error) {
 	key := streamKey(t)
 	for {
 		s.mu.Lock()
-		if s.fallback[key] {
+		if s.fallback[key] || s.closed {
 			s.mu.Unlock()
 			return nil, errStreamUnavailable
 		}
 		if st := s.open[key]; st != nil {
-			s.mu.Unlock()
-			return st, nil
+			select {
+			case <-st.dead: // died before it was registered
+				delete(s.open, key)
+			default:
+				s.mu.Unlock()
+				return st, nil
+			}
 		}
 		if wait, ok := s.opening[key]; ok {
 			s.mu.Unlock()
@@ -135,14 +141,19 @@ func (s *streams) get(ctx context.Context, t Target) (*stream, error) {
 		st, err := s.dial(ctx, t)
 		s.mu.Lock()
 		delete(s.opening, key)
+		late := err == nil && s.closed // closeAll ran while it was dialed
 		switch {
 		case errors.Is(err, errStreamUnavailable):
 			s.fallback[key] = true
-		case err == nil:
+		case err == nil && !late:
 			s.open[key] = st
 		}
 		s.mu.Unlock()
 		close(done)
+		if late {
+			st.shutdown(nil)
+			return nil, errStreamUnavailable
+		}
 		return st, err
 	}
 }
@@ -188,6 +199,7 @@ func (s *streams) closeAll(grace time.Duration) {
 		return
 	}
 	s.mu.Lock()
+	s.closed = true
 	all := make([]*stream, 0, len(s.open))
 	for k, st := range s.open {
 		all = append(all, st)
