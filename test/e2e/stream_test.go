@@ -38,9 +38,19 @@ func TestSyncStream(t *testing.T) {
 		write(t, filepath.Join(local, "dir with space/f"+strconv.Itoa(i)), "x")
 		waitConverged(t, ns, sel, 1, local, root, time.Minute)
 	}
-	if n := loops(t, ns, pod); n != 1 {
-		t.Errorf("%d loops in the container after 5 batches, want 1", n)
-	}
+	// One loop, however many batches (its subshells end with each batch).
+	waitFor(t, "one loop after 5 batches", 10*time.Second, func() (bool, error) { return loops(t, ns, pod) == 1, nil })
+
+	t.Run("a killed loop is replaced and the next edit arrives", func(t *testing.T) {
+		r := kexec(t, ns, pod, "sh", "-c", `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' <"$f" 2>/dev/null | grep -q 'livesync-strea[m] *$' && kill -9 "$(basename "$(dirname "$f")")"; done; true`)
+		if r.code != 0 {
+			t.Fatalf("killing the loop: %s", r)
+		}
+		waitFor(t, "the loop to be gone", 10*time.Second, func() (bool, error) { return loops(t, ns, pod) == 0, nil })
+		write(t, filepath.Join(local, "after-loop-killed"), "k")
+		waitConverged(t, ns, sel, 1, local, root, time.Minute)
+		waitFor(t, "a new loop", 10*time.Second, func() (bool, error) { return loops(t, ns, pod) == 1, nil })
+	})
 
 	t.Run("a restarted container gets a new stream and the tree", func(t *testing.T) {
 		p := runningPods(t, ns, sel)[0]
