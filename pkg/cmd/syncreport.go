@@ -51,7 +51,7 @@ func (r *syncReporter) report(ev filesync.Event) {
 	switch e := ev.(type) {
 	case filesync.TargetAdded:
 		r.targets[e.Target.String()] = true
-		r.emit(jsonEvent{Type: "target-added", Target: toJSONTarget(e.Target)}, "+ %s (container %s)", e.Target, shortID(e.Target.ContainerID))
+		r.emit(jsonEvent{Type: "target-added", Target: toJSONTarget(e.Target), Transport: e.Transport}, "+ %s (container %s%s)", e.Target, shortID(e.Target.ContainerID), via(e.Transport))
 	case filesync.TargetRemoved:
 		delete(r.targets, e.Target.String())
 		r.emit(jsonEvent{Type: "target-removed", Target: toJSONTarget(e.Target)}, "- %s", e.Target)
@@ -63,8 +63,8 @@ func (r *syncReporter) report(ev filesync.Event) {
 		}
 		r.files += e.Files
 		r.bytes += e.Bytes
-		r.emit(jsonEvent{Type: "initial-sync", Target: toJSONTarget(e.Target), Files: &e.Files, Deleted: &e.Deleted, Bytes: &e.Bytes, Duration: ms(e.Duration)},
-			"synced %s: %d sent, %d deleted, %s in %s", e.Target, e.Files, e.Deleted, humanBytes(e.Bytes), e.Duration.Round(time.Millisecond))
+		r.emit(jsonEvent{Type: "initial-sync", Target: toJSONTarget(e.Target), Files: &e.Files, Deleted: &e.Deleted, Bytes: &e.Bytes, Duration: ms(e.Duration), Transport: e.Transport},
+			"synced %s: %d sent, %d deleted, %s in %s%s", e.Target, e.Files, e.Deleted, humanBytes(e.Bytes), e.Duration.Round(time.Millisecond), via(e.Transport))
 	case filesync.Batch:
 		if e.Changed == 0 && e.Deleted == 0 && e.Failed == 0 {
 			return // events that changed nothing (e.g. a directory's mtime) are noise

@@ -48,6 +48,15 @@ type jsonEvent struct {
 	Reason    string      `json:"reason,omitempty"`
 	Workload  string      `json:"workload,omitempty"`
 	Restarts  *int        `json:"restarts,omitempty"`
+	Transport string      `json:"transport,omitempty"` // target-added, initial-sync: stream or exec
+}
+
+// via says which transport a target's batches use, for the text output.
+func via(transport string) string {
+	if transport == "" {
+		return ""
+	}
+	return ", via " + transport
 }
 
 func ms(d time.Duration) *float64 {

@@ -16,7 +16,7 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
 	r := newSyncReporter(&out, &errOut, true)
 	tg := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "containerd://abc"}
-	r.Report(filesync.TargetAdded{Target: tg})
+	r.Report(filesync.TargetAdded{Target: tg, Transport: filesync.TransportStream})
 	r.Report(filesync.InitialSync{Target: tg, Files: 3, Bytes: 2048, Duration: 1500 * time.Microsecond})
 	r.Report(filesync.Batch{Changed: 1, Names: []string{"/app/a"}, Targets: 1, Bytes: 512, Latency: 80 * time.Millisecond})
 	r.Report(filesync.Batch{}) // changed nothing: not printed
@@ -39,6 +39,11 @@ func TestSyncReporterNDJSON(t *testing.T) {
 		if ev["type"] != want[i] {
 			t.Errorf("line %d: type %v, want %s", i, ev["type"], want[i])
 		}
+	}
+	var added map[string]any
+	_ = json.Unmarshal([]byte(lines[0]), &added)
+	if added["transport"] != "stream" {
+		t.Errorf("target-added = %v, want transport stream", added)
 	}
 	var b map[string]any
 	_ = json.Unmarshal([]byte(lines[2]), &b)

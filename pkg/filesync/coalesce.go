@@ -47,12 +47,16 @@ type coalescer struct {
 	quiet, cap time.Duration
 	cur        *batch
 	last       time.Time
+	adapt      *adaptiveQuiet // nil: quiet is fixed (coalesce_adaptive.go)
 }
 
 func (c *coalescer) add(ch Change) {
 	now := c.clk.Now()
 	if c.cur == nil {
 		c.cur = &batch{paths: map[string]struct{}{}, rescans: map[string]struct{}{}, first: now}
+		if c.adapt != nil {
+			c.quiet = c.adapt.open(now)
+		}
 	}
 	c.cur.add(ch)
 	c.last = now
@@ -79,6 +83,9 @@ func (c *coalescer) due() bool {
 func (c *coalescer) take() *batch {
 	b := c.cur
 	c.cur = nil
+	if c.adapt != nil && b != nil {
+		c.adapt.cut(c.clk.Now())
+	}
 	return b
 }
 
@@ -86,10 +93,16 @@ func (c *coalescer) take() *batch {
 // pending batch is flushed and the channel closed). While the consumer is busy,
 // a released batch keeps absorbing new changes.
 func coalesce(ctx context.Context, clk clock.Clock, quiet, capWait time.Duration, in <-chan Change) <-chan *batch {
+	return coalesceWith(ctx, clk, quiet, capWait, in, nil)
+}
+
+// coalesceWith is coalesce with the quiet window chosen per batch by adapt
+// (nil: fixed).
+func coalesceWith(ctx context.Context, clk clock.Clock, quiet, capWait time.Duration, in <-chan Change, adapt *adaptiveQuiet) <-chan *batch {
 	out := make(chan *batch)
 	go func() {
 		defer close(out)
-		c := &coalescer{clk: clk, quiet: quiet, cap: capWait}
+		c := &coalescer{clk: clk, quiet: quiet, cap: capWait, adapt: adapt}
 		var (
 			timer  clock.Timer
 			ready  *batch // released, waiting for the consumer

@@ -84,6 +84,7 @@ type Engine struct {
 	log     *slog.Logger
 
 	onSyncExec *boundedExecutor // on-sync commands, with slots of their own
+	streams    *streams         // one exec stream per target; nil: an exec per batch (stream.go)
 
 	mu       sync.Mutex
 	targets  map[string]*target
@@ -121,6 +122,10 @@ func New(exec Executor, cfg Config, opts ...Option) *Engine {
 	}
 	for _, o := range opts {
 		o(e)
+	}
+	if sc, ok := exec.(StreamCapable); ok && sc.PersistentStreams() && !cfg.DryRun {
+		e.streams = newStreams(exec, e.clk, cfg.ExecTimeout) // stream.go
+		exec = e.streams
 	}
 	e.exec = newBoundedExecutor(exec, cfg.Parallelism, e.clk, limit{d: cfg.ExecTimeout, idle: true})
 	// On-sync commands get slots of their own: one that holds its exec open
@@ -160,7 +165,7 @@ func (e *Engine) AddTarget(t Target) {
 		e.startLocked(tg)
 	}
 	e.mu.Unlock()
-	e.rep.Report(TargetAdded{Target: t})
+	e.rep.Report(TargetAdded{Target: t, Transport: e.streams.intended()})
 }
 
 // RemoveTarget stops syncing t; an exec in flight is cancelled. Safe for
@@ -179,6 +184,7 @@ func (e *Engine) RemoveTarget(t Target) {
 
 func (e *Engine) dropLocked(tg *target) {
 	delete(e.targets, tg.String())
+	e.streams.close(tg.Target) // stream.go
 	if tg.cancel != nil {
 		tg.cancel()
 	}
@@ -214,7 +220,7 @@ func (e *Engine) Run(ctx context.Context, changes <-chan Change) error {
 	}
 	e.mu.Unlock()
 
-	for b := range coalesce(ctx, e.clk, e.cfg.Quiet, e.cfg.Cap, changes) {
+	for b := range coalesceWith(ctx, e.clk, e.cfg.Quiet, e.cfg.Cap, changes, e.adaptiveQuiet()) {
 		e.dispatch(b)
 	}
 	e.mu.Lock()
@@ -224,6 +230,7 @@ func (e *Engine) Run(ctx context.Context, changes <-chan Change) error {
 	}
 	e.mu.Unlock()
 	e.wg.Wait()
+	e.streams.closeAll(streamCloseGrace) // stream.go
 	return ctx.Err()
 }
 
@@ -260,5 +267,6 @@ func (e *Engine) Once(ctx context.Context) (bool, error) {
 		})
 	}
 	wg.Wait()
+	e.streams.closeAll(streamCloseGrace) // stream.go
 	return ok.Load() && ctx.Err() == nil, ctx.Err()
 }

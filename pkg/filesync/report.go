@@ -30,6 +30,8 @@ type InitialSync struct {
 	Bytes    int64 // tar bytes sent
 	Duration time.Duration
 	Err      error // nil when the target converged
+	// Transport is how its batches go: TransportStream or TransportExec.
+	Transport string
 }
 
 // Batch reports one coalesced batch once every target that was ready when it
@@ -44,8 +46,14 @@ type Batch struct {
 	Latency time.Duration // first change seen → applied on all targets
 }
 
-// TargetAdded reports a new target; its initial sync follows.
-type TargetAdded struct{ Target Target }
+// TargetAdded reports a new target; its initial sync follows. Transport is
+// the transport its batches will try (TransportStream falls back to
+// TransportExec where the container lacks the tools; InitialSync says which
+// one they use).
+type TargetAdded struct {
+	Target    Target
+	Transport string
+}
 
 // TargetRemoved reports a target that is no longer synced.
 type TargetRemoved struct{ Target Target }

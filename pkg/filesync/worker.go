@@ -148,6 +148,7 @@ func (e *Engine) process(tg *target) error {
 func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, error) {
 	start := e.clk.Now()
 	ev := InitialSync{Target: tg.Target}
+	e.streams.warm(ctx, tg.Target) // stream.go: open it while listing
 	idxs := make([]*Index, len(e.maps))
 	var changed []string
 	err := func() error {
@@ -206,6 +207,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 	if err == nil {
 		tg.idx = idxs
 		e.onSync(tg, changed)
+		ev.Transport = e.streams.transport(ctx, tg.Target) // stream.go
 	}
 	if ctx.Err() != nil {
 		return ev, ctx.Err()

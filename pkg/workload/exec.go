@@ -23,7 +23,16 @@ import (
 type PodExecutor struct {
 	Config *rest.Config
 	Client kubernetes.Interface
+	// ExecPerBatch turns off the persistent stream per container (see
+	// PersistentStreams): every batch is an exec of its own, as before.
+	ExecPerBatch bool
 }
+
+// PersistentStreams says the sync engine may keep one exec per container open
+// and send it every batch (filesync.StreamCapable): a pods/exec stream lives as
+// long as its connection, and its stdin is closed, ending the remote loop, when
+// the client closes it or the connection drops.
+func (x *PodExecutor) PersistentStreams() bool { return !x.ExecPerBatch }
 
 // Exec runs argv in the target container; a non-zero exit is returned as an error with
 // ExitStatus() (client-go's CodeExitError). Cancelling ctx closes the connection and returns

@@ -48,7 +48,7 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-var phases = []string{"micro", "latency", "quiet", "fanout", "initial", "resync", "watcher"}
+var phases = []string{"micro", "latency", "remote", "quiet", "fanout", "initial", "resync", "watcher"}
 
 func main() {
 	b := &bench{rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), start: time.Now()}
@@ -127,10 +127,11 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		emptyDir string
 		phases   []string
 	}{
-		{"lat", 1, "", []string{"latency", "quiet"}},
+		{"lat", 1, "", []string{"latency", "remote", "quiet"}},
 		{"big", 1, "/app", []string{"initial", "resync"}},
 		{"fan1", 1, "", []string{"fanout"}},
 		{"fan5", 5, "", []string{"fanout"}},
+		{"fan10", 10, "", []string{"fanout"}},
 		{"w", 1, "", []string{"watcher"}},
 	}
 	for _, d := range deployments {
@@ -162,6 +163,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		fn   func(context.Context) error
 	}{
 		{"latency", b.measureLatency},
+		{"remote", b.measureRemote},
 		{"quiet", b.measureQuiet},
 		{"fanout", b.measureFanout},
 		{"initial", b.measureInitial},

@@ -33,6 +33,7 @@ type Event struct {
 	Reason     string   `json:"reason"`
 	Workload   string   `json:"workload"`
 	Restarts   int      `json:"restarts"`
+	Transport  string   `json:"transport"`
 
 	// Line is the line as printed; Invalid says it was not JSON (and the fields above are zero).
 	Line    string `json:"-"`

@@ -1,0 +1,622 @@
+package filesync
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Transports a target can use, as reported in TargetAdded and InitialSync.
+const (
+	// TransportStream is one long-lived exec per target that applies every
+	// batch (see streamLoop).
+	TransportStream = "stream"
+	// TransportExec is an exec per batch: the container lacks dd with
+	// iflag=fullblock, or the executor cannot keep streams.
+	TransportExec = "exec"
+)
+
+// StreamCapable is implemented by executors whose execs may stay open for
+// the life of a target (pods/exec can, with stdin as a pipe). The engine
+// keeps a stream per target only through such an executor, and only when
+// PersistentStreams returns true.
+type StreamCapable interface {
+	PersistentStreams() bool
+}
+
+// Stream tuning. heartbeatEvery is how long a stream may sit idle before a
+// heartbeat frame checks that it is alive; chunkSize bounds each tar chunk
+// of a frame (dd reads it in 64 KiB blocks).
+const (
+	heartbeatEvery = 10 * time.Second
+	chunkSize      = 1 << 20
+)
+
+// errStreamUnavailable means a target cannot keep a stream: use an exec per
+// batch.
+var errStreamUnavailable = errors.New("stream unavailable")
+
+// streamDeadError is what a batch gets when its stream ended under it; like
+// any transport failure it is transient, so the engine retries the batch on a
+// new stream. It does not unwrap: the stream's own exec may have ended with
+// context.Canceled, which the batch must not take for its own cancellation.
+type streamDeadError struct{ err error }
+
+func (e *streamDeadError) Error() string {
+	if e.err == nil {
+		return "exec stream closed"
+	}
+	return fmt.Sprintf("exec stream closed: %v", e.err)
+}
+
+// streams is an Executor that runs the apply script of each batch through a
+// per-target stream and passes every other command (listings, on-sync) to
+// the wrapped executor. A stream that dies (its exec ended: connection lost,
+// container restarted, loop killed) is dropped, and the next batch opens a
+// new one; a target whose container lacks the framing tools gets an exec per
+// batch from then on.
+type streams struct {
+	base Executor
+	clk  clock.Clock
+	// ackTimeout bounds the probe and each heartbeat's ack; a batch's ack is
+	// bounded by the engine's per-exec limit, which cancels its context.
+	ackTimeout time.Duration
+
+	mu       sync.Mutex
+	closed   bool // closeAll ran: no new streams
+	open     map[string]*stream
+	fallback map[string]bool // target keys without the framing tools
+	opening  map[string]chan struct{}
+}
+
+func newStreams(base Executor, clk clock.Clock, ackTimeout time.Duration) *streams {
+	return &streams{base: base, clk: clk, ackTimeout: ackTimeout,
+		open: map[string]*stream{}, fallback: map[string]bool{}, opening: map[string]chan struct{}{}}
+}
+
+func streamKey(t Target) string { return t.String() + "@" + t.ContainerID }
+
+// isApply says whether argv runs applyScript (as built by scriptArgs.argv).
+func isApply(argv []string) bool {
+	return len(argv) > 4 && argv[0] == "sh" && argv[1] == "-c" && argv[2] == applyScript
+}
+
+// Exec runs an apply through t's stream, opening it first if needed, and
+// anything else through the wrapped executor.
+func (s *streams) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if !isApply(argv) {
+		return s.base.Exec(ctx, t, argv, stdin, stdout, stderr)
+	}
+	st, err := s.get(ctx, t)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// No stream (yet): this batch goes the old way, whose errors say
+		// best what is wrong with the container.
+		return s.base.Exec(ctx, t, argv, stdin, stdout, stderr)
+	}
+	return st.apply(ctx, argv[4:], stdin, stdout, stderr)
+}
+
+// get returns t's open stream, opening one if there is none.
+func (s *streams) get(ctx context.Context, t Target) (*stream, error) {
+	key := streamKey(t)
+	for {
+		s.mu.Lock()
+		if s.fallback[key] || s.closed {
+			s.mu.Unlock()
+			return nil, errStreamUnavailable
+		}
+		if st := s.open[key]; st != nil {
+			select {
+			case <-st.dead: // died before it was registered
+				delete(s.open, key)
+			default:
+				s.mu.Unlock()
+				return st, nil
+			}
+		}
+		if wait, ok := s.opening[key]; ok {
+			s.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		s.opening[key] = done
+		s.mu.Unlock()
+
+		st, err := s.dial(ctx, t)
+		s.mu.Lock()
+		delete(s.opening, key)
+		late := err == nil && s.closed // closeAll ran while it was dialed
+		switch {
+		case errors.Is(err, errStreamUnavailable):
+			s.fallback[key] = true
+		case err == nil && !late:
+			s.open[key] = st
+		}
+		s.mu.Unlock()
+		close(done)
+		if late {
+			st.shutdown(nil)
+			return nil, errStreamUnavailable
+		}
+		return st, err
+	}
+}
+
+// warm opens t's stream in the background, so the first batch finds it.
+func (s *streams) warm(ctx context.Context, t Target) {
+	if s == nil {
+		return
+	}
+	go func() { _, _ = s.get(ctx, t) }()
+}
+
+// transport says how t's batches go: it waits for a stream being opened.
+func (s *streams) transport(ctx context.Context, t Target) string {
+	if s == nil {
+		return TransportExec
+	}
+	if _, err := s.get(ctx, t); errors.Is(err, errStreamUnavailable) {
+		return TransportExec
+	}
+	return TransportStream
+}
+
+// close ends t's stream: the loop in the container sees EOF and exits.
+func (s *streams) close(t Target) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	st := s.open[streamKey(t)]
+	delete(s.open, streamKey(t))
+	delete(s.fallback, streamKey(t))
+	s.mu.Unlock()
+	if st != nil {
+		st.shutdown(nil)
+	}
+}
+
+// closeAll ends every stream and waits up to grace for their execs to end,
+// so that the loops have seen EOF before the process exits.
+func (s *streams) closeAll(grace time.Duration) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.closed = true
+	all := make([]*stream, 0, len(s.open))
+	for k, st := range s.open {
+		all = append(all, st)
+		delete(s.open, k)
+	}
+	s.mu.Unlock()
+	for _, st := range all {
+		st.shutdown(nil)
+	}
+	timer := s.clk.NewTimer(grace)
+	defer timer.Stop()
+	for _, st := range all {
+		select {
+		case <-st.ended:
+		case <-timer.C():
+			return
+		}
+	}
+}
+
+// forget drops st from the open streams once it died.
+func (s *streams) forget(key string, st *stream) {
+	s.mu.Lock()
+	if s.open[key] == st {
+		delete(s.open, key)
+	}
+	s.mu.Unlock()
+}
+
+// ack is one "K<seq> <status>" from the loop.
+type ack struct {
+	seq    uint64
+	status int
+}
+
+// stream is one open exec running streamLoop.
+type stream struct {
+	s   *streams
+	t   Target
+	key string
+	in  *io.PipeWriter
+
+	cancel context.CancelFunc
+	dead   chan struct{} // closed once the stream is unusable
+	ended  chan struct{} // closed once the exec returned
+	errMu  sync.Mutex
+	err    error
+
+	ready chan bool // the probe's answer
+	acks  chan ack
+	eacks chan uint64
+
+	sinkMu sync.Mutex
+	stdout io.Writer // the current batch's, while one runs
+	stderr io.Writer
+
+	batch sync.Mutex // one frame at a time, heartbeats included
+	seq   uint64
+	last  time.Time // when the last frame was acked
+}
+
+// dial starts streamLoop in t and waits for its probe.
+func (s *streams) dial(ctx context.Context, t Target) (*stream, error) {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	pr, pw := io.Pipe()
+	st := &stream{s: s, t: t, key: streamKey(t), in: pw, cancel: cancel,
+		dead: make(chan struct{}), ended: make(chan struct{}),
+		ready: make(chan bool, 1), acks: make(chan ack, 1), eacks: make(chan uint64, 1), last: s.clk.Now()}
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	go func() {
+		err := s.base.Exec(sctx, t, []string{"sh", "-c", streamLoop, "livesync-stream"}, pr, outW, errW)
+		_ = outW.Close()
+		_ = errW.Close()
+		_ = pr.CloseWithError(io.ErrClosedPipe)
+		st.shutdown(err)
+		close(st.ended)
+	}()
+	go st.readStdout(outR)
+	go st.readStderr(errR)
+
+	timer := s.clk.NewTimer(s.ackTimeout)
+	defer timer.Stop()
+	select {
+	case ok := <-st.ready:
+		if !ok {
+			st.shutdown(nil)
+			return nil, errStreamUnavailable
+		}
+	case <-st.dead:
+		return nil, st.deadErr()
+	case <-timer.C():
+		st.shutdown(&timeoutError{limit{d: s.ackTimeout}})
+		return nil, st.deadErr()
+	case <-ctx.Done():
+		st.shutdown(ctx.Err())
+		return nil, ctx.Err()
+	}
+	go st.heartbeat()
+	return st, nil
+}
+
+// shutdown makes st unusable and closes its stdin, which ends the loop; err
+// (nil for a deliberate close) is what batches in flight see. It also
+// cancels the exec, in case the remote side no longer reads.
+func (st *stream) shutdown(err error) {
+	st.errMu.Lock()
+	select {
+	case <-st.dead:
+		st.errMu.Unlock()
+		return
+	default:
+	}
+	st.err = err
+	close(st.dead)
+	st.errMu.Unlock()
+	st.s.forget(st.key, st)
+	_ = st.in.Close()
+	if err != nil {
+		st.cancel()
+		return
+	}
+	// A deliberate close lets the loop see EOF; the exec is cancelled once
+	// it ends, or after a grace period if the connection hangs.
+	go func() {
+		timer := st.s.clk.NewTimer(st.s.ackTimeout)
+		defer timer.Stop()
+		select {
+		case <-st.ended:
+		case <-timer.C():
+		}
+		st.cancel()
+	}()
+}
+
+func (st *stream) deadErr() error {
+	st.errMu.Lock()
+	defer st.errMu.Unlock()
+	return &streamDeadError{err: st.err}
+}
+
+// readStdout splits the loop's stdout into NUL-terminated tokens: the probe's
+// answer, the batch's "R./dir" reports (handed to the batch's stdout as
+// applyScript wrote them) and acks. Its end is the stream's end.
+func (st *stream) readStdout(r io.Reader) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	first := true
+	for {
+		tok, err := br.ReadBytes(0)
+		if err != nil {
+			// The loop is gone. Close its stdin (an executor may wait for
+			// that before it returns) and let the exec's own error win.
+			_ = st.in.Close()
+			<-st.ended
+			st.shutdown(err)
+			return
+		}
+		tok = tok[:len(tok)-1]
+		switch {
+		case first:
+			first = false
+			st.ready <- bytes.Equal(tok, []byte("Y"))
+		case len(tok) > 0 && tok[0] == 'K':
+			a, ok := parseAck(tok[1:])
+			if !ok {
+				st.shutdown(fmt.Errorf("malformed ack %q", tok))
+				continue
+			}
+			select {
+			case st.acks <- a:
+			case <-st.dead:
+			}
+		default:
+			st.sinkMu.Lock()
+			if st.stdout != nil {
+				_, _ = st.stdout.Write(append(tok, 0))
+			}
+			st.sinkMu.Unlock()
+		}
+	}
+}
+
+// readStderr hands the loop's stderr to the current batch, up to each batch's
+// "\0E<seq>\0" end marker.
+func (st *stream) readStderr(r io.Reader) {
+	br := bufio.NewReaderSize(r, 16<<10)
+	for {
+		piece, err := br.ReadBytes(0)
+		if err != nil && len(piece) == 0 {
+			_, _ = io.Copy(io.Discard, r)
+			return
+		}
+		text, marked := bytes.CutSuffix(piece, []byte{0})
+		if rest, ok := bytes.CutPrefix(text, []byte("\x01E")); ok && marked {
+			if seq, perr := strconv.ParseUint(string(rest), 10, 64); perr == nil {
+				select {
+				case st.eacks <- seq:
+				case <-st.dead:
+				}
+				continue
+			}
+		}
+		st.sinkMu.Lock()
+		if st.stderr != nil && len(text) > 0 {
+			_, _ = st.stderr.Write(text)
+		}
+		st.sinkMu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+func parseAck(b []byte) (ack, bool) {
+	seq, status, ok := bytes.Cut(b, []byte(" "))
+	if !ok {
+		return ack{}, false
+	}
+	n, err1 := strconv.ParseUint(string(seq), 10, 64)
+	c, err2 := strconv.Atoi(string(status))
+	return ack{seq: n, status: c}, err1 == nil && err2 == nil
+}
+
+// apply sends one batch (applyScript's arguments after $0, and the tar on
+// stdin, if any) and waits for its ack. A non-zero status is returned as an
+// ExitError, as an exec of applyScript would. Anything else that goes wrong
+// (ctx done, the stream dying, a local read failing mid-frame) leaves the
+// stream out of step, so it is shut down; the next batch opens a new one.
+func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	st.batch.Lock()
+	defer st.batch.Unlock()
+	select {
+	case <-st.dead:
+		return st.deadErr()
+	default:
+	}
+	st.sinkMu.Lock()
+	st.stdout, st.stderr = stdout, stderr
+	st.sinkMu.Unlock()
+	defer func() {
+		st.sinkMu.Lock()
+		st.stdout, st.stderr = nil, nil
+		st.sinkMu.Unlock()
+	}()
+	stop := context.AfterFunc(ctx, func() { st.shutdown(context.Cause(ctx)) })
+	defer stop()
+
+	st.seq++
+	seq := st.seq
+	words := shellWords(args)
+	sent := make(chan error, 1)
+	// The frame is written on its own goroutine: reading stdin may block
+	// (the archive of a file that stalls), and a dead stream or a done ctx
+	// must still end the batch at once, as an exec's would.
+	go func() {
+		sent <- st.send(func(w *bufio.Writer) error {
+			fmt.Fprintf(w, "%d %s\n", seq, words)
+			if stdin != nil {
+				buf := make([]byte, chunkSize)
+				for {
+					n, err := io.ReadFull(stdin, buf)
+					if n > 0 {
+						fmt.Fprintf(w, "%d\n", n)
+						if _, werr := w.Write(buf[:n]); werr != nil {
+							return werr
+						}
+						// Each chunk goes at once: the tar extracts it while
+						// the next one is read.
+						if werr := w.Flush(); werr != nil {
+							return werr
+						}
+					}
+					if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+						break
+					}
+					if err != nil {
+						st.shutdown(fmt.Errorf("reading the archive: %w", err))
+						return err
+					}
+				}
+			}
+			_, err := io.WriteString(w, "0\n")
+			return err
+		})
+	}()
+	select {
+	case err := <-sent:
+		if err != nil {
+			st.shutdown(err)
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return st.deadErr()
+		}
+	case <-st.dead:
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return st.deadErr()
+	}
+	status, err := st.waitAck(ctx, seq)
+	if err != nil {
+		return err
+	}
+	st.last = st.s.clk.Now()
+	if status != 0 {
+		return ackStatus(status)
+	}
+	return nil
+}
+
+// ackStatus is a batch's non-zero status as the loop acked it: an ExitError, as the exit of
+// an exec per batch would be, so errors.go explains both alike.
+type ackStatus int
+
+func (a ackStatus) Error() string   { return fmt.Sprintf("command terminated with exit code %d", int(a)) }
+func (a ackStatus) ExitStatus() int { return int(a) }
+
+// send writes one frame to the loop's stdin.
+func (st *stream) send(frame func(w *bufio.Writer) error) error {
+	w := bufio.NewWriterSize(st.in, 64<<10)
+	if err := frame(w); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// waitAck waits for seq's ack on stdout and its end marker on stderr.
+func (st *stream) waitAck(ctx context.Context, seq uint64) (int, error) {
+	var (
+		status      int
+		gotOK, gotE bool
+	)
+	for !gotOK || !gotE {
+		select {
+		case a := <-st.acks:
+			if a.seq != seq {
+				st.shutdown(fmt.Errorf("ack for frame %d, want %d", a.seq, seq))
+				return 0, st.deadErr()
+			}
+			status, gotOK = a.status, true
+		case e := <-st.eacks:
+			if e != seq {
+				st.shutdown(fmt.Errorf("stderr end of frame %d, want %d", e, seq))
+				return 0, st.deadErr()
+			}
+			gotE = true
+		case <-st.dead:
+			if ctx.Err() != nil {
+				return 0, context.Cause(ctx)
+			}
+			return 0, st.deadErr()
+		}
+	}
+	return status, nil
+}
+
+// heartbeat sends an empty frame after heartbeatEvery without one, and shuts
+// the stream down when its ack does not come within ackTimeout: a stream
+// whose connection went away silently is replaced before a batch needs it.
+func (st *stream) heartbeat() {
+	for {
+		timer := st.s.clk.NewTimer(heartbeatEvery)
+		select {
+		case <-st.dead:
+			timer.Stop()
+			return
+		case <-timer.C():
+		}
+		if !st.batch.TryLock() {
+			continue // a batch is its own heartbeat
+		}
+		if st.s.clk.Since(st.last) < heartbeatEvery {
+			st.batch.Unlock()
+			continue
+		}
+		st.ping()
+		st.batch.Unlock()
+	}
+}
+
+// ping sends one heartbeat frame and waits for its ack; st.batch is held.
+func (st *stream) ping() {
+	st.seq++
+	seq := st.seq
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	timer := st.s.clk.NewTimer(st.s.ackTimeout)
+	defer timer.Stop()
+	go func() {
+		select {
+		case <-timer.C():
+			st.shutdown(&timeoutError{limit{d: st.s.ackTimeout}})
+		case <-ctx.Done():
+		}
+	}()
+	// A write that blocks ends when the ack timer shuts the stream down.
+	if err := st.send(func(w *bufio.Writer) error {
+		_, err := fmt.Fprintf(w, "%d\n", seq)
+		return err
+	}); err != nil {
+		st.shutdown(err)
+		return
+	}
+	if _, err := st.waitAck(ctx, seq); err == nil {
+		st.last = st.s.clk.Now()
+	}
+}
+
+// streamCloseGrace is how long the engine waits, when it stops, for the
+// loops to see EOF and their execs to end.
+const streamCloseGrace = 2 * time.Second
+
+// intended is the transport batches will try first.
+func (s *streams) intended() string {
+	if s == nil {
+		return TransportExec
+	}
+	return TransportStream
+}

@@ -1,0 +1,438 @@
+package filesync
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// streamCounter counts the execs a streams opens, by kind.
+type streamCounter struct {
+	Executor
+	mu            sync.Mutex
+	loops, others int
+}
+
+func (c *streamCounter) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	c.mu.Lock()
+	if len(argv) > 2 && argv[2] == streamLoop {
+		c.loops++
+	} else {
+		c.others++
+	}
+	c.mu.Unlock()
+	return c.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+func (c *streamCounter) counts() (loops, others int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.loops, c.others
+}
+
+// newTestStreams returns streams over ex on the real clock, closed with the test.
+func newTestStreams(t *testing.T, ex Executor) (*streams, *streamCounter) {
+	t.Helper()
+	c := &streamCounter{Executor: ex}
+	s := newStreams(c, clock.RealClock{}, 30*time.Second)
+	t.Cleanup(func() { s.closeAll(10 * time.Second) })
+	return s, c
+}
+
+func TestStreamApply(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			s, c := newTestStreams(t, ex)
+			local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app", "src")
+			writeTree(t, local, weirdNames)
+			writeTree(t, local, map[string]string{
+				"bin/run": "#!/bin/sh", "empty/": "", "link@bin/run": "", "out@../../../etc/passwd": "",
+				"d/x": "x", "d/y/z": "z", "f": "file", "bad-\xff\xfe-name": "non-UTF-8",
+				"big": strings.Repeat("0123456789abcdef", 300_000), // several chunks
+			})
+			must(t, os.Chmod(filepath.Join(local, "bin/run"), 0o755))
+			m := testMapping(t, local, remote, nil)
+			idx := NewIndex()
+			syncOnce(t, s, m, idx)
+			assertSameTree(t, local, remote)
+
+			for n := range weirdNames {
+				must(t, os.RemoveAll(filepath.Join(local, strings.SplitN(n, "/", 2)[0])))
+			}
+			must(t, os.RemoveAll(filepath.Join(local, "d")))
+			must(t, os.WriteFile(filepath.Join(local, "d"), []byte("dir became file"), 0o600))
+			must(t, os.Remove(filepath.Join(local, "f")))
+			must(t, os.Remove(filepath.Join(local, "bad-\xff\xfe-name")))
+			writeTree(t, local, map[string]string{"f/inner": "file became dir", "bin/run": "#!/bin/sh\necho hi"})
+			if p := syncOnce(t, s, m, idx); len(p.Deletes) == 0 {
+				t.Fatal("nothing deleted")
+			}
+			assertSameTree(t, local, remote)
+			// Deletes only: a frame without tar chunks.
+			must(t, os.Remove(filepath.Join(local, "big")))
+			syncOnce(t, s, m, idx)
+			assertSameTree(t, local, remote)
+
+			if loops, others := c.counts(); loops != 1 || others != 0 {
+				t.Errorf("%d stream execs and %d other execs, want 1 and 0", loops, others)
+			}
+			if got := s.transport(context.Background(), testTarget); got != TransportStream {
+				t.Errorf("transport %q, want %q", got, TransportStream)
+			}
+		})
+	}
+}
+
+// A symlink the container has where the local side has a directory is
+// replaced, reported through the stream like through an exec, and nothing
+// is written through it.
+func TestStreamReplacedSymlink(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			s, _ := newTestStreams(t, ex)
+			local, remote, outside := t.TempDir(), t.TempDir(), t.TempDir()
+			writeTree(t, local, map[string]string{"etc/passwd": "mine"})
+			must(t, os.Symlink(outside, filepath.Join(remote, "etc")))
+			m := testMapping(t, local, remote, nil)
+			p, err := plan(m, NewIndex(), nil, true)
+			must(t, err)
+			res, err := apply(context.Background(), s, testTarget, m, p)
+			must(t, err)
+			if fmt.Sprint(res.replaced) != "[etc]" {
+				t.Errorf("replaced %q, want [etc]", res.replaced)
+			}
+			if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+				t.Errorf("wrote through the symlink: %v", entries)
+			}
+			assertSameTree(t, local, remote)
+		})
+	}
+}
+
+// A batch that fails acks its status and stderr, and the stream goes on.
+func TestStreamFailingBatch(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			s, c := newTestStreams(t, ex)
+			local, parent := t.TempDir(), t.TempDir()
+			writeTree(t, local, map[string]string{"a": "a"})
+			remote := filepath.Join(parent, "app")
+			must(t, os.WriteFile(remote, []byte("a file where the root goes"), 0o600))
+			m := testMapping(t, local, remote, nil)
+			p, err := plan(m, NewIndex(), nil, true)
+			must(t, err)
+			_, err = apply(context.Background(), s, testTarget, m, p)
+			if !errors.Is(err, ErrTypeConflict) {
+				t.Fatalf("apply over a file: %v, want a type conflict", err)
+			}
+			must(t, os.Remove(remote))
+			idx := NewIndex()
+			syncOnce(t, s, m, idx)
+			assertSameTree(t, local, remote)
+			if loops, _ := c.counts(); loops != 1 {
+				t.Errorf("%d stream execs, want 1: the failure must not end the stream", loops)
+			}
+		})
+	}
+}
+
+// Without dd, a target falls back to an exec per batch, once probed.
+func TestStreamFallback(t *testing.T) {
+	s, c := newTestStreams(t, busybox(t, "dd"))
+	local := t.TempDir()
+	writeTree(t, local, map[string]string{"a": "a"})
+	remote := t.TempDir()
+	m := testMapping(t, local, remote, nil)
+	idx := NewIndex()
+	syncOnce(t, s, m, idx)
+	writeTree(t, local, map[string]string{"b": "b"})
+	syncOnce(t, s, m, idx)
+	assertSameTree(t, local, remote)
+	if loops, others := c.counts(); loops != 1 || others != 2 {
+		t.Errorf("%d stream execs and %d other execs, want 1 probe and 2 execs", loops, others)
+	}
+	if got := s.transport(context.Background(), testTarget); got != TransportExec {
+		t.Errorf("transport %q, want %q", got, TransportExec)
+	}
+}
+
+// The loop ends on stdin EOF; a stream that died is replaced by the next
+// batch, which a retry re-applies.
+func TestStreamEOFAndReconnect(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			s, c := newTestStreams(t, ex)
+			local, remote := t.TempDir(), t.TempDir()
+			writeTree(t, local, map[string]string{"a": "a"})
+			m := testMapping(t, local, remote, nil)
+			idx := NewIndex()
+			syncOnce(t, s, m, idx)
+			st, err := s.get(context.Background(), testTarget)
+			must(t, err)
+			s.close(testTarget)
+			select {
+			case <-st.ended:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the loop did not end on EOF")
+			}
+			if err := st.apply(context.Background(), []string{"x"}, nil, io.Discard, io.Discard); !IsTransient(classify(err, testTarget, "copying files", "/x", "")) {
+				t.Errorf("a batch on a closed stream: %v, want a transient error", err)
+			}
+			writeTree(t, local, map[string]string{"b": "b"})
+			syncOnce(t, s, m, idx)
+			assertSameTree(t, local, remote)
+			if loops, _ := c.counts(); loops != 2 {
+				t.Errorf("%d stream execs, want 2", loops)
+			}
+		})
+	}
+}
+
+// A batch whose context ends mid-frame shuts the stream down rather than
+// leave it out of step; the next batch gets a new one.
+func TestStreamCancelledBatch(t *testing.T) {
+	s, c := newTestStreams(t, busybox(t))
+	local, remote := t.TempDir(), t.TempDir()
+	m := testMapping(t, local, remote, nil)
+	writeTree(t, local, map[string]string{"a": "a"})
+	idx := NewIndex()
+	syncOnce(t, s, m, idx)
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Exec(ctx, testTarget, (&scriptArgs{tar: true}).argv(m), pr, io.Discard, io.Discard)
+	}()
+	_, _ = pw.Write(bytes.Repeat([]byte{0}, 100)) // half a tar header, then silence
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled batch: %v", err)
+	}
+	_ = pw.Close()
+	writeTree(t, local, map[string]string{"b": "b"})
+	syncOnce(t, s, m, idx)
+	assertSameTree(t, local, remote)
+	if loops, _ := c.counts(); loops != 2 {
+		t.Errorf("%d stream execs, want 2", loops)
+	}
+}
+
+// Idle streams send a heartbeat every heartbeatEvery; one whose ack does not
+// come within the ack timeout is shut down.
+func TestStreamHeartbeat(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Now())
+	hung := make(chan struct{})
+	var pings sync.WaitGroup
+	pings.Add(1)
+	ex := &scriptedLoop{onPing: func(seq string) bool {
+		if seq == "1" {
+			pings.Done()
+			return true
+		}
+		close(hung)
+		return false // never ack the second
+	}}
+	// An ack timeout far beyond the steps below: a slow ack of the first
+	// ping must not time out while the clock is stepped towards the second.
+	const ackTimeout = time.Hour
+	s := newStreams(ex, fc, ackTimeout)
+	defer s.closeAll(0)
+	st, err := s.get(context.Background(), testTarget)
+	must(t, err)
+	// Step until the second ping hangs; the first was acked.
+	for stepping := true; stepping; {
+		select {
+		case <-hung:
+			stepping = false
+		default:
+			fc.Step(time.Second)
+			runtime.Gosched()
+		}
+	}
+	pings.Wait()
+	select {
+	case <-st.dead:
+		t.Fatal("shut down before the ack timeout")
+	default:
+	}
+	fc.Step(ackTimeout) // the hung ping's ack timer exists before it is sent
+	select {
+	case <-st.dead:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream whose heartbeat was not acked stayed open")
+	}
+}
+
+// scriptedLoop plays streamLoop's part for heartbeats: it answers the probe
+// and acks pings onPing approves.
+type scriptedLoop struct{ onPing func(seq string) bool }
+
+func (l *scriptedLoop) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	_, _ = io.WriteString(stdout, "Y\x00")
+	buf := make([]byte, 64)
+	for {
+		n, err := stdin.Read(buf)
+		if err != nil {
+			return nil
+		}
+		seq := strings.TrimSpace(string(buf[:n]))
+		if l.onPing(seq) {
+			_, _ = io.WriteString(stdout, "K"+seq+" 0\x00")
+			_, _ = io.WriteString(stderr, "\x00\x01E"+seq+"\x00")
+		}
+	}
+}
+
+// killableLoops is a local executor that can keep streams, and can cut the
+// next stream frame off before the loop reads any of it, the way a dropped
+// connection or a killed loop would.
+type killableLoops struct {
+	*localExecutor
+	armed atomic.Bool
+	mu    sync.Mutex
+	loops int
+}
+
+func (k *killableLoops) PersistentStreams() bool { return true }
+
+func (k *killableLoops) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(argv) > 2 && argv[2] == streamLoop {
+		k.mu.Lock()
+		k.loops++
+		k.mu.Unlock()
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		in := stdin
+		stdin = readerFunc(func(p []byte) (int, error) {
+			if k.armed.CompareAndSwap(true, false) {
+				cancel()
+				return 0, io.ErrClosedPipe
+			}
+			return in.Read(p)
+		})
+	}
+	return k.localExecutor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+func (k *killableLoops) count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.loops
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// The engine sends batches through one stream per target, says so, re-applies
+// a batch whose stream died under it on a new one, and closes the streams when
+// it stops.
+func TestEngineStream(t *testing.T) {
+	ex := &killableLoops{localExecutor: busybox(t)}
+	local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app")
+	writeTree(t, local, map[string]string{"a": "a", "with space/ü": "u"})
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	rec := newRecorder()
+	// The clock is stepped blindly below, while batches run: deadlines far
+	// beyond those steps keep them from timing out.
+	e := New(ex, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}}, ExecTimeout: 24 * time.Hour},
+		WithClock(fc), WithReporter(rec))
+	tg := podTarget("web-1")
+	e.AddTarget(tg)
+	if ev := wait[TargetAdded](t, rec); ev.Transport != TransportStream {
+		t.Errorf("target-added transport %q, want %q", ev.Transport, TransportStream)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	changes := make(chan Change)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, changes) }()
+	if ev := wait[InitialSync](t, rec); ev.Err != nil || ev.Transport != TransportStream {
+		t.Fatalf("initial sync = %+v, want success via the stream", ev)
+	}
+	assertSameTree(t, local, remote)
+
+	// step releases a change through the quiet window, and the retry's
+	// backoff if the batch fails once, until its Batch event comes.
+	step := func(c Change) Batch {
+		t.Helper()
+		changes <- c
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			select {
+			case ev := <-rec.ch:
+				if b, ok := ev.(Batch); ok {
+					return b
+				}
+			default:
+				if time.Now().After(deadline) {
+					t.Fatal("no batch")
+				}
+				fc.Step(DefaultQuiet)
+				runtime.Gosched()
+			}
+		}
+	}
+	writeTree(t, local, map[string]string{"a": "edited"})
+	if b := step(Change{Path: filepath.Join(local, "a")}); b.Failed != 0 || b.Changed != 1 {
+		t.Errorf("batch = %+v", b)
+	}
+	assertSameTree(t, local, remote)
+	if n := ex.count(); n != 1 {
+		t.Errorf("%d streams after a batch, want 1", n)
+	}
+
+	ex.armed.Store(true) // the stream dies as the next frame goes out
+	writeTree(t, local, map[string]string{"b": "new"})
+	if b := step(Change{Path: filepath.Join(local, "b")}); b.Failed != 0 || b.Changed != 1 {
+		t.Errorf("batch re-applied on a new stream = %+v; errors %v", b, rec.errors())
+	}
+	assertSameTree(t, local, remote)
+	if n := ex.count(); n != 2 {
+		t.Errorf("%d streams, want 2 (one replaced)", n)
+	}
+
+	close(changes)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	e.streams.mu.Lock()
+	left := len(e.streams.open)
+	e.streams.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d streams open after Run returned", left)
+	}
+}
+
+// shellWords survives the loop's read and eval in busybox sh and dash.
+func TestShellWordsRoundTrip(t *testing.T) {
+	args := []string{"plain", "with space", "it's", `"$nl" $(echo no) \n`, "new\nline\n", "\xff\xfe", "\ttab ", ""}
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			script := `nl='
+'
+read -r seq words; eval "set -- $words"; printf '%s\0' "$@"`
+			var out, errb bytes.Buffer
+			in := strings.NewReader("7 " + shellWords(args) + "\n")
+			must(t, ex.Exec(context.Background(), testTarget, []string{"sh", "-c", script}, in, &out, &errb))
+			got := strings.Split(strings.TrimSuffix(out.String(), "\x00"), "\x00")
+			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", args) {
+				t.Errorf("got %q, want %q (stderr %q)", got, args, errb.String())
+			}
+		})
+	}
+}
