@@ -78,6 +78,9 @@ func (r *syncReporter) report(ev filesync.Event) {
 		}
 		r.emit(jsonEvent{Type: "batch", Changed: &e.Changed, Deleted: &e.Deleted, Names: e.Names, Targets: &e.Targets, Failed: &e.Failed, Bytes: &e.Bytes, LatencyMs: ms(e.Latency)},
 			"%s -> %d/%d containers, %s in %s", line, e.Targets-e.Failed, e.Targets, humanBytes(e.Bytes), e.Latency.Round(time.Millisecond))
+	case filesync.Recovered:
+		r.emit(jsonEvent{Type: "recovered", Target: toJSONTarget(e.Target), Failures: &e.Failures, Duration: ms(e.Duration)},
+			"recovered: %s is in sync again after %s in %s", e.Target, plural(e.Failures, "failed try", "failed tries"), e.Duration.Round(time.Second))
 	case filesync.Error:
 		r.errors++
 		r.emitErr(jsonEvent{Type: "error", Target: toJSONTarget(e.Target), Error: e.Err.Error(), Hint: e.Hint}, "error: %s: %v", e.Target, e.Err)

@@ -48,6 +48,7 @@ type jsonEvent struct {
 	Reason    string      `json:"reason,omitempty"`
 	Workload  string      `json:"workload,omitempty"`
 	Restarts  *int        `json:"restarts,omitempty"`
+	Failures  *int        `json:"failures,omitempty"`
 	Transport string      `json:"transport,omitempty"` // target-added, initial-sync: stream or exec
 }
 

@@ -30,8 +30,9 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	r.Report(filesync.OnSync{Target: tg, ExitCode: 0, Duration: 120 * time.Millisecond, Output: "reloaded\n"})
 	r.Report(filesync.OnSync{Target: tg, ExitCode: -1, Err: errors.New("on-sync command timed out after 30s"), Duration: 30 * time.Second})
 	r.Warn(errors.New("watching /src: out of inotify watches"))
+	r.Report(filesync.Recovered{Target: tg, Failures: 3, Duration: 12 * time.Second})
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "held", "on-sync", "on-sync", "error"}
+	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "held", "on-sync", "on-sync", "error", "recovered"}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), out.String())
 	}
@@ -49,6 +50,11 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	_ = json.Unmarshal([]byte(lines[2]), &b)
 	if b["latencyMs"] != 80.0 || b["changed"] != 1.0 || b["bytes"] != 512.0 {
 		t.Errorf("batch = %v", b)
+	}
+	var rec map[string]any
+	_ = json.Unmarshal([]byte(lines[11]), &rec)
+	if rec["failures"] != 3.0 || rec["durationMs"] != 12000.0 || rec["target"] == nil {
+		t.Errorf("recovered = %v", rec)
 	}
 	var h map[string]any
 	_ = json.Unmarshal([]byte(lines[7]), &h)

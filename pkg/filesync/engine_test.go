@@ -402,6 +402,9 @@ func TestEngineRetriesPermanentLookingFailure(t *testing.T) {
 	forbidden.Store(false)
 	waitForWaiters(t, f.fc)
 	f.fc.Step(retryAfter)
+	if ev := wait[Recovered](t, f.rec); ev.Failures != 1 || ev.Duration != retryAfter || ev.Target.Pod != "web-1" {
+		t.Fatalf("recovered = %+v, want 1 failure %s ago", ev, retryAfter)
+	}
 	if ev := wait[InitialSync](t, f.rec); ev.Err != nil || ev.Files != 5 {
 		t.Fatalf("retried initial sync = %+v", ev)
 	}

@@ -67,6 +67,14 @@ type Error struct {
 	Hint   string
 }
 
+// Recovered reports that a target whose syncs failed is in sync again: Failures
+// failed tries, the first of them Duration ago.
+type Recovered struct {
+	Target   Target
+	Failures int
+	Duration time.Duration
+}
+
 // DryRun reports what a plan would do in a target, with remote paths.
 type DryRun struct {
 	Target Target
@@ -95,6 +103,7 @@ func (TargetRemoved) event() {}
 func (Error) event()         {}
 func (DryRun) event()        {}
 func (Held) event()          {}
+func (Recovered) event()     {}
 
 // lockedReporter serializes Report calls.
 type lockedReporter struct {

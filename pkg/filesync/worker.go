@@ -32,6 +32,9 @@ type target struct {
 	wake    chan struct{}
 	backoff time.Duration
 	runner  *onSyncRunner // nil without an on-sync command
+	// failures counts the failed tries since the last success, the first at failedAt.
+	failures int
+	failedAt time.Time
 
 	mu      sync.Mutex
 	due     []pending // per mapping, merged from the batches up to seqHi
@@ -108,10 +111,19 @@ func (e *Engine) process(tg *target) error {
 	if err := tg.ctx.Err(); err != nil {
 		return err // removed or shutting down: nothing to report
 	}
+	var recovered *Recovered
 	if r.err != nil {
 		tg.backoff = min(max(2*tg.backoff, retryAfter), maxRetryAfter)
+		if tg.failures == 0 {
+			tg.failedAt = e.clk.Now()
+		}
+		tg.failures++
 	} else {
 		tg.backoff = 0
+		if tg.failures > 0 {
+			recovered = &Recovered{Target: tg.Target, Failures: tg.failures, Duration: e.clk.Since(tg.failedAt)}
+			tg.failures = 0
+		}
 	}
 	tg.mu.Lock()
 	switch {
@@ -121,6 +133,9 @@ func (e *Engine) process(tg *target) error {
 		tg.dirty = true
 	}
 	tg.mu.Unlock()
+	if recovered != nil {
+		e.rep.Report(*recovered) // the errors said it failed: say it is over
+	}
 	switch {
 	case r.err != nil:
 		e.reportErr(tg, r.err, !synced)

@@ -34,6 +34,7 @@ type Event struct {
 	Workload   string   `json:"workload"`
 	Restarts   int      `json:"restarts"`
 	Transport  string   `json:"transport"`
+	Failures   int      `json:"failures"`
 
 	// Line is the line as printed; Invalid says it was not JSON (and the fields above are zero).
 	Line    string `json:"-"`
