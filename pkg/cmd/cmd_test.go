@@ -50,6 +50,7 @@ func TestValidationBeforeTheCluster(t *testing.T) {
 		{[]string{"version", "-o", "xml"}, "invalid output format"},
 		{[]string{"deploy/web", ".:/app", "--exec-timeout", "10ms"}, "--exec-timeout 10ms is too short"},
 		{[]string{"deploy/web", ".:/app", "--on-sync-timeout", "0s"}, "--on-sync-timeout 0s: use a positive duration"},
+		{[]string{"deploy/web", ".:/app", "--transport", "ssh"}, `invalid --transport "ssh": use stream or exec`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
