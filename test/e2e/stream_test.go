@@ -100,6 +100,20 @@ func TestSyncStream(t *testing.T) {
 			return loops(t, ns, pod) == 0, nil
 		})
 	})
+	t.Run("--transport exec keeps no loop and says so", func(t *testing.T) {
+		s := newSession(t, ns).Args("deploy/web", "--transport", "exec").Map(local, root).Start()
+		write(t, filepath.Join(local, "via-exec"), "e")
+		waitConverged(t, ns, sel, 1, local, root, 2*time.Minute)
+		if n := loops(t, ns, pod); n != 0 {
+			t.Errorf("%d stream loops in the container with --transport exec", n)
+		}
+		s.Stop()
+		for _, ev := range s.Events() {
+			if (ev.Type == "target-added" || ev.Type == "initial-sync") && ev.Transport != "exec" {
+				t.Errorf("%s event with transport %q, want exec", ev.Type, ev.Transport)
+			}
+		}
+	})
 	if t.Failed() {
 		t.Logf("events:\n%s", s.Dump())
 	}
