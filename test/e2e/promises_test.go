@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/image/registrytest"
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
 // The README's promises that no other test holds the product to, each on the real cluster.
@@ -178,25 +177,8 @@ func TestContainerChoice(t *testing.T) {
 // proc is a kubectl-livesync command running in the background.
 type proc struct {
 	cmd            *exec.Cmd
-	stdout, stderr lockedBuffer
+	stdout, stderr sessiontest.LockedBuffer
 	done           chan error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startLivesync starts kubectl-livesync args as the documented Role's user of their namespace.

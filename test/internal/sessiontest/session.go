@@ -54,7 +54,7 @@ type Session struct {
 	timeout time.Duration
 
 	cmd     *exec.Cmd
-	stderr  lockedBuffer
+	stderr  LockedBuffer
 	exited  chan struct{} // closed once the process exited and every line was read
 	exitErr error
 	stopped bool
@@ -430,18 +430,21 @@ func (s *Session) kill() bool {
 	}
 }
 
-type lockedBuffer struct {
+// LockedBuffer is a bytes.Buffer a process may write while the test reads it.
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (l *LockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+// String returns what was written so far.
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
