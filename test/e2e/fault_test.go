@@ -71,7 +71,8 @@ func TestFault(t *testing.T) {
 		rep.write(t)
 	})
 	sync := func(extra ...string) *sessiontest.Session {
-		return newSession(t, ns).Args("deploy/web").Args(extra...).Map(local, faultRemote).Start()
+		// LIVESYNC_FAULT_ARGS adds flags to the session, e.g. to bisect a failure by transport.
+		return newSession(t, ns).Args("deploy/web").Args(strings.Fields(os.Getenv("LIVESYNC_FAULT_ARGS"))...).Args(extra...).Map(local, faultRemote).Start()
 	}
 	conv := func(t *testing.T, timeout time.Duration) error {
 		t.Helper()
