@@ -26,7 +26,7 @@ import (
 
 // buildOptions says which image to build and from which host files.
 type buildOptions struct {
-	Kind    string // app, app-notar, app-nonroot or pause
+	Kind    string // app, app-notar, app-nodd, app-nonroot or pause
 	Marker  string // content of /etc/livesync-build; empty means no such file
 	Busybox string // static busybox binary for the app kinds
 	Pause   string // pause binary for the pause kind
@@ -40,9 +40,17 @@ const (
 	// sleepLoop keeps PID 1 alive and ends at once on TERM, so pods stop without the grace period.
 	sleepLoop = `trap "exit 0" TERM; while :; do sleep 1; done`
 	nonroot   = 1000
-	// notarShell is the sh of app-notar: Debian's dash, from the essential package dash.
+	// notarShell is the sh of app-notar and app-nodd: Debian's dash, from the essential package dash.
 	notarShell = "/bin/dash"
 )
+
+// applets lists, per image kind, the busybox applets it leaves out. Without tar or dd, no busybox
+// shell either: each would run the missing applet (FEATURE_SH_STANDALONE). app-nodd has tar but no
+// dd, which the stream's loop needs: syncs into it fall back to an exec per batch.
+var applets = map[string][]string{
+	"app-notar": {"tar", "sh", "ash", "hush"},
+	"app-nodd":  {"dd", "sh", "ash", "hush"},
+}
 
 // epoch is every timestamp in the images: a rebuild from the same inputs has the same digest.
 var epoch = time.Unix(0, 0).UTC()
@@ -89,14 +97,14 @@ func buildImage(o buildOptions) (v1.Image, error) {
 	cfg := v1.Config{Env: []string{pathEnv}, WorkingDir: "/"}
 	var files []entry
 	switch o.Kind {
-	case "app", "app-notar", "app-nonroot":
+	case "app", "app-notar", "app-nodd", "app-nonroot":
 		var err error
-		if files, err = busyboxFiles(o.Busybox, o.Kind == "app-notar"); err != nil {
+		if files, err = busyboxFiles(o.Busybox, applets[o.Kind]); err != nil {
 			return nil, err
 		}
-		if o.Kind == "app-notar" {
+		if o.Kind == "app-notar" || o.Kind == "app-nodd" {
 			// Debian's busybox runs its own applets from sh even without links (FEATURE_SH_STANDALONE),
-			// so its sh would still find tar: this image's sh is dash.
+			// so its sh would still find tar or dd: this image's sh is dash.
 			dash, err := dynamicFiles(notarShell, "bin/sh")
 			if err != nil {
 				return nil, err
@@ -121,7 +129,7 @@ func buildImage(o buildOptions) (v1.Image, error) {
 		files = []entry{file("pause", 0o755, bin)}
 		cfg.Entrypoint = []string{"/pause"}
 	default:
-		return nil, fmt.Errorf("unknown image kind %q: want app, app-notar, app-nonroot or pause", o.Kind)
+		return nil, fmt.Errorf("unknown image kind %q: want app, app-notar, app-nodd, app-nonroot or pause", o.Kind)
 	}
 
 	base, err := mutate.ConfigFile(mutate.MediaType(empty.Image, types.OCIManifestSchema1), &v1.ConfigFile{
@@ -161,7 +169,7 @@ func buildImage(o buildOptions) (v1.Image, error) {
 // busyboxFiles lays out a minimal root: busybox, one symlink per applet at the path busybox itself
 // names (less tar and the busybox shells when noTar), users root and app (1000), and the usual
 // top-level directories.
-func busyboxFiles(busybox string, noTar bool) ([]entry, error) {
+func busyboxFiles(busybox string, without []string) ([]entry, error) {
 	bin, err := os.ReadFile(busybox)
 	if err != nil {
 		return nil, fmt.Errorf("reading busybox (apt-get install busybox-static): %w", err)
@@ -183,10 +191,9 @@ func busyboxFiles(busybox string, noTar bool) ([]entry, error) {
 	for _, f := range files {
 		known[f.name] = true
 	}
-	// Without tar, no busybox shell either: each would run the tar applet.
 	skip := map[string]bool{"linuxrc": true} // an initramfs init, of no use here
-	if noTar {
-		skip["tar"], skip["sh"], skip["ash"], skip["hush"] = true, true, true, true
+	for _, a := range without {
+		skip[a] = true
 	}
 	for _, applet := range strings.Fields(string(out)) {
 		applet = strings.TrimPrefix(applet, "/")

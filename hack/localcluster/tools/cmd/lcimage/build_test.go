@@ -101,6 +101,13 @@ func TestBuildImage(t *testing.T) {
 			fs["bin/sh"] != nil, fs["bin/tar"] != nil, fs["bin/ash"] != nil)
 	}
 
+	nodd, _ := build("app-nodd", "")
+	fs = files(t, nodd)
+	if fs["bin/dd"] != nil || fs["bin/ash"] != nil || fs["bin/tar"] == nil || fs["bin/sh"] == nil || fs["bin/sh"].Typeflag != tar.TypeReg {
+		t.Errorf("app-nodd: want sh (dash) and tar without dd and busybox shells, got sh=%v tar=%v dd=%v ash=%v",
+			fs["bin/sh"] != nil, fs["bin/tar"] != nil, fs["bin/dd"] != nil, fs["bin/ash"] != nil)
+	}
+
 	nonroot, _ := build("app-nonroot", "")
 	cf, err := nonroot.ConfigFile()
 	if err != nil {
