@@ -105,6 +105,9 @@ func (b *bench) measureLatency(ctx context.Context) error {
 		return err
 	}
 	defer l.stop()
+	if err := b.measureIdle(l); err != nil { // idle.go
+		return err
+	}
 
 	floors, saves, hands, err := l.triples(ctx, b, b.edits)
 	if err != nil {

@@ -131,3 +131,55 @@ func loops(t *testing.T, ns, pod string) int {
 	}
 	return strings.Count(r.stdout, "x")
 }
+
+// TestSyncStreamFallbackExec: in an image without dd (app-nodd: tar, dash as
+// sh, no dd) the stream's loop can't read its frames, so every batch goes
+// through an exec of its own: edits still arrive, initial-sync says
+// transport "exec" (target-added says "stream", the transport batches try
+// first), and no loop is left running in the container.
+func TestSyncStreamFallbackExec(t *testing.T) {
+	ns := namespace(t)
+	repo := "nodd-" + ns
+	pushImage(t, repo, "dev", "app-nodd")
+	deployment(t, ns, "nodd", image(repo, "dev"), 1, corev1.PullIfNotPresent)
+	local := t.TempDir()
+	write(t, filepath.Join(local, "index.html"), "v1")
+	const sel, root = "app=nodd", "/app"
+
+	s := newSession(t, ns).Args("deploy/nodd").Map(local, root).Start()
+	defer s.Stop()
+	waitConverged(t, ns, sel, 1, local, root, 2*time.Minute)
+	pod := runningPods(t, ns, sel)[0].Name
+	if r := kexec(t, ns, pod, "sh", "-c", "command -v dd || echo none"); strings.TrimSpace(r.stdout) != "none" {
+		t.Fatalf("app-nodd has dd: %s", r)
+	}
+	for i := range 3 {
+		write(t, filepath.Join(local, "index.html"), "v"+strconv.Itoa(i+2))
+		write(t, filepath.Join(local, "dir with space/f"+strconv.Itoa(i)), "x")
+		waitConverged(t, ns, sel, 1, local, root, time.Minute)
+	}
+	if n := loops(t, ns, pod); n != 0 {
+		t.Errorf("%d stream loops in a container without dd, want 0", n)
+	}
+	added, initial := 0, 0
+	for _, ev := range s.Events() {
+		switch ev.Type {
+		case "target-added":
+			added++
+			if ev.Transport != "stream" {
+				t.Errorf("target-added with transport %q, want stream (the one tried first)", ev.Transport)
+			}
+		case "initial-sync":
+			initial++
+			if ev.Transport != "exec" {
+				t.Errorf("initial-sync with transport %q, want exec", ev.Transport)
+			}
+		}
+	}
+	if added != 1 || initial != 1 {
+		t.Errorf("%d target-added and %d initial-sync events, want 1 each", added, initial)
+	}
+	if t.Failed() {
+		t.Logf("events:\n%s", s.Dump())
+	}
+}
