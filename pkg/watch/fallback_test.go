@@ -281,14 +281,18 @@ func TestQueue(t *testing.T) {
 	q.push(item{root: 0, path: "/r/moved", eventFlags: eventFlags{movedAway: true}})
 	q.push(item{kind: kindRewalk, root: 0, path: "/r/new"})
 	q.push(item{root: 1, path: "/s/a"})
+	q.push(item{root: 0, path: "/r/gone", eventFlags: eventFlags{removed: true}})
 	q.push(item{kind: kindRescan, root: 0})
 	q.push(item{root: 0, path: "/r/later"})
+	q.push(item{root: 0, path: "/r/newdir", eventFlags: eventFlags{created: true}}) // needs its watch
 	q.push(item{kind: kindRewatch, root: 0})
 	q.push(item{kind: kindRescan, root: 0})
 	want = []item{
 		{root: 0, path: "/r/moved", eventFlags: eventFlags{movedAway: true}},
 		{root: 1, path: "/s/a"},
+		{root: 0, path: "/r/gone", eventFlags: eventFlags{removed: true}},
 		{kind: kindRescan, root: 0},
+		{root: 0, path: "/r/newdir", eventFlags: eventFlags{created: true}},
 		{kind: kindRewatch, root: 0},
 	}
 	for _, w := range want {
