@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -17,19 +18,6 @@ type scriptedExec func(ctx context.Context, stdin io.Reader, stdout, stderr io.W
 
 func (f scriptedExec) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	return f(ctx, stdin, stdout, stderr)
-}
-
-// result returns what ch delivers, failing the test if nothing comes: the
-// code under test hangs.
-func result[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s hangs", what)
-		panic("unreachable")
-	}
 }
 
 func TestExecWithin(t *testing.T) {
@@ -102,7 +90,7 @@ func TestExecWithin(t *testing.T) {
 			}()
 			for _, step := range tt.steps {
 				next <- struct{}{}
-				result(t, moved, "the exec")
+				testwait.Result(t, moved, "the exec")
 				waitForWaiters(t, fc)
 				fc.Step(step)
 			}
@@ -111,7 +99,7 @@ func TestExecWithin(t *testing.T) {
 				waitForWaiters(t, fc)
 				fc.Step(d)
 			}
-			err := result(t, done, "execWithin")
+			err := testwait.Result(t, done, "execWithin")
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("execWithin = %v, want nil", err)
@@ -143,9 +131,9 @@ func TestExecWithinParentCancel(t *testing.T) {
 	go func() {
 		done <- execWithin(ctx, fc, limit{d: time.Second, idle: true}, ex, testTarget, nil, nil, nil, nil)
 	}()
-	result(t, started, "the exec")
+	testwait.Result(t, started, "the exec")
 	cancel()
-	if err := result(t, done, "execWithin"); !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
+	if err := testwait.Result(t, done, "execWithin"); !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
 		t.Errorf("execWithin = %v, want context.Canceled", err)
 	}
 }

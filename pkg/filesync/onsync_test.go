@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 )
 
 // hangOnce runs the first apply that extracts a tar once armed as script
@@ -95,9 +97,9 @@ func TestEngineStalledExecTimesOutAndResyncs(t *testing.T) {
 			f.changes <- Change{Root: f.local, Path: filepath.Join(f.local, "first")}
 			waitForNWaiters(t, f.fc, 1)
 			f.fc.Step(DefaultQuiet)
-			result(t, h.started, "the hanging exec")
+			testwait.Result(t, h.started, "the hanging exec")
 			if tt.readStdin {
-				result(t, h.drained, "reading the tar stream")
+				testwait.Result(t, h.drained, "reading the tar stream")
 			}
 			waitForNWaiters(t, f.fc, 1) // its deadline
 			f.fc.Step(DefaultExecTimeout)
@@ -157,7 +159,7 @@ func TestEngineOnSyncCoalesces(t *testing.T) {
 	f.e.AddTarget(podTarget("web-1"))
 	f.run(t)
 	wait[InitialSync](t, f.rec)
-	if got := result(t, g.started, "the initial on-sync"); !strings.Contains(got, "/app/d/x") {
+	if got := testwait.Result(t, g.started, "the initial on-sync"); !strings.Contains(got, "/app/d/x") {
 		t.Errorf("initial on-sync saw %q", got)
 	}
 	// Two batches while the first run hangs: each is applied at once (the
@@ -169,7 +171,7 @@ func TestEngineOnSyncCoalesces(t *testing.T) {
 		}
 	}
 	g.release <- struct{}{}
-	if got := result(t, g.started, "the follow-up on-sync"); got != "/app/x1\n/app/x2" {
+	if got := testwait.Result(t, g.started, "the follow-up on-sync"); got != "/app/x1\n/app/x2" {
 		t.Errorf("follow-up on-sync saw %q, want both batches' paths", got)
 	}
 	g.release <- struct{}{}
@@ -211,7 +213,7 @@ func TestEngineOnSyncBackgroundChildDoesNotBlock(t *testing.T) {
 	// cancels it.
 	waitForNWaiters(t, f.fc, 1)
 	f.cancel()
-	if err := result(t, f.done, "Run"); !errors.Is(err, context.Canceled) {
+	if err := testwait.Result(t, f.done, "Run"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v", err)
 	}
 	f.done <- nil
@@ -252,7 +254,7 @@ func TestEngineOnceWaitsForOnSync(t *testing.T) {
 				waitForNWaiters(t, f.fc, 1)
 				f.fc.Step(DefaultOnSyncTimeout)
 			}
-			if r := result(t, done, "Once"); !r.ok || r.err != nil {
+			if r := testwait.Result(t, done, "Once"); !r.ok || r.err != nil {
 				t.Errorf("Once = %v, %v; want true", r.ok, r.err)
 			}
 			ev := waitCount[OnSync](t, f.rec, 1)[0]
@@ -270,9 +272,9 @@ func TestEngineRemoveTargetCancelsOnSync(t *testing.T) {
 	f.e.AddTarget(podTarget("web-1"))
 	f.run(t)
 	wait[InitialSync](t, f.rec)
-	result(t, g.started, "the on-sync run")
+	testwait.Result(t, g.started, "the on-sync run")
 	f.e.RemoveTarget(podTarget("web-1"))
-	if err := result(t, g.ended, "the cancelled on-sync run"); !errors.Is(err, context.Canceled) {
+	if err := testwait.Result(t, g.ended, "the cancelled on-sync run"); !errors.Is(err, context.Canceled) {
 		t.Errorf("on-sync run ended with %v, want cancelled", err)
 	}
 	wait[TargetRemoved](t, f.rec)
@@ -293,12 +295,12 @@ func TestEngineOnSyncNoLeak(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- f.e.Run(ctx, f.changes) }()
-		result(t, g.started, "an on-sync run")
-		result(t, g.started, "an on-sync run")
+		testwait.Result(t, g.started, "an on-sync run")
+		testwait.Result(t, g.started, "an on-sync run")
 		writeTree(t, f.local, map[string]string{"x": "x"})
 		f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "x")}, 3)
 		cancel()
-		result(t, done, "Run")
+		testwait.Result(t, done, "Run")
 	}()
 	deadline := time.Now().Add(20 * time.Second)
 	for runtime.NumGoroutine() > before {

@@ -9,7 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 )
 
 // busybox returns a Runner whose tools are busybox applets, skipping the
@@ -72,9 +73,9 @@ func TestRunCancelTearsDown(t *testing.T) {
 			out := &signalWriter{first: make(chan struct{})}
 			done := make(chan error, 1)
 			go func() { done <- r.Run(ctx, []string{"sh", "-c", tt.script}, tt.stdin, out, io.Discard) }()
-			result(t, out.first, "the script's first output")
+			testwait.Result(t, out.first, "the script's first output")
 			cancel()
-			if err := result(t, done, "Run after cancel"); !errors.Is(err, context.Canceled) {
+			if err := testwait.Result(t, done, "Run after cancel"); !errors.Is(err, context.Canceled) {
 				t.Errorf("Run = %v, want context.Canceled", err)
 			}
 		})
@@ -99,19 +100,6 @@ func TestRunDetachedChild(t *testing.T) {
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// result returns what ch delivers, failing the test if nothing comes: the
-// code under test hangs.
-func result[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s hangs", what)
-		panic("unreachable")
 	}
 }
 
