@@ -47,34 +47,45 @@ func assertSameTree(t *testing.T, local, remote string) {
 
 func TestApply(t *testing.T) {
 	for name, ex := range executors(t) {
-		t.Run(name, func(t *testing.T) {
-			local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app", "src")
-			writeTree(t, local, weirdNames)
-			writeTree(t, local, map[string]string{
-				"bin/run": "#!/bin/sh", "empty/": "", "link@bin/run": "", "out@../../../etc/passwd": "",
-				"d/x": "x", "d/y/z": "z", "f": "file",
-			})
-			must(t, os.Chmod(filepath.Join(local, "bin/run"), 0o755))
-			m := testMapping(t, local, remote, nil)
-			idx := NewIndex()
-			syncOnce(t, ex, m, idx)
-			assertSameTree(t, local, remote)
-
-			// Deletes of awkward names, type changes both ways, edits.
-			for n := range weirdNames {
-				must(t, os.RemoveAll(filepath.Join(local, strings.SplitN(n, "/", 2)[0])))
-			}
-			must(t, os.RemoveAll(filepath.Join(local, "d")))
-			must(t, os.WriteFile(filepath.Join(local, "d"), []byte("dir became file"), 0o600))
-			must(t, os.Remove(filepath.Join(local, "f")))
-			writeTree(t, local, map[string]string{"f/inner": "file became dir", "bin/run": "#!/bin/sh\necho hi"})
-			p := syncOnce(t, ex, m, idx)
-			if len(p.Deletes) == 0 {
-				t.Fatal("nothing deleted")
-			}
-			assertSameTree(t, local, remote)
-		})
+		t.Run(name, func(t *testing.T) { applyRoundTrip(t, ex) })
 	}
+}
+
+// applyRoundTrip syncs a tree of awkward names, modes, links and a file of several stream
+// chunks through ex, then deletes, type changes both ways, edits, and a batch of deletes
+// only, checking the remote tree after each. Both transports run it (see TestStreamApply).
+func applyRoundTrip(t *testing.T, ex Executor) {
+	t.Helper()
+	local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app", "src")
+	writeTree(t, local, weirdNames)
+	writeTree(t, local, map[string]string{
+		"bin/run": "#!/bin/sh", "empty/": "", "link@bin/run": "", "out@../../../etc/passwd": "",
+		"d/x": "x", "d/y/z": "z", "f": "file", "bad-\xff\xfe-name": "non-UTF-8",
+		"big": strings.Repeat("0123456789abcdef", 300_000), // several stream chunks
+	})
+	must(t, os.Chmod(filepath.Join(local, "bin/run"), 0o755))
+	m := testMapping(t, local, remote, nil)
+	idx := NewIndex()
+	syncOnce(t, ex, m, idx)
+	assertSameTree(t, local, remote)
+
+	// Deletes of awkward names, type changes both ways, edits.
+	for n := range weirdNames {
+		must(t, os.RemoveAll(filepath.Join(local, strings.SplitN(n, "/", 2)[0])))
+	}
+	must(t, os.RemoveAll(filepath.Join(local, "d")))
+	must(t, os.WriteFile(filepath.Join(local, "d"), []byte("dir became file"), 0o600))
+	must(t, os.Remove(filepath.Join(local, "f")))
+	must(t, os.Remove(filepath.Join(local, "bad-\xff\xfe-name")))
+	writeTree(t, local, map[string]string{"f/inner": "file became dir", "bin/run": "#!/bin/sh\necho hi"})
+	if p := syncOnce(t, ex, m, idx); len(p.Deletes) == 0 {
+		t.Fatal("nothing deleted")
+	}
+	assertSameTree(t, local, remote)
+	// Deletes only: no tar.
+	must(t, os.Remove(filepath.Join(local, "big")))
+	syncOnce(t, ex, m, idx)
+	assertSameTree(t, local, remote)
 }
 
 func TestApplyManyDeletes(t *testing.T) {

@@ -56,35 +56,7 @@ func TestStreamApply(t *testing.T) {
 	for name, ex := range executors(t) {
 		t.Run(name, func(t *testing.T) {
 			s, c := newTestStreams(t, ex)
-			local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app", "src")
-			writeTree(t, local, weirdNames)
-			writeTree(t, local, map[string]string{
-				"bin/run": "#!/bin/sh", "empty/": "", "link@bin/run": "", "out@../../../etc/passwd": "",
-				"d/x": "x", "d/y/z": "z", "f": "file", "bad-\xff\xfe-name": "non-UTF-8",
-				"big": strings.Repeat("0123456789abcdef", 300_000), // several chunks
-			})
-			must(t, os.Chmod(filepath.Join(local, "bin/run"), 0o755))
-			m := testMapping(t, local, remote, nil)
-			idx := NewIndex()
-			syncOnce(t, s, m, idx)
-			assertSameTree(t, local, remote)
-
-			for n := range weirdNames {
-				must(t, os.RemoveAll(filepath.Join(local, strings.SplitN(n, "/", 2)[0])))
-			}
-			must(t, os.RemoveAll(filepath.Join(local, "d")))
-			must(t, os.WriteFile(filepath.Join(local, "d"), []byte("dir became file"), 0o600))
-			must(t, os.Remove(filepath.Join(local, "f")))
-			must(t, os.Remove(filepath.Join(local, "bad-\xff\xfe-name")))
-			writeTree(t, local, map[string]string{"f/inner": "file became dir", "bin/run": "#!/bin/sh\necho hi"})
-			if p := syncOnce(t, s, m, idx); len(p.Deletes) == 0 {
-				t.Fatal("nothing deleted")
-			}
-			assertSameTree(t, local, remote)
-			// Deletes only: a frame without tar chunks.
-			must(t, os.Remove(filepath.Join(local, "big")))
-			syncOnce(t, s, m, idx)
-			assertSameTree(t, local, remote)
+			applyRoundTrip(t, s)
 
 			if loops, others := c.counts(); loops != 1 || others != 0 {
 				t.Errorf("%d stream execs and %d other execs, want 1 and 0", loops, others)
