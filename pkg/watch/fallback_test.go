@@ -234,8 +234,38 @@ func TestOverflowBurstRescansEveryRoot(t *testing.T) {
 	})
 }
 
+// TestBurstBelowLimitNoRescan: a 10,000-file burst (one event a file, all at
+// one instant) below the Linux default limit arrives as hints, every path and
+// no Rescan; the events that reach the limit then trip it.
+func TestBurstBelowLimitNoRescan(t *testing.T) {
+	root := t.TempDir()
+	fn := &fakeNotify{}
+	be := fn.backend(clocktesting.NewFakeClock(time.Now())) // time stands still: one window
+	be.burstLimit = 16384
+	w := newFakeWatcher(t, []string{root}, Options{Buffer: 1 << 15}, be) // notify's channel never fills
+	ch := fn.channels()[root]
+	const files = 10000
+	want := map[string]bool{}
+	for i := range files {
+		p := filepath.Join(root, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%05d.txt", i))
+		want[p] = true
+		ch <- fakeEvent{path: p, ev: notify.Create}
+	}
+	waitFor(t, w, "every path of the burst", func(ev Event) bool {
+		if ev.Rescan {
+			t.Fatalf("Rescan after %d of %d paths, below the limit of %d events", files-len(want), files, be.burstLimit)
+		}
+		delete(want, ev.Path)
+		return len(want) == 0
+	})
+	for i := files; i < be.burstLimit; i++ {
+		ch <- fakeEvent{path: filepath.Join(root, fmt.Sprintf("g%05d.txt", i)), ev: notify.Create}
+	}
+	waitFor(t, w, "a Rescan once the window holds the limit", func(ev Event) bool { return ev.Rescan })
+}
+
 func TestBurstWindows(t *testing.T) {
-	start := time.Now()
+	start := time.Unix(1_000_000, 0) // on a bucket boundary
 	b := burst{limit: 3, window: time.Second}
 	for i, tt := range []struct {
 		at   time.Duration
@@ -243,8 +273,11 @@ func TestBurstWindows(t *testing.T) {
 	}{
 		{0, false}, {100 * time.Millisecond, false}, {200 * time.Millisecond, true}, // third in the window
 		{300 * time.Millisecond, false},                                    // only once per window
-		{1200 * time.Millisecond, false}, {1300 * time.Millisecond, false}, // a new window from 1.2s
-		{2200 * time.Millisecond, false}, {2300 * time.Millisecond, false}, {2400 * time.Millisecond, true}, // and from 2.2s
+		{1250 * time.Millisecond, true},                                    // 200 ms, 300 ms and 1.25 s within 1.1 s: the window slides
+		{1300 * time.Millisecond, false},                                   // fired 50 ms ago
+		{3500 * time.Millisecond, false}, {4400 * time.Millisecond, false}, // two in 0.9 s
+		{4450 * time.Millisecond, true},                                                                      // the third within 1 s
+		{6000 * time.Millisecond, false}, {7000 * time.Millisecond, false}, {8100 * time.Millisecond, false}, // a second apart
 	} {
 		if got := b.add(start.Add(tt.at)); got != tt.want {
 			t.Errorf("event %d at %s: add = %v, want %v", i, tt.at, got, tt.want)

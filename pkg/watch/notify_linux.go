@@ -47,8 +47,8 @@ func probeWatch(dir string) error {
 	return nil
 }
 
-// burstLimit is half the kernel's inotify queue length; see the package
-// documentation for why half.
+// burstLimit is the kernel's inotify queue length; see the package
+// documentation.
 func burstLimit() int {
 	const fallback = 16384
 	n := fallback
@@ -57,5 +57,5 @@ func burstLimit() int {
 			n = v
 		}
 	}
-	return max(n/2, 1)
+	return n
 }

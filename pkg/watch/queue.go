@@ -152,23 +152,44 @@ func (q *queue) poke() {
 	}
 }
 
-// burst counts events in fixed windows; see the package documentation.
+// burstBuckets is how many buckets a burst window is cut into. The window
+// the count covers is always at least the full window (one bucket more):
+// a backlog delivered within the window is counted whole.
+const burstBuckets = 10
+
+// burst counts events in a sliding window; see the package documentation.
 type burst struct {
 	mu     sync.Mutex
 	limit  int
 	window time.Duration
-	start  time.Time
-	n      int
+	counts [burstBuckets + 1]int
+	index  [burstBuckets + 1]int64 // which bucket (time / bucket width) counts[i] holds
+	fired  time.Time               // when add last reported true
+	armed  bool                    // fired is set
 }
 
-// add counts one event at now and reports whether it is the one that
-// reached the limit in the current window.
+// add counts one event at now and reports whether the events of the last
+// window (at least window, at most a tenth more) reached the limit. While
+// they stay at the limit it reports true again once per window.
 func (b *burst) add(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if now.Sub(b.start) >= b.window {
-		b.start, b.n = now, 0
+	width := max(int64(b.window/burstBuckets), 1)
+	cur := now.UnixNano() / width
+	slot := int(cur % int64(len(b.counts)))
+	if b.index[slot] != cur {
+		b.index[slot], b.counts[slot] = cur, 0
 	}
-	b.n++
-	return b.n == b.limit
+	b.counts[slot]++
+	sum := 0
+	for i, n := range b.counts {
+		if b.index[i] > cur-int64(len(b.counts)) && b.index[i] <= cur {
+			sum += n
+		}
+	}
+	if sum < b.limit || b.armed && now.Sub(b.fired) < b.window {
+		return false
+	}
+	b.fired, b.armed = now, true
+	return true
 }

@@ -19,12 +19,15 @@
 //     right after it): only a full channel drops, and the drainer is its
 //     only reader, so every drop is followed by such a receive. This check
 //     has no false negatives; with Options.Buffer of 1 every event trips it.
-//   - a burst of at least max_queued_events/2 events (8192 by default) from
-//     all roots lands in one 1-second window: the kernel queue can only
-//     overflow after max_queued_events events pile up, and notify delivers
-//     such a backlog within well under a second, so at least half of it
-//     falls into one window. A very fast writer of one big file can trip
-//     this too; a spurious Rescan costs a walk, a missed one a stale file.
+//   - at least max_queued_events events (16384 by default) from all roots
+//     arrive within one second, counted in a sliding window: the kernel
+//     queue can only overflow after max_queued_events events pile up
+//     unread, and notify delivers such a backlog within well under a
+//     second, so all of it falls into one window. notify drops the
+//     kernel's IN_Q_OVERFLOW itself (watcher_inotify.go, transform), so
+//     this is the only sign of it. A burst below the limit is delivered as
+//     hints, no Rescan; a faster writer trips this too; a spurious Rescan
+//     costs a walk, a missed one a stale file. Elsewhere the limit is 8192.
 //
 // A queued Rescan makes the root's other queued hints redundant, older ones
 // and newer ones until it is delivered; they are dropped.
