@@ -3,6 +3,7 @@ package filesync
 import (
 	"archive/tar"
 	"bufio"
+	"compress/gzip"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,10 +29,12 @@ type archiveResult struct {
 	warnings []error
 }
 
-// streamArchive streams copies as a tar through a pipe. Close the reader once
-// the consumer is done (that unblocks the writer), then call wait.
-func streamArchive(copies []Copy) (r io.ReadCloser, wait func() (archiveResult, error)) {
+// streamArchive streams copies as a tar through a pipe, gzip-compressed
+// (level 1) with gz. Close the reader once the consumer is done (that
+// unblocks the writer), then call wait.
+func streamArchive(copies []Copy, gz bool) (r io.ReadCloser, wait func() (archiveResult, error)) {
 	pr, pw := io.Pipe()
+	ar := &archiveReader{PipeReader: pr}
 	done := make(chan struct{})
 	var (
 		res archiveResult
@@ -38,11 +42,38 @@ func streamArchive(copies []Copy) (r io.ReadCloser, wait func() (archiveResult, 
 	)
 	go func() {
 		defer close(done)
-		res, err = writeArchive(pw, copies)
+		if !gz {
+			res, err = writeArchiveCounted(pw, copies, &ar.tar)
+			pw.CloseWithError(err)
+			return
+		}
+		// The gzip writer's own writes are as small as a deflate block's
+		// output, and each Write is one WebSocket frame: buffer them.
+		bw := bufio.NewWriterSize(pw, 64<<10)
+		zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed) // a valid level: no error
+		res, err = writeArchiveCounted(zw, copies, &ar.tar)
+		if err == nil {
+			err = zw.Close()
+			if err == nil {
+				err = bw.Flush()
+			}
+			if err != nil {
+				err = fmt.Errorf("compressing tar stream: %w", err)
+			}
+		}
 		pw.CloseWithError(err)
 	}()
-	return pr, func() (archiveResult, error) { <-done; return res, err }
+	return ar, func() (archiveResult, error) { <-done; return res, err }
 }
+
+// archiveReader is streamArchive's reader. tar counts the tar bytes written
+// so far, before compression, for progress reports.
+type archiveReader struct {
+	*io.PipeReader
+	tar atomic.Int64
+}
+
+func (a *archiveReader) tarBytes() int64 { return a.tar.Load() }
 
 // writeArchive writes copies to w as a tar: names relative to the remote
 // directory, same name twice → last wins, sorted so parents come first, uid and
@@ -50,8 +81,14 @@ func streamArchive(copies []Copy) (r io.ReadCloser, wait func() (archiveResult, 
 // permission bits kept, symlinks as links. The writer picks USTAR, or PAX for
 // long and non-ASCII names; GNU and busybox tar read both.
 func writeArchive(w io.Writer, copies []Copy) (archiveResult, error) {
+	return writeArchiveCounted(w, copies, new(atomic.Int64))
+}
+
+// writeArchiveCounted is writeArchive that also counts the tar bytes written
+// so far into n.
+func writeArchiveCounted(w io.Writer, copies []Copy, n *atomic.Int64) (archiveResult, error) {
 	res := archiveResult{sums: map[string]*[32]byte{}, raced: map[string]struct{}{}}
-	cw := &countingWriter{w: w}
+	cw := &countingWriter{w: w, n: n}
 	bw := bufio.NewWriterSize(cw, 64<<10) // one WebSocket frame per Write: keep them large
 	tw := tar.NewWriter(bw)
 	for _, c := range dedupe(copies) {
@@ -72,7 +109,7 @@ func writeArchive(w io.Writer, copies []Copy) (archiveResult, error) {
 		return res, fmt.Errorf("finishing tar stream: %w", err)
 	}
 	err := bw.Flush()
-	res.bytes = cw.n
+	res.bytes = cw.n.Load()
 	if err != nil {
 		return res, fmt.Errorf("writing tar stream: %w", err)
 	}
@@ -232,13 +269,14 @@ func (zeros) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// countingWriter counts into n, which progress reports read meanwhile.
 type countingWriter struct {
 	w io.Writer
-	n int64
+	n *atomic.Int64
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }

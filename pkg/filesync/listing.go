@@ -34,6 +34,7 @@ type remoteEntry struct {
 // listing is what the container has under a mapping's remote path.
 type listing struct {
 	alg     string // "sha256sum", "md5sum" or ""
+	gzip    bool   // `gzip -dc` works: an archive may be sent compressed
 	exists  bool
 	notDir  bool                   // a directory mapping's root is something else
 	entries map[string]remoteEntry // by rel
@@ -74,11 +75,12 @@ func parseListing(b []byte, m *mapping) (*listing, error) {
 	t := &tokens{b: b}
 	magic, _ := t.next()
 	alg, _ := t.next()
+	gz, _ := t.next()
 	state, ok := t.next()
-	if magic != "LS1" || !ok {
+	if magic != "LS2" || !ok {
 		return nil, errors.New("unexpected output from the listing script")
 	}
-	l := &listing{alg: alg, exists: state == "dir", notDir: state == "notdir", entries: map[string]remoteEntry{}}
+	l := &listing{alg: alg, gzip: gz == "gzip", exists: state == "dir", notDir: state == "notdir", entries: map[string]remoteEntry{}}
 	for {
 		tok, ok := t.next()
 		switch {

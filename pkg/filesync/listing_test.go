@@ -99,14 +99,14 @@ func TestListRemoteMissingAndFile(t *testing.T) {
 
 func TestParseListingRejectsUnsafeNames(t *testing.T) {
 	m := testMapping(t, t.TempDir(), "/app", nil)
-	out := "LS1\x00\x00dir\x00C\x00./ok\x00./a/../../etc\x00/abs\x00S\x00" +
+	out := "LS2\x00\x00\x00dir\x00C\x00./ok\x00./a/../../etc\x00/abs\x00S\x00" +
 		"81a4 1 0 ./ok\n81a4 1 0 ./a/../../etc\n81a4 1 0 /abs\n\x00L\x00H\x00\x00END\x00"
 	l, err := parseListing([]byte(out), m)
 	must(t, err)
 	if len(l.entries) != 1 {
 		t.Errorf("entries = %v, want only ok", l.entries)
 	}
-	if _, err := parseListing([]byte("LS1\x00\x00dir\x00C\x00./ok\x00S\x00"), m); err == nil {
+	if _, err := parseListing([]byte("LS2\x00\x00\x00dir\x00C\x00./ok\x00S\x00"), m); err == nil {
 		t.Error("truncated listing parsed")
 	}
 }

@@ -44,14 +44,24 @@ func (p *progressExecutor) Exec(ctx context.Context, t Target, argv []string, st
 }
 
 type countingReader struct {
-	r io.Reader
-	p *progressExecutor
+	r    io.Reader
+	p    *progressExecutor
+	seen int64 // tar bytes counted so far, from a compressed archive
 }
+
+// tarCounter is a compressed archive's reader: it counts the tar bytes
+// behind what was read (archiveReader), which is what TotalBytes measures.
+type tarCounter interface{ tarBytes() int64 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	p := c.p
-	sent := p.sent.Add(int64(n))
+	d := int64(n)
+	if tc, ok := c.r.(tarCounter); ok {
+		now := tc.tarBytes()
+		d, c.seen = now-c.seen, now
+	}
+	sent := p.sent.Add(d)
 	now := p.clk.Now()
 	if last := p.last.Load(); now.UnixNano()-last >= int64(progressEvery) && p.last.CompareAndSwap(last, now.UnixNano()) {
 		ev := p.base

@@ -26,6 +26,7 @@ type scriptArgs struct {
 	rmdirs  []string // "./dir", deepest first
 	chmods  []string // "555./dir", deepest first
 	tar     bool     // extract the archive (after rmdirs, before chmods)
+	gz      bool     // the archive is gzip-compressed
 }
 
 func (a *scriptArgs) empty() bool {
@@ -35,7 +36,10 @@ func (a *scriptArgs) empty() bool {
 // argv returns the exec's command line.
 func (a *scriptArgs) argv(m *mapping) []string {
 	mode, file := "d", ""
-	if a.tar {
+	switch {
+	case a.tar && a.gz:
+		mode = "z"
+	case a.tar:
 		mode = "x"
 	}
 	if m.file {
@@ -170,7 +174,7 @@ func (a *scriptArgs) split(max int) []*scriptArgs {
 	for _, p := range a.rmdirs {
 		add(func(a *scriptArgs) *[]string { return &a.rmdirs }, p)
 	}
-	cur.tar = a.tar
+	cur.tar, cur.gz = a.tar, a.gz
 	for _, p := range a.chmods {
 		add(func(a *scriptArgs) *[]string { return &a.chmods }, p)
 	}
@@ -208,10 +212,13 @@ func (r applyResult) forgetReplaced(idx *Index) map[string]struct{} {
 // paths in argv and the tar on stdin; paths beyond the argv budget go in
 // exec calls of their own, before or after the one with the tar as their
 // step requires. Every attempt streams a fresh archive, so it can be retried
-// as a whole.
-func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan) (applyResult, error) {
+// as a whole. With gz the archive goes gzip-compressed: only where the
+// listing found gzip (see compressInitial).
+func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, gz bool) (applyResult, error) {
 	res := applyResult{deleted: len(p.Deletes)}
-	for _, a := range scriptArgsOf(m, p).split(maxDeleteArgBytes) {
+	args := scriptArgsOf(m, p)
+	args.gz = gz && args.tar
+	for _, a := range args.split(maxDeleteArgBytes) {
 		stdout := &tailBuffer{max: 2 * maxDeleteArgBytes}
 		if !a.tar {
 			err := execScript(ctx, ex, t, "deleting files", m, a.argv(m), nil, stdout)
@@ -221,7 +228,7 @@ func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan) (app
 			}
 			continue
 		}
-		r, wait := streamArchive(p.Copies)
+		r, wait := streamArchive(p.Copies, a.gz)
 		err := execScript(ctx, ex, t, "copying files", m, a.argv(m), r, stdout)
 		_ = r.Close()
 		ares, aerr := wait()

@@ -33,7 +33,7 @@ func syncOnce(t *testing.T, ex Executor, m *mapping, idx *Index) *Plan {
 	t.Helper()
 	p, err := plan(m, idx, nil, true)
 	must(t, err)
-	res, err := apply(context.Background(), ex, testTarget, m, p)
+	res, err := apply(context.Background(), ex, testTarget, m, p, false)
 	must(t, err)
 	idx.apply(p, res.archiveResult)
 	res.forgetReplaced(idx)
@@ -138,11 +138,11 @@ func TestApplyMissingTools(t *testing.T) {
 	p, err := plan(m, NewIndex(), nil, true)
 	must(t, err)
 
-	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, p)
+	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, p, false)
 	if !errors.Is(err, ErrTarMissing) || !strings.HasPrefix(err.Error(), `tar not found in container "app" of pod "web-1": the image needs sh and tar`) {
 		t.Errorf("without tar: %v", err)
 	}
-	_, err = apply(context.Background(), busybox(t, "sh"), testTarget, m, p)
+	_, err = apply(context.Background(), busybox(t, "sh"), testTarget, m, p, false)
 	if !errors.Is(err, ErrTarMissing) || !strings.HasPrefix(err.Error(), `sh not found in container "app"`) {
 		t.Errorf("without sh: %v", err)
 	}
@@ -150,14 +150,14 @@ func TestApplyMissingTools(t *testing.T) {
 		t.Error("a missing tool is not transient")
 	}
 	// Deletes alone never need tar.
-	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, &Plan{Deletes: []string{"a"}})
+	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, &Plan{Deletes: []string{"a"}}, false)
 	must(t, err)
 }
 
 func TestScriptArgsSplit(t *testing.T) {
 	all := &scriptArgs{
 		checks: []string{"p./a", "w./a"}, deletes: []string{"./d1", "./d2"}, rmdirs: []string{"./r"},
-		tar: true, chmods: []string{"555./a"},
+		tar: true, gz: true, chmods: []string{"555./a"},
 	}
 	tests := []struct {
 		name string
@@ -165,13 +165,14 @@ func TestScriptArgsSplit(t *testing.T) {
 		max  int
 		want string
 	}{
-		{"nothing", &scriptArgs{}, 10, "[{[] [] [] [] false}]"},
-		{"tar only", &scriptArgs{tar: true}, 10, "[{[] [] [] [] true}]"},
-		{"all in one", all, 100, "[{[p./a w./a] [./d1 ./d2] [./r] [555./a] true}]"},
-		// Steps keep their order across execs: the chmod after the tar.
-		{"split", all, 10, "[{[p./a w./a] [] [] [] false} {[] [./d1 ./d2] [] [] false} " +
-			"{[] [] [./r] [] true} {[] [] [] [555./a] false}]"},
-		{"a longer path alone", &scriptArgs{deletes: []string{"./very-long", "./b"}}, 8, "[{[] [./very-long] [] [] false} {[] [./b] [] [] false}]"},
+		{"nothing", &scriptArgs{}, 10, "[{[] [] [] [] false false}]"},
+		{"tar only", &scriptArgs{tar: true}, 10, "[{[] [] [] [] true false}]"},
+		{"all in one", all, 100, "[{[p./a w./a] [./d1 ./d2] [./r] [555./a] true true}]"},
+		// Steps keep their order across execs: the chmod after the tar,
+		// which alone carries the compression.
+		{"split", all, 10, "[{[p./a w./a] [] [] [] false false} {[] [./d1 ./d2] [] [] false false} " +
+			"{[] [] [./r] [] true true} {[] [] [] [555./a] false false}]"},
+		{"a longer path alone", &scriptArgs{deletes: []string{"./very-long", "./b"}}, 8, "[{[] [./very-long] [] [] false false} {[] [./b] [] [] false false}]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,7 +201,7 @@ func BenchmarkApplyOneFile(b *testing.B) {
 		must2(b, os.WriteFile(f, fmt.Appendf(nil, "package main // %d\n", i), 0o644))
 		p, err := plan(m, idx, []string{"main.go"}, false)
 		must2(b, err)
-		res, err := apply(context.Background(), ex, testTarget, m, p)
+		res, err := apply(context.Background(), ex, testTarget, m, p, false)
 		must2(b, err)
 		idx.apply(p, res.archiveResult)
 	}

@@ -202,7 +202,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			if !p.Empty() || l == nil || !l.exists {
 				pe := &progressExecutor{Executor: e.exec, clk: e.clk, start: start, report: func(p Progress) { e.rep.Report(p) },
 					base: Progress{Target: tg.Target, Files: len(p.Copies), TotalBytes: planBytes(p)}}
-				res, err := e.applyPlan(ctx, pe, tg.Target, m, p)
+				res, err := e.applyPlan(ctx, pe, tg.Target, m, p, compressInitial(l, p))
 				if err != nil {
 					return err
 				}
@@ -231,8 +231,9 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 	return ev, err
 }
 
-// applyPlan applies p in t with retries, or reports it under DryRun.
-func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan) (applyResult, error) {
+// applyPlan applies p in t with retries, or reports it under DryRun; gz
+// compresses its archive (see apply).
+func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, gz bool) (applyResult, error) {
 	if e.cfg.DryRun {
 		ev := DryRun{Target: t}
 		for _, c := range p.Copies {
@@ -251,7 +252,7 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mappin
 		replaced []string
 	)
 	err := e.retry.do(ctx, e.clk, func() (err error) {
-		res, err = apply(ctx, ex, t, m, p)
+		res, err = apply(ctx, ex, t, m, p, gz)
 		replaced = append(replaced, res.replaced...) // failed attempts' too
 		return err
 	})

@@ -3,7 +3,8 @@
 # are dropped before it is sent). Arguments:
 #
 #   $1  the remote directory (absolute), created if missing
-#   $2  "x": extract the tar on stdin; "d": no tar
+#   $2  "x": extract the tar on stdin; "z": the same tar, gzip-compressed
+#       (only sent where list.sh found gzip); "d": no tar
 #   $3  a file mapping's entry ("./name"), "" for a directory mapping
 #   $4  how many checks follow, $5 how many rmdirs, $6 how many chmods
 #   then the checks, the rmdirs, the chmods, and the deletes (all the rest)
@@ -31,7 +32,10 @@
 #  4. rmdirs, deepest first: a directory that still holds something stays.
 #  5. The tar. `tar -o` (don't restore owner) means the same in GNU tar and
 #     busybox tar; mtimes are kept so an initial sync against an image
-#     without sha256sum/md5sum can still compare size+mtime.
+#     without sha256sum/md5sum can still compare size+mtime. A "z" tar goes
+#     through `gzip -dc` first, not `tar -z` (busybox may be built without
+#     it); sh has no pipefail, so gzip's status comes back on fd 3 through
+#     the command substitution, whose own status is tar's.
 #  6. chmods ("555./dir", deepest first, best effort): directory modes that
 #     lack u+rwx, applied after their contents exist (busybox tar as
 #     non-root never chmods, and a 0555 directory created first refused its
@@ -45,7 +49,8 @@ set -e
 fail() { s=$?; echo "livesync: $1 failed" >&2; echo "livesync: uid $(id -u 2>/dev/null || echo unknown)" >&2; exit $s; }
 root=$1 mode=$2 file=$3 nc=$4 nr=$5 nm=$6
 shift 6
-if [ "$mode" = x ] && ! command -v tar >/dev/null 2>&1; then echo "livesync: tar not found" >&2; exit 127; fi
+if [ "$mode" != d ] && ! command -v tar >/dev/null 2>&1; then echo "livesync: tar not found" >&2; exit 127; fi
+if [ "$mode" = z ] && ! command -v gzip >/dev/null 2>&1; then echo "livesync: gzip not found" >&2; exit 1; fi
 if [ -z "$file" ] && { [ -e "$root" ] || [ -L "$root" ]; } && [ ! -d "$root" ]; then echo "livesync: conflict: not a directory" >&2; exit 3; fi
 mkdir -p "$root" || fail mkdir
 cd "$root" || fail cd
@@ -70,6 +75,10 @@ for a; do [ $i -lt "$nr" ] || break; i=$((i+1)); rmdir -- "$a" 2>/dev/null || :;
 shift "$nr"
 # 5. The tar.
 [ "$mode" != x ] || tar -x -o -f - || fail tar
+if [ "$mode" = z ]; then
+  zs=$({ { gzip -dc 3>&-; echo $? >&3; } | tar -x -o -f - >&2 3>&-; } 3>&1) || fail tar
+  [ "$zs" = 0 ] || fail gzip
+fi
 # 6. chmods.
 i=0
 for a; do [ $i -lt "$nm" ] || break; i=$((i+1)); chmod "${a%%./*}" -- "./${a#*./}" 2>/dev/null || :; done

@@ -6,7 +6,8 @@
 #
 # Output is a stream of NUL-terminated tokens, unambiguous for any name:
 #
-#   LS1 <hash tool or ""> <"dir" | "none" when $1 (or $1/$2) is missing |
+#   LS2 <hash tool or ""> <"gzip" when `gzip -dc` works, else "">
+#       <"dir" | "none" when $1 (or $1/$2) is missing |
 #       "notdir" when $1 of a directory mapping is something else>
 #   then per chunk of names that find hands to list-chunk.sh (regular
 #   files first, then everything else, so that no shell loop has to pick
@@ -29,15 +30,18 @@
 h=
 if command -v sha256sum >/dev/null 2>&1; then h=sha256sum
 elif command -v md5sum >/dev/null 2>&1; then h=md5sum; fi
+# An empty gzip member: a busybox gzip built without decompression fails it.
+z=
+if command -v gzip >/dev/null 2>&1 && printf '\037\213\010\000\000\000\000\000\000\003\003\000\000\000\000\000\000\000\000\000' | gzip -dc >/dev/null 2>&1; then z=gzip; fi
 start=. min=1
 [ -z "$2" ] || { start="./$2"; min=0; }
 if [ ! -d "$1" ] || { [ -n "$2" ] && [ ! -e "$1/$2" ] && [ ! -L "$1/$2" ]; }; then
   s=none; [ -n "$2" ] || { [ ! -e "$1" ] && [ ! -L "$1" ]; } || s=notdir
-  printf 'LS1\0%s\0%s\0END\0' "$h" "$s"; exit 0
+  printf 'LS2\0%s\0%s\0%s\0END\0' "$h" "$z" "$s"; exit 0
 fi
 cd "$1" || exit
 for c in find stat; do command -v $c >/dev/null 2>&1 || { echo "livesync: $c not found" >&2; exit 127; }; done
-printf 'LS1\0%s\0dir\0' "$h"
+printf 'LS2\0%s\0%s\0dir\0' "$h" "$z"
 find "$start" -mindepth $min -type f -exec sh -c "$3" sh "$h" {} +
 find "$start" -mindepth $min ! -type f -exec sh -c "$3" sh "" {} +
 printf 'END\0'

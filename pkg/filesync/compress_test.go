@@ -1,0 +1,131 @@
+package filesync
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// compressibleTree is a tree whose archive is over initialCompressMin, with
+// the names that are hardest to carry.
+func compressibleTree(t *testing.T, dir string) {
+	t.Helper()
+	writeTree(t, dir, weirdNames)
+	writeTree(t, dir, map[string]string{
+		"src/main.go":       strings.Repeat("package main // a line of source\n", 40_000), // 1.3 MB
+		"bad-\xff\xfe-name": "non-UTF-8", "empty/": "", "link@src/main.go": "",
+	})
+}
+
+// A compressed archive arrives whole through both transports, with busybox
+// and GNU tools alike.
+func TestApplyCompressed(t *testing.T) {
+	for name, ex := range executors(t) {
+		transports := map[string]func(t *testing.T) Executor{
+			TransportExec:   func(*testing.T) Executor { return ex },
+			TransportStream: func(t *testing.T) Executor { s, _ := newTestStreams(t, ex); return s },
+		}
+		for tr, exOf := range transports {
+			t.Run(name+"/"+tr, func(t *testing.T) {
+				local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app")
+				compressibleTree(t, local)
+				m := testMapping(t, local, remote, nil)
+				p, err := plan(m, NewIndex(), nil, true)
+				must(t, err)
+				res, err := apply(context.Background(), exOf(t), testTarget, m, p, true)
+				must(t, err)
+				assertSameTree(t, local, remote)
+				if res.bytes < planBytes(p) {
+					t.Errorf("reported %d bytes, want the tar's (at least %d), not the compressed stream's", res.bytes, planBytes(p))
+				}
+			})
+		}
+	}
+}
+
+// The listing says whether the container's gzip can decompress.
+func TestListingGzip(t *testing.T) {
+	for name, tt := range map[string]struct {
+		ex   *localExecutor
+		want bool
+	}{
+		"busybox":         {busybox(t), true},
+		"busybox no gzip": {busybox(t, "gzip"), false},
+		"gnu":             {&localExecutor{}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, remote := range []string{t.TempDir(), filepath.Join(t.TempDir(), "missing")} {
+				l, err := listRemote(context.Background(), tt.ex, testTarget, testMapping(t, t.TempDir(), remote, nil))
+				must(t, err)
+				if l.gzip != tt.want {
+					t.Errorf("%s: gzip = %v, want %v", remote, l.gzip, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// modeRecorder records the archive mode of every apply ($2 of applyScript).
+type modeRecorder struct {
+	Executor
+	mu    sync.Mutex
+	modes []string
+}
+
+func (r *modeRecorder) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if isApply(argv) {
+		r.mu.Lock()
+		r.modes = append(r.modes, argv[5])
+		r.mu.Unlock()
+	}
+	return r.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// An initial sync over initialCompressMin goes compressed where the
+// container has gzip and as a plain tar where it has not; a small one, and
+// every later batch, goes plain.
+func TestInitialSyncCompression(t *testing.T) {
+	for name, tt := range map[string]struct {
+		ex    *localExecutor
+		small bool
+		want  string
+	}{
+		"busybox":              {ex: busybox(t), want: "z"},
+		"gnu":                  {ex: &localExecutor{}, want: "z"},
+		"busybox without gzip": {ex: busybox(t, "gzip"), want: "x"},
+		"busybox, small tree":  {ex: busybox(t), small: true, want: "x"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app")
+			if tt.small {
+				writeTree(t, local, weirdNames)
+			} else {
+				compressibleTree(t, local)
+			}
+			rec := newRecorder()
+			ex := &modeRecorder{Executor: tt.ex}
+			e := New(ex, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}}, ExecTimeout: time.Minute},
+				WithReporter(rec))
+			e.AddTarget(podTarget("web-1"))
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- e.Run(ctx, make(chan Change)) }()
+			ev := wait[InitialSync](t, rec)
+			cancel()
+			<-done
+			if ev.Err != nil {
+				t.Fatalf("initial sync: %v", ev.Err)
+			}
+			assertSameTree(t, local, remote)
+			ex.mu.Lock()
+			defer ex.mu.Unlock()
+			if strings.Join(ex.modes, " ") != tt.want {
+				t.Errorf("apply modes %q, want [%s]", ex.modes, tt.want)
+			}
+		})
+	}
+}
