@@ -5,8 +5,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"math"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -59,7 +61,7 @@ func (b *bench) measureInitial(ctx context.Context) error {
 				err := cp.run(ctx, dest)
 				d = time.Since(start)
 				if err == nil {
-					err = b.checkCopy(ctx, t, dest)
+					err = b.checkCopy(ctx, t, dest, 10_000, b.initialBytes)
 				}
 				if _, rmErr := c.sh(ctx, t, "rm -rf "+dest, nil); rmErr != nil {
 					return rmErr
@@ -88,7 +90,126 @@ func (b *bench) measureInitial(ctx context.Context) error {
 	r.target("≤ 1.2× tar pipe", rt <= 1.2)
 	r = b.res.pair("initial sync vs kubectl cp"+n, secs(ls), "s", "kubectl cp", secs(kc))
 	r.Ratio = ref(pairRatio(times["livesync"], times["kubectl cp"]))
+	return b.measureInitialVendor(ctx)
+}
+
+// measureInitialVendor copies a real source tree (`go mod vendor` of this module) into one pod
+// by livesync --once, by a raw `tar -c | kubectl exec -i -- tar -x` pipe and by the same pipe
+// with `gzip -1` on both ends, over loopback and through the remote-profile proxy, all in
+// rotating order: the rows show whether compressing pays on each link, and what livesync's
+// choice (compress where the container has gzip) costs or saves against the raw pipe.
+func (b *bench) measureInitialVendor(ctx context.Context) error {
+	tree := filepath.Join(b.tmp, "vendor")
+	if out, err := exec.CommandContext(ctx, "go", "mod", "vendor", "-o", tree).CombinedOutput(); err != nil {
+		return fmt.Errorf("go mod vendor: %w: %s", err, lastLines(string(out), 5))
+	}
+	files, size, err := treeSize(tree)
+	if err != nil {
+		return err
+	}
+	b.logf("vendor tree: %d files, %.1f MiB", files, mib(size))
+	addr, err := b.c.apiserverAddr()
+	if err != nil {
+		return err
+	}
+	p, err := startProxy(addr, remoteRate, remoteRTT)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	rc, err := b.c.throughProxy(b.tmp, p)
+	if err != nil {
+		return err
+	}
+	ts, err := b.c.targets(ctx, "big", 1)
+	if err != nil {
+		return err
+	}
+	t := ts[0]
+	var copiers []copier
+	for _, prof := range []struct {
+		name string
+		c    *cluster
+	}{{"loopback", b.c}, {"remote", rc}} {
+		c := prof.c
+		pipe := func(gz bool) func(ctx context.Context, dest string) error {
+			return func(ctx context.Context, dest string) error {
+				create, extract := "tar -c -C "+shellQuote(tree)+" .", "exec tar -x -f - -C "+dest
+				if gz {
+					create, extract = create+" | gzip -1", "gzip -dc | tar -x -f - -C "+dest
+				}
+				remote := []string{c.kubectl, "--kubeconfig", c.kubeconfig, "-n", c.ns, "exec", "-i", t.Pod, "-c", "app", "--",
+					"sh", "-c", shellQuote("mkdir -p " + dest + " && " + extract)}
+				return run(ctx, "bash", "-o", "pipefail", "-c", create+" | "+strings.Join(remote, " "))
+			}
+		}
+		copiers = append(copiers,
+			copier{prof.name + " livesync", func(ctx context.Context, dest string) error {
+				return run(ctx, c.binary, "--kubeconfig", c.kubeconfig, "-n", c.ns, "deploy/big", tree+":"+dest, "--once")
+			}},
+			copier{prof.name + " tar pipe", pipe(false)},
+			copier{prof.name + " tar|gzip pipe", pipe(true)},
+		)
+	}
+	times := map[string][]time.Duration{}
+	for rep := range b.initialReps {
+		for k := range copiers {
+			cp := copiers[(k+rep)%len(copiers)]
+			dest := fmt.Sprintf("/tmp/cmp/%s-%d", strings.NewReplacer(" ", "", "|", "").Replace(cp.name), rep)
+			start := time.Now()
+			err := cp.run(ctx, dest)
+			d := time.Since(start)
+			if err == nil {
+				err = b.checkCopy(ctx, t, dest, files, size)
+			}
+			if _, rmErr := b.c.sh(ctx, t, "rm -rf "+dest, nil); rmErr != nil {
+				return rmErr
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", cp.name, err)
+			}
+			times[cp.name] = append(times[cp.name], d)
+		}
+	}
+	for _, cp := range copiers {
+		b.logf("initial vendor %s s: %v", cp.name, times[cp.name])
+	}
+	n := fmt.Sprintf(", `go mod vendor` of this module, %d files / %.0f MiB (n=%d; ratio: median of per-pair ratios)", files, mib(size), b.initialReps)
+	for _, prof := range []struct{ name, label, want string }{
+		{"remote", fmt.Sprintf("remote profile (%.0f Mbit/s, %s RTT)", remoteRate*8/1e6, remoteRTT), "≤ 0.5×"},
+		{"loopback", "loopback", "≤ 1.1×"},
+	} {
+		ls, tp, tz := times[prof.name+" livesync"], times[prof.name+" tar pipe"], times[prof.name+" tar|gzip pipe"]
+		rt := pairRatio(ls, tp)
+		r := b.res.pair("initial sync, "+prof.label+n, secs(median(ls)), "s",
+			"raw `tar c | kubectl exec -i tar x` pipe through the same link", secs(median(tp)))
+		r.Ratio = ref(rt)
+		want := 0.5
+		if prof.name == "loopback" {
+			want = 1.1
+		}
+		r.target(prof.want+" tar pipe", rt <= want)
+		r = b.res.pair("`tar c | gzip -1 | kubectl exec -i sh -c 'gzip -dc | tar x'`, "+prof.label+n, secs(median(tz)), "s",
+			"raw tar pipe through the same link", secs(median(tp)))
+		r.Ratio = ref(pairRatio(tz, tp))
+	}
 	return nil
+}
+
+// treeSize counts the regular files under dir and their bytes.
+func treeSize(dir string) (files int, size int64, err error) {
+	err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files, size = files+1, size+fi.Size()
+		return nil
+	})
+	return files, size, err
 }
 
 // pairRatio is the median of a[i]/b[i], rounded to three places.
@@ -100,14 +221,14 @@ func pairRatio(a, b []time.Duration) float64 {
 	return math.Round(float64(median(rs))/1e3) / 1000
 }
 
-// checkCopy verifies that dest holds the whole initial tree: every file and every byte.
-func (b *bench) checkCopy(ctx context.Context, t filesync.Target, dest string) error {
+// checkCopy verifies that dest holds a whole tree: files regular files of size bytes in all.
+func (b *bench) checkCopy(ctx context.Context, t filesync.Target, dest string, files int, size int64) error {
 	out, err := b.c.sh(ctx, t, fmt.Sprintf("cd %s && find . -type f | wc -l && find . -type f -exec cat {} + | wc -c", dest), nil)
 	if err != nil {
 		return err
 	}
 	f := strings.Fields(out)
-	want := []string{"10000", strconv.FormatInt(b.initialBytes, 10)}
+	want := []string{strconv.Itoa(files), strconv.FormatInt(size, 10)}
 	if len(f) != 2 || f[0] != want[0] || f[1] != want[1] {
 		return fmt.Errorf("copy in %s is incomplete: files and bytes %v, want %v", dest, f, want)
 	}
@@ -128,7 +249,7 @@ func (b *bench) measureResync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := b.checkCopy(ctx, ts[0], "/app"); err != nil {
+	if err := b.checkCopy(ctx, ts[0], "/app", 10_000, b.initialBytes); err != nil {
 		return err
 	}
 	var fulls, res []sessiontest.Event
@@ -146,7 +267,7 @@ func (b *bench) measureResync(ctx context.Context) error {
 		if ts, err = b.c.targets(ctx, "big", 1); err != nil {
 			return err
 		}
-		if err := b.checkCopy(ctx, ts[0], "/app"); err != nil {
+		if err := b.checkCopy(ctx, ts[0], "/app", 10_000, b.initialBytes); err != nil {
 			return err
 		}
 		fulls, res = append(fulls, full), append(res, re)
