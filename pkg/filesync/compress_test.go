@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // compressibleTree is a tree whose archive is over initialCompressMin, with
@@ -22,7 +24,8 @@ func compressibleTree(t *testing.T, dir string) {
 }
 
 // A compressed archive arrives whole through both transports, with busybox
-// and GNU tools alike.
+// and GNU tools alike, and progress counts its tar bytes, not the smaller
+// compressed stream.
 func TestApplyCompressed(t *testing.T) {
 	for name, ex := range executors(t) {
 		transports := map[string]func(t *testing.T) Executor{
@@ -36,11 +39,12 @@ func TestApplyCompressed(t *testing.T) {
 				m := testMapping(t, local, remote, nil)
 				p, err := plan(m, NewIndex(), nil, true)
 				must(t, err)
-				res, err := apply(context.Background(), exOf(t), testTarget, m, p, true)
+				pe := &progressExecutor{Executor: exOf(t), clk: clocktesting.NewFakeClock(time.Unix(1000, 0)), report: func(Progress) {}}
+				res, err := apply(context.Background(), pe, testTarget, m, p, true)
 				must(t, err)
 				assertSameTree(t, local, remote)
-				if res.bytes < planBytes(p) {
-					t.Errorf("reported %d bytes, want the tar's (at least %d), not the compressed stream's", res.bytes, planBytes(p))
+				if res.bytes < planBytes(p) || pe.sent.Load() != res.bytes {
+					t.Errorf("result %d bytes, progress %d, want the tar's (at least %d) in both", res.bytes, pe.sent.Load(), planBytes(p))
 				}
 			})
 		}
