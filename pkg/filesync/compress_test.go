@@ -2,6 +2,7 @@ package filesync
 
 import (
 	"context"
+	"crypto/rand"
 	"io"
 	"path/filepath"
 	"strings"
@@ -90,24 +91,31 @@ func (r *modeRecorder) Exec(ctx context.Context, t Target, argv []string, stdin 
 }
 
 // An initial sync over initialCompressMin goes compressed where the
-// container has gzip and as a plain tar where it has not; a small one, and
-// every later batch, goes plain.
+// container has gzip and as a plain tar where it has not; a small one, one
+// of files that do not compress, and every later batch go plain.
 func TestInitialSyncCompression(t *testing.T) {
 	for name, tt := range map[string]struct {
-		ex    *localExecutor
-		small bool
-		want  string
+		ex     *localExecutor
+		small  bool
+		random bool
+		want   string
 	}{
-		"busybox":              {ex: busybox(t), want: "z"},
-		"gnu":                  {ex: &localExecutor{}, want: "z"},
-		"busybox without gzip": {ex: busybox(t, "gzip"), want: "x"},
-		"busybox, small tree":  {ex: busybox(t), small: true, want: "x"},
+		"busybox":               {ex: busybox(t), want: "z"},
+		"gnu":                   {ex: &localExecutor{}, want: "z"},
+		"busybox without gzip":  {ex: busybox(t, "gzip"), want: "x"},
+		"busybox, small tree":   {ex: busybox(t), small: true, want: "x"},
+		"busybox, random bytes": {ex: busybox(t), random: true, want: "x"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app")
-			if tt.small {
+			switch {
+			case tt.small:
 				writeTree(t, local, weirdNames)
-			} else {
+			case tt.random:
+				b := make([]byte, 2<<20)
+				_, _ = rand.Read(b)
+				writeTree(t, local, map[string]string{"img.png": string(b), "a": "a"})
+			default:
 				compressibleTree(t, local)
 			}
 			rec := newRecorder()

@@ -2,12 +2,15 @@ package filesync
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/md5"
 	"crypto/sha256"
 	"fmt"
 	"hash"
+	"io"
 	"maps"
 	"slices"
+	"sync/atomic"
 )
 
 // InitialMode says what to do when a container is new (or restarted, which
@@ -255,13 +258,47 @@ func matchesRemote(m *mapping, rel string, le *Entry, re remoteEntry, alg string
 // Source trees shrink 4-5× at level 1, which Go writes at about 100 MB/s a
 // core, faster than pods/exec carries a plain tar even over loopback; so
 // compressing pays wherever the link is slower than loopback, and costs
-// nothing measurable on loopback (see the README's performance section).
-// Below 1 MiB the whole transfer is a few round trips either way.
+// little on loopback (see the README's performance section). Below 1 MiB
+// the whole transfer is a few round trips either way.
 const initialCompressMin = 1 << 20
 
 // compressInitial says whether p's archive goes compressed: the container
-// has a working gzip (l, nil when the listing failed, says so) and p is
-// big enough for it to matter.
+// has a working gzip (l, nil when the listing failed, says so), p is big
+// enough for it to matter, and a sample of its files shrinks.
 func compressInitial(l *listing, p *Plan) bool {
-	return l != nil && l.gzip && planBytes(p) >= initialCompressMin
+	return l != nil && l.gzip && planBytes(p) >= initialCompressMin && compressible(p.Copies)
+}
+
+// Sampling for compressible: up to sampleFiles files spread over the plan,
+// up to sampleBytes of each.
+const (
+	sampleFiles = 16
+	sampleBytes = 64 << 10
+)
+
+// compressible compresses a sample of the regular files in copies at level
+// 1 and reports whether it shrank by a fifth or more: images, archives and
+// other compressed files would cost the CPU on both ends for nothing.
+func compressible(copies []Copy) bool {
+	var files []Copy
+	for _, c := range copies {
+		if c.Type == TypeFile && c.Size > 0 {
+			files = append(files, c)
+		}
+	}
+	var in int64
+	out := &countingWriter{w: io.Discard, n: new(atomic.Int64)}
+	zw, _ := gzip.NewWriterLevel(out, gzip.BestSpeed) // a valid level: no error
+	step := max(len(files)/sampleFiles, 1)
+	for i := 0; i < len(files); i += step {
+		f, _, err := openRegular(files[i].Src)
+		if err != nil {
+			continue
+		}
+		n, _ := io.Copy(zw, io.LimitReader(f, sampleBytes))
+		_ = f.Close()
+		in += n
+	}
+	_ = zw.Close() // into io.Discard: no error
+	return in > 0 && out.n.Load()*5 <= in*4
 }
