@@ -26,7 +26,7 @@ import (
 
 // buildOptions says which image to build and from which host files.
 type buildOptions struct {
-	Kind    string // app, app-notar, app-nodd, app-nonroot or pause
+	Kind    string // app, app-notar, app-nodd, app-nonroot, distroless or pause
 	Marker  string // content of /etc/livesync-build; empty means no such file
 	Busybox string // static busybox binary for the app kinds
 	Pause   string // pause binary for the pause kind
@@ -40,6 +40,8 @@ const (
 	// sleepLoop keeps PID 1 alive and ends at once on TERM, so pods stop without the grace period.
 	sleepLoop = `trap "exit 0" TERM; while :; do sleep 1; done`
 	nonroot   = 1000
+	// distrolessUser is the uid:gid of distroless's "nonroot" images.
+	distrolessUser = 65532
 	// notarShell is the sh of app-notar and app-nodd: Debian's dash, from the essential package dash.
 	notarShell = "/bin/dash"
 )
@@ -121,6 +123,18 @@ func buildImage(o buildOptions) (v1.Image, error) {
 			files = append(files, dir("app", 0o755, 0))
 			cfg.WorkingDir = "/app"
 		}
+	case "distroless":
+		// A static binary and nothing else, as USER 65532 (distroless's nonroot): no sh, no tar.
+		// Its /app belongs to that user; /app-root-owned to root.
+		bin, err := os.ReadFile(o.Pause)
+		if err != nil {
+			return nil, fmt.Errorf("reading the pause binary: %w", err)
+		}
+		files = []entry{file("server", 0o755, bin), dir("app", 0o755, distrolessUser), dir("app-root-owned", 0o755, 0),
+			dir("home/nonroot", 0o700, distrolessUser), dir("tmp", 0o1777, 0)}
+		cfg.Entrypoint = []string{"/server"}
+		cfg.User = fmt.Sprintf("%d:%d", distrolessUser, distrolessUser)
+		cfg.WorkingDir = "/app"
 	case "pause":
 		bin, err := os.ReadFile(o.Pause)
 		if err != nil {
@@ -129,7 +143,7 @@ func buildImage(o buildOptions) (v1.Image, error) {
 		files = []entry{file("pause", 0o755, bin)}
 		cfg.Entrypoint = []string{"/pause"}
 	default:
-		return nil, fmt.Errorf("unknown image kind %q: want app, app-notar, app-nodd, app-nonroot or pause", o.Kind)
+		return nil, fmt.Errorf("unknown image kind %q: want app, app-notar, app-nodd, app-nonroot, distroless or pause", o.Kind)
 	}
 
 	base, err := mutate.ConfigFile(mutate.MediaType(empty.Image, types.OCIManifestSchema1), &v1.ConfigFile{

@@ -9,6 +9,7 @@ import (
 	"log"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -106,6 +107,30 @@ func TestBuildImage(t *testing.T) {
 	if fs["bin/dd"] != nil || fs["bin/ash"] != nil || fs["bin/tar"] == nil || fs["bin/sh"] == nil || fs["bin/sh"].Typeflag != tar.TypeReg {
 		t.Errorf("app-nodd: want sh (dash) and tar without dd and busybox shells, got sh=%v tar=%v dd=%v ash=%v",
 			fs["bin/sh"] != nil, fs["bin/tar"] != nil, fs["bin/dd"] != nil, fs["bin/ash"] != nil)
+	}
+
+	pause := filepath.Join(t.TempDir(), "pause")
+	if err := os.WriteFile(pause, []byte("\x7fELF static"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	distroless, err := buildImage(buildOptions{Kind: "distroless", Pause: pause})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf, err := distroless.ConfigFile(); err != nil || cf.Config.User != "65532:65532" || cf.Config.Entrypoint[0] != "/server" {
+		t.Errorf("distroless config = %+v (%v), want user 65532:65532 running /server", cf, err)
+	}
+	fs = files(t, distroless)
+	for _, p := range []string{"bin/sh", "bin/tar", "bin/busybox"} {
+		if fs[p] != nil {
+			t.Errorf("distroless: %s present", p)
+		}
+	}
+	if h := fs["app"]; h == nil || h.Uid != 65532 || h.Gid != 65532 {
+		t.Errorf("distroless app = %+v, want a dir of 65532:65532", h)
+	}
+	if h := fs["app-root-owned"]; h == nil || h.Uid != 0 {
+		t.Errorf("distroless app-root-owned = %+v, want a dir of root", h)
 	}
 
 	nonroot, _ := build("app-nonroot", "")
