@@ -29,10 +29,16 @@ type archiveResult struct {
 	warnings []error
 }
 
+// archiveOpts are how an apply's archive is written.
+type archiveOpts struct {
+	gz    bool   // gzip-compressed (where the listing found gzip)
+	owner *Owner // the uid:gid in every header, restored by a root helper
+}
+
 // streamArchive streams copies as a tar through a pipe, gzip-compressed
 // (level 1) with gz. Close the reader once the consumer is done (that
 // unblocks the writer), then call wait.
-func streamArchive(copies []Copy, gz bool) (r io.ReadCloser, wait func() (archiveResult, error)) {
+func streamArchive(copies []Copy, o archiveOpts) (r io.ReadCloser, wait func() (archiveResult, error)) {
 	pr, pw := io.Pipe()
 	ar := &archiveReader{PipeReader: pr}
 	done := make(chan struct{})
@@ -42,8 +48,8 @@ func streamArchive(copies []Copy, gz bool) (r io.ReadCloser, wait func() (archiv
 	)
 	go func() {
 		defer close(done)
-		if !gz {
-			res, err = writeArchiveCounted(pw, copies, &ar.tar)
+		if !o.gz {
+			res, err = writeArchiveCounted(pw, copies, o.owner, &ar.tar)
 			pw.CloseWithError(err)
 			return
 		}
@@ -51,7 +57,7 @@ func streamArchive(copies []Copy, gz bool) (r io.ReadCloser, wait func() (archiv
 		// output, and each Write is one WebSocket frame: buffer them.
 		bw := bufio.NewWriterSize(pw, 64<<10)
 		zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed) // a valid level: no error
-		res, err = writeArchiveCounted(zw, copies, &ar.tar)
+		res, err = writeArchiveCounted(zw, copies, o.owner, &ar.tar)
 		if err == nil {
 			err = zw.Close()
 			if err == nil {
@@ -81,12 +87,12 @@ func (a *archiveReader) tarBytes() int64 { return a.tar.Load() }
 // permission bits kept, symlinks as links. The writer picks USTAR, or PAX for
 // long and non-ASCII names; GNU and busybox tar read both.
 func writeArchive(w io.Writer, copies []Copy) (archiveResult, error) {
-	return writeArchiveCounted(w, copies, new(atomic.Int64))
+	return writeArchiveCounted(w, copies, nil, new(atomic.Int64))
 }
 
 // writeArchiveCounted is writeArchive that also counts the tar bytes written
 // so far into n.
-func writeArchiveCounted(w io.Writer, copies []Copy, n *atomic.Int64) (archiveResult, error) {
+func writeArchiveCounted(w io.Writer, copies []Copy, owner *Owner, n *atomic.Int64) (archiveResult, error) {
 	res := archiveResult{sums: map[string]*[32]byte{}, raced: map[string]struct{}{}}
 	cw := &countingWriter{w: w, n: n}
 	bw := bufio.NewWriterSize(cw, 64<<10) // one WebSocket frame per Write: keep them large
@@ -95,7 +101,7 @@ func writeArchiveCounted(w io.Writer, copies []Copy, n *atomic.Int64) (archiveRe
 		if !validRel(c.Name) || c.Name == "" {
 			return res, fmt.Errorf("archiving %q: invalid entry name %q", c.Src, c.Name)
 		}
-		ok, err := writeEntry(tw, c, &res)
+		ok, err := writeEntry(tw, c, owner, &res)
 		if err != nil {
 			return res, err
 		}
@@ -134,8 +140,11 @@ func dedupe(copies []Copy) []Copy {
 
 // writeEntry writes one entry, and false if it was skipped or cut short
 // because the local file changed under it.
-func writeEntry(tw *tar.Writer, c Copy, res *archiveResult) (bool, error) {
+func writeEntry(tw *tar.Writer, c Copy, owner *Owner, res *archiveResult) (bool, error) {
 	hdr := &tar.Header{Name: c.Name, Mode: int64(c.Mode.Perm()), ModTime: c.MTime.Truncate(time.Second)}
+	if owner != nil {
+		hdr.Uid, hdr.Gid = owner.UID, owner.GID
+	}
 	switch c.Type {
 	case TypeDir:
 		// Writable for now: busybox tar creates a directory with its mode

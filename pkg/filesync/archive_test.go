@@ -182,7 +182,7 @@ func TestCopyExact(t *testing.T) {
 func TestStreamArchiveClosedEarly(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"big": strings.Repeat("x", 1<<20)})
-	r, wait := streamArchive(copiesOf(t, dir), false)
+	r, wait := streamArchive(copiesOf(t, dir), archiveOpts{})
 	r.Close() // the consumer gave up: the writer must not block
 	if _, err := wait(); err == nil {
 		t.Fatal("want an error from a closed pipe")
@@ -200,7 +200,7 @@ func BenchmarkArchive(b *testing.B) {
 	b.ResetTimer()
 	var n int64
 	for b.Loop() {
-		r, wait := streamArchive(copies, false)
+		r, wait := streamArchive(copies, archiveOpts{})
 		c, err := io.Copy(io.Discard, r)
 		r.Close()
 		if _, werr := wait(); err != nil || werr != nil {

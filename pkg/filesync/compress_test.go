@@ -41,7 +41,7 @@ func TestApplyCompressed(t *testing.T) {
 				p, err := plan(m, NewIndex(), nil, true)
 				must(t, err)
 				pe := &progressExecutor{Executor: exOf(t), clk: clocktesting.NewFakeClock(time.Unix(1000, 0)), report: func(Progress) {}}
-				res, err := apply(context.Background(), pe, testTarget, m, p, true)
+				res, err := apply(context.Background(), pe, testTarget, m, p, archiveOpts{gz: true})
 				must(t, err)
 				assertSameTree(t, local, remote)
 				if res.bytes < planBytes(p) || pe.sent.Load() != res.bytes {

@@ -85,6 +85,7 @@ type Engine struct {
 
 	onSyncExec *boundedExecutor // on-sync commands, with slots of their own
 	streams    *streams         // one exec stream per target; nil: an exec per batch (stream.go)
+	owned      Owned            // the executor, when it writes on behalf of another user
 
 	mu       sync.Mutex
 	targets  map[string]*target
@@ -123,6 +124,7 @@ func New(exec Executor, cfg Config, opts ...Option) *Engine {
 	for _, o := range opts {
 		o(e)
 	}
+	e.owned, _ = exec.(Owned)
 	if sc, ok := exec.(StreamCapable); ok && sc.PersistentStreams() && !cfg.DryRun {
 		e.streams = newStreams(exec, e.clk, cfg.ExecTimeout) // stream.go
 		exec = e.streams
@@ -269,4 +271,13 @@ func (e *Engine) Once(ctx context.Context) (bool, error) {
 	wg.Wait()
 	e.streams.closeAll(streamCloseGrace) // stream.go
 	return ok.Load() && ctx.Err() == nil, ctx.Err()
+}
+
+// ownerOf is whose the files extracted in t must be; nil: the extracting
+// user's, as tar -o leaves them.
+func (e *Engine) ownerOf(t Target) *Owner {
+	if e.owned == nil {
+		return nil
+	}
+	return e.owned.Owner(t)
 }

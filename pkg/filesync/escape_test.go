@@ -171,7 +171,7 @@ func TestRemoteSymlinksNeverEscape(t *testing.T) {
 				before := f.outsideApp(t)
 				p, err := plan(m, idx, []string{"etc/passwd", "etc/new", "etc/old", "etc", "etc/sub", "etc/sub/t", "up/x", "up/y"}, false)
 				must(t, err)
-				res, err := apply(context.Background(), ex, testTarget, m, p, false)
+				res, err := apply(context.Background(), ex, testTarget, m, p, archiveOpts{})
 				f.assertUntouched(t, before)
 				must(t, err)
 				idx.apply(p, res.archiveResult)

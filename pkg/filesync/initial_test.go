@@ -92,7 +92,7 @@ func TestPlanInitial(t *testing.T) {
 			}
 
 			// Applying it converges, and the index then matches the local tree.
-			res, err := apply(context.Background(), ex, testTarget, m, p, false)
+			res, err := apply(context.Background(), ex, testTarget, m, p, archiveOpts{})
 			must(t, err)
 			idx.apply(p, res.archiveResult)
 			if tt.mode == InitialMirror {

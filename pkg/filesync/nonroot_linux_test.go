@@ -134,7 +134,7 @@ func TestNonRootReadOnlyDirs(t *testing.T) {
 			must(t, os.Chmod(filepath.Join(local, "ro/sub"), 0o555))
 			p, err := plan(m, idx, []string{"ro/sub/new"}, false)
 			must(t, err)
-			res, err := apply(t.Context(), ex, testTarget, m, p, false)
+			res, err := apply(t.Context(), ex, testTarget, m, p, archiveOpts{})
 			must(t, err)
 			idx.apply(p, res.archiveResult)
 			assertSameTree(t, local, remote)

@@ -457,7 +457,7 @@ func TestSymlinkBecomesDirNeverWritesThroughRemoteLink(t *testing.T) {
 				t.Helper()
 				p, err := plan(m, idx, hints, rescan)
 				must(t, err)
-				res, err := apply(context.Background(), ex, testTarget, m, p, false)
+				res, err := apply(context.Background(), ex, testTarget, m, p, archiveOpts{})
 				must(t, err)
 				idx.apply(p, res.archiveResult)
 			}

@@ -214,10 +214,10 @@ func (r applyResult) forgetReplaced(idx *Index) map[string]struct{} {
 // step requires. Every attempt streams a fresh archive, so it can be retried
 // as a whole. With gz the archive goes gzip-compressed: only where the
 // listing found gzip (see compressInitial).
-func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, gz bool) (applyResult, error) {
+func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o archiveOpts) (applyResult, error) {
 	res := applyResult{deleted: len(p.Deletes)}
 	args := scriptArgsOf(m, p)
-	args.gz = gz && args.tar
+	args.gz = o.gz && args.tar
 	for _, a := range args.split(maxDeleteArgBytes) {
 		stdout := &tailBuffer{max: 2 * maxDeleteArgBytes}
 		if !a.tar {
@@ -228,7 +228,7 @@ func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, gz b
 			}
 			continue
 		}
-		r, wait := streamArchive(p.Copies, a.gz)
+		r, wait := streamArchive(p.Copies, archiveOpts{gz: a.gz, owner: o.owner})
 		err := execScript(ctx, ex, t, "copying files", m, a.argv(m), r, stdout)
 		_ = r.Close()
 		ares, aerr := wait()

@@ -33,7 +33,7 @@ func syncOnce(t *testing.T, ex Executor, m *mapping, idx *Index) *Plan {
 	t.Helper()
 	p, err := plan(m, idx, nil, true)
 	must(t, err)
-	res, err := apply(context.Background(), ex, testTarget, m, p, false)
+	res, err := apply(context.Background(), ex, testTarget, m, p, archiveOpts{})
 	must(t, err)
 	idx.apply(p, res.archiveResult)
 	res.forgetReplaced(idx)
@@ -138,11 +138,11 @@ func TestApplyMissingTools(t *testing.T) {
 	p, err := plan(m, NewIndex(), nil, true)
 	must(t, err)
 
-	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, p, false)
+	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, p, archiveOpts{})
 	if !errors.Is(err, ErrTarMissing) || !strings.HasPrefix(err.Error(), `tar not found in container "app" of pod "web-1": the image needs sh and tar`) {
 		t.Errorf("without tar: %v", err)
 	}
-	_, err = apply(context.Background(), busybox(t, "sh"), testTarget, m, p, false)
+	_, err = apply(context.Background(), busybox(t, "sh"), testTarget, m, p, archiveOpts{})
 	if !errors.Is(err, ErrTarMissing) || !strings.HasPrefix(err.Error(), `sh not found in container "app"`) {
 		t.Errorf("without sh: %v", err)
 	}
@@ -150,7 +150,7 @@ func TestApplyMissingTools(t *testing.T) {
 		t.Error("a missing tool is not transient")
 	}
 	// Deletes alone never need tar.
-	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, &Plan{Deletes: []string{"a"}}, false)
+	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, &Plan{Deletes: []string{"a"}}, archiveOpts{})
 	must(t, err)
 }
 
@@ -201,7 +201,7 @@ func BenchmarkApplyOneFile(b *testing.B) {
 		must2(b, os.WriteFile(f, fmt.Appendf(nil, "package main // %d\n", i), 0o644))
 		p, err := plan(m, idx, []string{"main.go"}, false)
 		must2(b, err)
-		res, err := apply(context.Background(), ex, testTarget, m, p, false)
+		res, err := apply(context.Background(), ex, testTarget, m, p, archiveOpts{})
 		must2(b, err)
 		idx.apply(p, res.archiveResult)
 	}

@@ -120,7 +120,7 @@ func TestRootTypeConflict(t *testing.T) {
 					m := testMapping(t, string(tc.m.Local), string(tc.m.Remote), nil)
 					p, err := plan(m, NewIndex(), nil, true)
 					must(t, err)
-					_, err = apply(context.Background(), ex, testTarget, m, p, false)
+					_, err = apply(context.Background(), ex, testTarget, m, p, archiveOpts{})
 					assertOneLine(t, err, tc.want...)
 					if !errors.Is(err, ErrTypeConflict) || IsTransient(err) {
 						t.Errorf("apply: %v: want a non-transient ErrTypeConflict", err)

@@ -81,7 +81,7 @@ func TestStreamReplacedSymlink(t *testing.T) {
 			m := testMapping(t, local, remote, nil)
 			p, err := plan(m, NewIndex(), nil, true)
 			must(t, err)
-			res, err := apply(context.Background(), s, testTarget, m, p, false)
+			res, err := apply(context.Background(), s, testTarget, m, p, archiveOpts{})
 			must(t, err)
 			if fmt.Sprint(res.replaced) != "[etc]" {
 				t.Errorf("replaced %q, want [etc]", res.replaced)
@@ -106,7 +106,7 @@ func TestStreamFailingBatch(t *testing.T) {
 			m := testMapping(t, local, remote, nil)
 			p, err := plan(m, NewIndex(), nil, true)
 			must(t, err)
-			_, err = apply(context.Background(), s, testTarget, m, p, false)
+			_, err = apply(context.Background(), s, testTarget, m, p, archiveOpts{})
 			if !errors.Is(err, ErrTypeConflict) {
 				t.Fatalf("apply over a file: %v, want a type conflict", err)
 			}

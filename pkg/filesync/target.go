@@ -23,6 +23,17 @@ type Executor interface {
 	Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error
 }
 
+// Owned is an Executor that writes as root on behalf of a target running as
+// another user (a helper container, see pkg/workload): Owner says whose the
+// extracted files must be. Archives for t then carry that uid:gid in every
+// header, and the Executor has apply.sh restore it (LIVESYNC_OWNER).
+type Owned interface {
+	Owner(t Target) *Owner
+}
+
+// Owner is a numeric uid:gid.
+type Owner struct{ UID, GID int }
+
 // ExitError is an Executor error that carries the remote command's exit code
 // (client-go's exec.CodeExitError satisfies it). Any other Executor error is
 // treated as a transport failure.

@@ -252,7 +252,7 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mappin
 		replaced []string
 	)
 	err := e.retry.do(ctx, e.clk, func() (err error) {
-		res, err = apply(ctx, ex, t, m, p, gz)
+		res, err = apply(ctx, ex, t, m, p, archiveOpts{gz: gz, owner: e.ownerOf(t)})
 		replaced = append(replaced, res.replaced...) // failed attempts' too
 		return err
 	})

@@ -41,18 +41,26 @@
 #     non-root never chmods, and a 0555 directory created first refused its
 #     children).
 #
+# In a helper container (helper.sh defines LIVESYNC_ROOTFS and
+# livesync_inroot, see HelperArgv) $1 is reached through the target's
+# /proc/PID/root; with LIVESYNC_OWNER (a root helper writing for a non-root
+# target) tar restores the archive's uid:gid, which is that owner, and the
+# directories this script creates get it too.
+#
 # Shell loops over "$@" run builtins only, except where a link is replaced
 # or a mode fixed, and the deletes go to one rm. On failure the script adds
 # the container user's uid to stderr for the error message, and a missing
 # tar exits 127 with its own marker.
 set -e
 fail() { s=$?; echo "livesync: $1 failed" >&2; echo "livesync: uid $(id -u 2>/dev/null || echo unknown)" >&2; exit $s; }
-root=$1 mode=$2 file=$3 nc=$4 nr=$5 nm=$6
+root=$1 mode=$2 file=$3 nc=$4 nr=$5 nm=$6 own=${LIVESYNC_OWNER:-} o=-o
 shift 6
+if [ -n "${LIVESYNC_ROOTFS:-}" ]; then root=$(livesync_inroot "$root") || exit 1; fi
+[ -z "$own" ] || o=
 if [ "$mode" != d ] && ! command -v tar >/dev/null 2>&1; then echo "livesync: tar not found" >&2; exit 127; fi
 if [ "$mode" = z ] && ! command -v gzip >/dev/null 2>&1; then echo "livesync: gzip not found" >&2; exit 1; fi
 if [ -z "$file" ] && { [ -e "$root" ] || [ -L "$root" ]; } && [ ! -d "$root" ]; then echo "livesync: conflict: not a directory" >&2; exit 3; fi
-mkdir -p "$root" || fail mkdir
+if [ ! -d "$root" ]; then mkdir -p "$root" || fail mkdir; [ -z "$own" ] || chown "$own" "$root" || fail chown; fi
 cd "$root" || fail cd
 if [ -n "$file" ] && [ -d "$file" ] && [ ! -L "$file" ]; then echo "livesync: conflict: a directory" >&2; exit 3; fi
 # 2. Checks.
@@ -61,7 +69,7 @@ for a; do
   [ $i -lt "$nc" ] || break
   i=$((i+1)) p=${a#?}
   case $a in
-  p*) if [ -L "$p" ]; then rm -f -- "$p" || fail rm; mkdir -- "$p" || fail mkdir; printf 'R%s\0' "$p"; fi ;;
+  p*) if [ -L "$p" ]; then rm -f -- "$p" || fail rm; mkdir -- "$p" || fail mkdir; [ -z "$own" ] || chown "$own" -- "$p" || fail chown; printf 'R%s\0' "$p"; fi ;;
   k*) if [ -L "$p" ]; then printf 'livesync: symlink in the way: %s\n' "$p" >&2; exit 4; fi ;;
   w*) [ ! -d "$p" ] || chmod u+rwx -- "$p" 2>/dev/null || : ;;
   esac
@@ -74,9 +82,9 @@ i=0
 for a; do [ $i -lt "$nr" ] || break; i=$((i+1)); rmdir -- "$a" 2>/dev/null || :; done
 shift "$nr"
 # 5. The tar.
-[ "$mode" != x ] || tar -x -o -f - || fail tar
+[ "$mode" != x ] || tar -x ${o:+"$o"} -f - || fail tar
 if [ "$mode" = z ]; then
-  zs=$({ { gzip -dc 3>&-; echo $? >&3; } | tar -x -o -f - >&2 3>&-; } 3>&1) || fail tar
+  zs=$({ { gzip -dc 3>&-; echo $? >&3; } | tar -x ${o:+"$o"} -f - >&2 3>&-; } 3>&1) || fail tar
   [ "$zs" = 0 ] || fail gzip
 fi
 # 6. chmods.

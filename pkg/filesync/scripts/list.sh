@@ -2,7 +2,8 @@
 # list.sh prints what the container has under a directory, in one exec, run
 # as `sh -c` (comment lines are dropped before it is sent). Arguments: $1 the
 # remote directory, $2 a single name to list instead of the whole directory
-# (file mappings) or "", $3 list-chunk.sh.
+# (file mappings) or "", $3 list-chunk.sh. In a helper container $1 is
+# reached through the target's /proc/PID/root (see apply.sh).
 #
 # Output is a stream of NUL-terminated tokens, unambiguous for any name:
 #
@@ -27,6 +28,8 @@
 # resend everything while equal hashes send nothing. Without sha256sum or
 # md5sum it falls back to size+mtime, which still matches files this tool
 # extracted earlier (tar keeps mtimes).
+d=$1
+if [ -n "${LIVESYNC_ROOTFS:-}" ]; then d=$(livesync_inroot "$1") || exit 1; fi
 h=
 if command -v sha256sum >/dev/null 2>&1; then h=sha256sum
 elif command -v md5sum >/dev/null 2>&1; then h=md5sum; fi
@@ -35,11 +38,11 @@ z=
 if command -v gzip >/dev/null 2>&1 && printf '\037\213\010\000\000\000\000\000\000\003\003\000\000\000\000\000\000\000\000\000' | gzip -dc >/dev/null 2>&1; then z=gzip; fi
 start=. min=1
 [ -z "$2" ] || { start="./$2"; min=0; }
-if [ ! -d "$1" ] || { [ -n "$2" ] && [ ! -e "$1/$2" ] && [ ! -L "$1/$2" ]; }; then
-  s=none; [ -n "$2" ] || { [ ! -e "$1" ] && [ ! -L "$1" ]; } || s=notdir
+if [ ! -d "$d" ] || { [ -n "$2" ] && [ ! -e "$d/$2" ] && [ ! -L "$d/$2" ]; }; then
+  s=none; [ -n "$2" ] || { [ ! -e "$d" ] && [ ! -L "$d" ]; } || s=notdir
   printf 'LS2\0%s\0%s\0%s\0END\0' "$h" "$z" "$s"; exit 0
 fi
-cd "$1" || exit
+cd "$d" || exit
 for c in find stat; do command -v $c >/dev/null 2>&1 || { echo "livesync: $c not found" >&2; exit 127; }; done
 printf 'LS2\0%s\0%s\0dir\0' "$h" "$z"
 find "$start" -mindepth $min -type f -exec sh -c "$3" sh "$h" {} +
