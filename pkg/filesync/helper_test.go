@@ -48,7 +48,7 @@ func TestHelperArgvStaysInTargetRoot(t *testing.T) {
 			}
 			hx := &helperExec{localExecutor: ex, rootfs: rootfs, owner: owner}
 			fc, rec := clocktesting.NewFakeClock(time.Unix(1000, 0)), newRecorder()
-			e := New(hx, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: "/app"}}}, WithClock(fc), WithReporter(rec))
+			e := New(hx, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: "/app"}, {Local: LocalPath(local), Remote: "/data/new"}}}, WithClock(fc), WithReporter(rec))
 			e.AddTarget(podTarget("web-1"))
 			ok, err := e.Once(context.Background())
 			if err != nil || !ok {
@@ -67,8 +67,8 @@ func TestHelperArgvStaysInTargetRoot(t *testing.T) {
 			if owner == nil {
 				return
 			}
-			for _, rel := range []string{"", "main.go", "web", "web/index.html"} {
-				fi, err := os.Lstat(filepath.Join(rootfs, "srv", "app", rel))
+			for _, rel := range []string{"srv/app/main.go", "srv/app/web", "srv/app/web/index.html", "srv/app/etc", "srv/app/etc/app.conf", "data/new", "data/new/main.go"} {
+				fi, err := os.Lstat(filepath.Join(rootfs, rel))
 				must(t, err)
 				st := fi.Sys().(*syscall.Stat_t)
 				if int(st.Uid) != owner.UID || int(st.Gid) != owner.GID {
