@@ -75,6 +75,18 @@ type Helpers struct {
 // instance is containerID (e.g. "containerd://abc"; empty: whichever runs now), reusing one of
 // ours or adding one.
 func (h *Helpers) Ensure(ctx context.Context, ns, pod, container, containerID string) (*Helper, error) {
+	return h.ensure(ctx, ns, pod, container, containerID, nil)
+}
+
+// EnsureGroup is Ensure for a target whose gid the caller has learned, e.g. from the Gid line
+// of /proc/1/status (readable to any helper) after a same-user helper could not read
+// /proc/1/root: its gid was a guess, and the kernel lets only the same uid and gid in. It
+// reuses or adds a same-user helper with that gid; the root+SYS_PTRACE profile ignores it.
+func (h *Helpers) EnsureGroup(ctx context.Context, ns, pod, container, containerID string, gid int64) (*Helper, error) {
+	return h.ensure(ctx, ns, pod, container, containerID, &gid)
+}
+
+func (h *Helpers) ensure(ctx context.Context, ns, pod, container, containerID string, group *int64) (*Helper, error) {
 	p, err := h.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("reading pod %q in namespace %q to add a helper container: %w", pod, ns, err)
@@ -84,7 +96,10 @@ func (h *Helpers) Ensure(ctx context.Context, ns, pod, container, containerID st
 		return nil, err
 	}
 	uid, gid := targetUser(p, container)
-	if hp := h.reusable(p, container, started, uid); hp != nil {
+	if group != nil {
+		gid = group
+	}
+	if hp := h.reusable(p, container, started, uid, gid); hp != nil {
 		return hp, nil
 	}
 	// The wait starts with the first patch: the timeout covers the PodSecurity retry too.
@@ -149,7 +164,9 @@ func targetStarted(p *corev1.Pod, container, containerID string) (metav1.Time, e
 // targetUser returns the uid and gid the target runs as, as far as the API tells: the
 // container's securityContext, else the pod's, else the user the kubelet reports it started
 // with (status.containerStatuses[].user, where the runtime fills it in). gid is uid when only
-// the uid is known.
+// the uid is known, which is a guess: the runtime takes the gid from the image's /etc/passwd
+// entry for the uid, and 0 when it has none (measured: a pause-like image run as 65532 runs
+// as gid 0, and a helper of 65532:65532 then gets EACCES on /proc/1/root; see EnsureGroup).
 func targetUser(p *corev1.Pod, container string) (uid, gid *int64) {
 	if c := specContainer(p, container); c != nil && c.SecurityContext != nil {
 		uid, gid = c.SecurityContext.RunAsUser, c.SecurityContext.RunAsGroup
@@ -192,8 +209,9 @@ func specContainer(p *corev1.Pod, name string) *corev1.Container {
 }
 
 // reusable returns the newest helper of ours in p that targets container with our image, runs
-// a securityContext Ensure could have added, and started after the target's current instance.
-func (h *Helpers) reusable(p *corev1.Pod, container string, targetStarted metav1.Time, uid *int64) *Helper {
+// a securityContext Ensure could have added (as uid and gid, for a same-user one), and started
+// after the target's current instance.
+func (h *Helpers) reusable(p *corev1.Pod, container string, targetStarted metav1.Time, uid, gid *int64) *Helper {
 	sameUser := int64(0) // the baseline fallback when no uid is known runs as root
 	if uid != nil {
 		sameUser = *uid
@@ -210,7 +228,7 @@ func (h *Helpers) reusable(p *corev1.Pod, container string, targetStarted metav1
 		switch ptrace := hasPtrace(sc); {
 		case ptrace && *sc.RunAsUser == 0:
 			hp.Profile, hp.Level = HelperRootPtrace, "privileged"
-		case !ptrace && *sc.RunAsUser == sameUser:
+		case !ptrace && *sc.RunAsUser == sameUser && ptr.Equal(sc.RunAsGroup, gid):
 			hp.Profile, hp.UID, hp.GID = HelperSameUser, sc.RunAsUser, sc.RunAsGroup
 		default:
 			continue
@@ -271,7 +289,7 @@ func sameUserContext(p *corev1.Pod, container string, uid, gid *int64, level str
 			// /proc/1/root only of a target that runs as root too (with no more capabilities).
 			// A target of another user shows only in the spec or status, so here it is root
 			// or the sync fails with EACCES.
-			return &corev1.SecurityContext{RunAsUser: ptr.To(int64(0))}, nil
+			return &corev1.SecurityContext{RunAsUser: ptr.To(int64(0)), RunAsGroup: gid}, nil
 		}
 		return nil, fmt.Errorf("pod %q in namespace %q: PodSecurity %q only admits a helper that runs as container %q's user, and %q sets no runAsUser: set securityContext.runAsUser and runAsGroup on it, or use a namespace at level privileged",
 			p.Name, p.Namespace, level, container, container)

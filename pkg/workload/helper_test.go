@@ -87,8 +87,11 @@ func newAPIServer(t *testing.T, p *corev1.Pod) *apiServer {
 				EphemeralContainers []corev1.EphemeralContainer `json:"ephemeralContainers"`
 			} `json:"spec"`
 		}
-		if err := json.Unmarshal(pa.GetPatch(), &body); err != nil || len(body.Spec.EphemeralContainers) != 1 {
-			return true, nil, fmt.Errorf("patch body %s: %v", pa.GetPatch(), err)
+		if err := json.Unmarshal(pa.GetPatch(), &body); err != nil {
+			return true, nil, fmt.Errorf("patch body %s: %w", pa.GetPatch(), err)
+		}
+		if len(body.Spec.EphemeralContainers) != 1 {
+			return true, nil, fmt.Errorf("patch body %s: want one ephemeral container", pa.GetPatch())
 		}
 		ec := body.Spec.EphemeralContainers[0]
 		s.mu.Lock()
@@ -350,6 +353,7 @@ func TestHelperReuse(t *testing.T) {
 		{"another image", withHelper(targetPod(uid, nil), "livesync-helper-1", "busybox:1.36", "app", rootPtrace(), running), nil, "livesync-helper-2"},
 		{"another target", withHelper(targetPod(uid, nil), "livesync-helper-1", helperImage, "sidecar", rootPtrace(), running), nil, "livesync-helper-2"},
 		{"another user", withHelper(targetPod(uid, nil), "livesync-helper-1", helperImage, "app", sameUser(1001, 1001), running), nil, "livesync-helper-2"},
+		{"another group", withHelper(targetPod(uid, nil), "livesync-helper-1", helperImage, "app", sameUser(1000, 0), running), nil, "livesync-helper-2"},
 		{"not ours", withHelper(targetPod(uid, nil), "debugger-x", helperImage, "app", rootPtrace(), running), nil, "livesync-helper-1"},
 		{"names taken by containers", func() *corev1.Pod {
 			p := withHelper(targetPod(uid, nil), "livesync-helper-2", "other", "app", nil, running)
@@ -537,5 +541,46 @@ func TestTargetUser(t *testing.T) {
 				t.Errorf("uid %v gid %v, want %v %v", ptr.Deref(uid, -1), ptr.Deref(gid, -1), ptr.Deref(tc.uid, -1), ptr.Deref(tc.gid, -1))
 			}
 		})
+	}
+}
+
+// TestHelperEnsureGroup: a gid the caller learned replaces the guess (gid = uid): a helper of
+// the guessed gid is not reused, the new one runs as the learned gid and is reused after.
+func TestHelperEnsureGroup(t *testing.T) {
+	guessed := withHelper(targetPod(&corev1.SecurityContext{RunAsUser: ptr.To(int64(65532))}, nil),
+		"livesync-helper-1", helperImage, "app", sameUser(65532, 65532), running)
+	s := newAPIServer(t, guessed)
+	s.admit, s.kubelet = podSecurity("baseline"), startRunning
+	h := &Helpers{Client: s.client, Image: helperImage}
+	got, err := h.EnsureGroup(context.Background(), "ns", "p", "app", "c://1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Helper{Namespace: "ns", Pod: "p", Container: "app", Name: "livesync-helper-2", Profile: HelperSameUser, Level: "baseline", UID: ptr.To(int64(65532)), GID: ptr.To(int64(0))}
+	if !reflect.DeepEqual(*got, want) {
+		t.Errorf("helper %+v, want %+v", *got, want)
+	}
+	calls := s.patches()
+	if len(calls) != 2 || !reflect.DeepEqual(calls[1].container.SecurityContext, sameUser(65532, 0)) {
+		t.Fatalf("patches %+v", calls)
+	}
+	again, err := h.EnsureGroup(context.Background(), "ns", "p", "app", "c://1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Reused || again.Name != "livesync-helper-2" || len(s.patches()) != 2 {
+		t.Errorf("second call %+v after %d patches, want livesync-helper-2 reused", *again, len(s.patches()))
+	}
+
+	// Without a known uid, baseline's root helper takes the learned gid.
+	s = newAPIServer(t, targetPod(nil, nil))
+	s.admit, s.kubelet = podSecurity("baseline"), startRunning
+	h = &Helpers{Client: s.client, Image: helperImage}
+	if _, err := h.EnsureGroup(context.Background(), "ns", "p", "app", "c://1", 3); err != nil {
+		t.Fatal(err)
+	}
+	calls = s.patches()
+	if wantSC := (&corev1.SecurityContext{RunAsUser: ptr.To(int64(0)), RunAsGroup: ptr.To(int64(3))}); len(calls) != 2 || !reflect.DeepEqual(calls[1].container.SecurityContext, wantSC) {
+		t.Errorf("patches %+v", calls)
 	}
 }
