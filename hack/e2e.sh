@@ -15,6 +15,8 @@ if [[ -n "${KUBECONFIG:-}" && -n "${LIVESYNC_E2E_REGISTRY:-}" ]]; then
   if [[ -z "${LIVESYNC_LCIMAGE:-}" ]]; then
     LIVESYNC_LCIMAGE="$PWD/bin/lcimage"
     (cd $lc/tools && go build -o "$LIVESYNC_LCIMAGE" ./cmd/lcimage)
+    # The distroless image kind's one binary: the pause program, next to lcimage.
+    (cd $lc && CGO_ENABLED=0 go build -o "$(dirname "$LIVESYNC_LCIMAGE")/pause" ./cmd/pause)
   fi
   export LIVESYNC_LCIMAGE LIVESYNC_KUBECTL="${LIVESYNC_KUBECTL:-$(command -v kubectl)}"
   # The local cluster named by its kubeconfig: the fault suite may kill and restart its daemons.

@@ -29,6 +29,7 @@ type SyncOptions struct {
 	initial   string
 	output    string
 	transport string
+	helper    helperOptions
 	args      []string
 
 	// file is --file; project is the livesync.yaml being run, with its entries' sessions.
@@ -89,6 +90,7 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.DurationVar(&o.cfg.Sync.Quiet, "batch-quiet", filesync.DefaultQuiet, "a batch is sent after this long without a new change")
 	f.DurationVar(&o.cfg.Sync.Cap, "batch-max", filesync.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.StringVar(&o.transport, "transport", "stream", "how batches reach a container: stream (one kept-open exec per container; an exec per batch where the container lacks dd) or exec (an exec per batch, for proxies that cut long-lived connections)")
+	o.helper.addFlags(f)
 	f.IntVar(&o.cfg.Sync.Parallelism, "parallel", 8, "at most this many containers are written to at once")
 	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, target-added, target-removed, waiting, restarting, error, recovered, held, refresh, dry-run)")
 	f.BoolVar(&o.cfg.Once, "once", false, "initial sync and exit once the --on-sync runs finished or timed out; the exit code says whether every container converged (not how --on-sync went)")
@@ -115,6 +117,9 @@ func (o *SyncOptions) addEntryFlags(f *pflag.FlagSet) {
 func (o *SyncOptions) Validate() error {
 	if o.transport != "stream" && o.transport != "exec" {
 		return fmt.Errorf("invalid --transport %q: use stream or exec", o.transport)
+	}
+	if err := o.helper.validate(); err != nil {
+		return err
 	}
 	if o.project != nil {
 		return o.validateEntries()
@@ -162,7 +167,7 @@ func (o *SyncOptions) deps(restCfg *rest.Config, reporter session.Reporter, note
 			return workload.ResolveTarget(o.g.builder(), namespace, args, selector)
 		},
 		Client:   o.g.client,
-		Executor: &workload.PodExecutor{Config: restCfg, Client: o.g.client, ExecPerBatch: o.transport == "exec"},
+		Executor: o.helper.executor(&workload.PodExecutor{Config: restCfg, Client: o.g.client, ExecPerBatch: o.transport == "exec"}, o.mutate.dryRun, reporter),
 		Images:   &syncImages{refresher: refresher},
 		Reporter: reporter,
 		Notes:    notes,

@@ -31,6 +31,8 @@ type syncReporter struct {
 	bytes   int64
 	errors  int
 	started time.Time
+	// helperNoted: the note on what helpers leave in a pod was printed.
+	helperNoted bool
 }
 
 var _ session.Reporter = (*syncReporter)(nil)
@@ -114,6 +116,8 @@ func (r *syncReporter) report(ev filesync.Event) {
 		ev.Message = fmt.Sprintf("restarted %d times within %s%s: each restart wipes the synced files from the container's writable layer and livesync syncs them again; the app is probably crashing: kubectl logs %s -c %s --previous -n %s",
 			e.Restarts, e.Window, code, e.Target.Pod, e.Target.Container, e.Target.Namespace)
 		r.emitErr(ev, "warning: %s %s", e.Target, ev.Message)
+	case filesync.HelperUsed:
+		r.helperUsed(e)
 	case filesync.DryRun:
 		r.emit(jsonEvent{Type: "dry-run", Target: toJSONTarget(e.Target), Copy: e.Copy, Delete: e.Delete},
 			"dry run %s: would copy %d, delete %d%s", e.Target, len(e.Copy), len(e.Delete), listing(e.Copy, e.Delete))

@@ -50,6 +50,7 @@ type jsonEvent struct {
 	Restarts  *int        `json:"restarts,omitempty"`
 	Failures  *int        `json:"failures,omitempty"`
 	Transport string      `json:"transport,omitempty"` // target-added, initial-sync: stream or exec
+	Helper    *jsonHelper `json:"helper,omitempty"`
 }
 
 // via says which transport a target's batches use, for the text output.

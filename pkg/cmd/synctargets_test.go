@@ -37,7 +37,7 @@ func TestSyncResolvesSymlinkedLocal(t *testing.T) {
 	t.Chdir(base)
 	o := &SyncOptions{
 		args:    []string{"deploy/web", "./current:/app", "config.yaml:/etc/app/config.yaml"},
-		initial: string(filesync.InitialUpload), output: "text", transport: "stream",
+		initial: string(filesync.InitialUpload), output: "text", transport: "stream", helper: helperOptions{mode: "auto", image: defaultHelperImage},
 		cfg: session.Config{Sync: filesync.Config{Quiet: filesync.DefaultQuiet, Cap: filesync.DefaultCap, Parallelism: 1,
 			ExecTimeout: filesync.DefaultExecTimeout, OnSyncTimeout: filesync.DefaultOnSyncTimeout}},
 	}

@@ -33,7 +33,20 @@ var (
 	// the other. Deleting either to make room could destroy a volume, so it is
 	// refused. Not retried.
 	ErrTypeConflict = errors.New("file and directory at a mapping's root")
+	// ErrHelper: a helper container could not be added, or can't reach the
+	// target's files (see HelperArgv and pkg/workload). Not retried.
+	ErrHelper = errors.New("no helper container")
 )
+
+// HelperError marks err, a helper container's failure that retrying won't
+// fix, as ErrHelper; its message is the error's own.
+func HelperError(err error) error { return &helperError{err} }
+
+type helperError struct{ err error }
+
+func (h *helperError) Error() string        { return h.err.Error() }
+func (h *helperError) Unwrap() error        { return h.err }
+func (h *helperError) Is(target error) bool { return target == ErrHelper }
 
 // SyncError is a classified failure of one exec in one target. Its message is
 // one line: what failed, then what to do about it.
@@ -94,6 +107,9 @@ const (
 
 var uidRE = regexp.MustCompile(markerUID + `(\S+)`)
 
+// hintNoTar: without --helper never, such a container is synced through a helper.
+const hintNoTar = "the image needs sh and tar, or sync through a helper container: --helper auto (the default) or ephemeral"
+
 // classify turns an Executor error into a *SyncError with advice. dir is the
 // remote directory the exec worked on.
 func classify(err error, t Target, op string, dir RemotePath, stderr string) error {
@@ -113,6 +129,8 @@ func classify(err error, t Target, op string, dir RemotePath, stderr string) err
 		uid = m[1]
 	}
 	switch {
+	case errors.Is(err, ErrHelper):
+		se.Kind, se.Msg = ErrHelper, msg
 	case errors.Is(err, ErrTimeout):
 		se.Kind, se.transient = ErrTimeout, true
 		se.Msg = fmt.Sprintf("%s in %s %v", op, where, err)
@@ -132,11 +150,11 @@ func classify(err error, t Target, op string, dir RemotePath, stderr string) err
 	case strings.Contains(stderr, markerTarMissing) || exit == 127 && strings.Contains(stderr, "tar"):
 		se.Kind = ErrTarMissing
 		se.Msg = fmt.Sprintf("tar not found in %s", where)
-		se.Hint = "the image needs sh and tar"
+		se.Hint = hintNoTar
 	case strings.Contains(msg, "executable file not found") || exit == 127:
 		se.Kind = ErrTarMissing
 		se.Msg = fmt.Sprintf("sh not found in %s", where)
-		se.Hint = "the image needs sh and tar"
+		se.Hint = hintNoTar
 	case strings.Contains(stderr, "Read-only file system"):
 		se.Kind = ErrReadOnly
 		se.Msg = fmt.Sprintf("%s: %q is on a read-only file system in %s", op, dir, where)
@@ -144,7 +162,7 @@ func classify(err error, t Target, op string, dir RemotePath, stderr string) err
 	case strings.Contains(stderr, "Permission denied"):
 		se.Kind = ErrPermission
 		se.Msg = fmt.Sprintf("%s: permission denied writing %q in %s (running as uid %s)", op, dir, where, uid)
-		se.Hint = fmt.Sprintf("make %q writable for that user: mount an emptyDir volume there, set fsGroup, or set runAsUser", dir)
+		se.Hint = fmt.Sprintf("make %q writable for that user (mount an emptyDir volume there, set fsGroup, or set runAsUser), or write it from a root helper container: --helper ephemeral", dir)
 	case apierrors.IsNotFound(err) || exit == 137 || containsAny(msg,
 		"container not found", "No such container", "not running", "stopped container", "does not exist"):
 		se.Kind, se.transient = ErrTargetGone, true

@@ -18,7 +18,7 @@ type ReporterFunc func(Event)
 func (f ReporterFunc) Report(ev Event) { f(ev) }
 
 // Event is one of InitialSync, Batch, TargetAdded, TargetRemoved, Error,
-// DryRun, Held, Progress, OnSync, Waiting, Restarting.
+// DryRun, Held, Progress, OnSync, Waiting, Restarting, HelperUsed.
 type Event interface{ event() }
 
 // InitialSync reports a target's initial sync (also the re-sync of a new
@@ -53,6 +53,25 @@ type Batch struct {
 type TargetAdded struct {
 	Target    Target
 	Transport string
+}
+
+// HelperUsed reports that a target is synced through a helper container
+// (see HelperArgv): an ephemeral container of its pod that shares its
+// process namespace. Executors that add helpers (pkg/workload) report it.
+type HelperUsed struct {
+	Target Target
+	Name   string // the helper's container name
+	Image  string
+	// Profile is how the helper reaches the target's files: "root+SYS_PTRACE"
+	// or "same-user"; Level the namespace's PodSecurity level that chose it.
+	Profile, Level string
+	Reused         bool   // a live helper from an earlier run
+	DryRun         bool   // not added: the apiserver accepted it in a dry run
+	Why            string // "no sh or tar", or "--helper ephemeral"
+	// UID and GID are the target's user; Owner: a root helper makes the
+	// files that user's.
+	UID, GID int
+	Owner    bool
 }
 
 // TargetRemoved reports a target that is no longer synced.
@@ -104,6 +123,7 @@ func (Error) event()         {}
 func (DryRun) event()        {}
 func (Held) event()          {}
 func (Recovered) event()     {}
+func (HelperUsed) event()    {}
 
 // lockedReporter serializes Report calls.
 type lockedReporter struct {

@@ -10,7 +10,7 @@ import (
 func TestScriptsDropComments(t *testing.T) {
 	for name, first := range map[string]string{
 		"apply.sh":      "set -e\n",
-		"list.sh":       "h=\n",
+		"list.sh":       "d=$1\n",
 		"list-chunk.sh": "h=$1; shift\n",
 		"on-sync.sh":    `export LIVESYNC_CHANGED="$1"; exec sh -c "$2"` + "\n",
 	} {

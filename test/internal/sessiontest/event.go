@@ -35,10 +35,24 @@ type Event struct {
 	Restarts   int      `json:"restarts"`
 	Transport  string   `json:"transport"`
 	Failures   int      `json:"failures"`
+	Helper     *Helper  `json:"helper"`
 
 	// Line is the line as printed; Invalid says it was not JSON (and the fields above are zero).
 	Line    string `json:"-"`
 	Invalid bool   `json:"-"`
+}
+
+// Helper is the helper container of a "helper" event.
+type Helper struct {
+	Name        string `json:"name"`
+	Image       string `json:"image"`
+	Profile     string `json:"profile"`
+	PodSecurity string `json:"podSecurity"`
+	Reused      bool   `json:"reused"`
+	DryRun      bool   `json:"dryRun"`
+	UID         int    `json:"uid"`
+	GID         int    `json:"gid"`
+	SetsOwner   bool   `json:"setsOwner"`
 }
 
 // Target is the container an event is about.

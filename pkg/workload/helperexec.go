@@ -1,0 +1,272 @@
+package workload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+)
+
+// HelperMode is --helper: when a target is synced through a helper container.
+type HelperMode string
+
+const (
+	// HelperAuto uses a helper only for a container without sh or tar.
+	HelperAuto HelperMode = "auto"
+	// HelperEphemeral always uses one: also for a non-root container whose
+	// remote directory its user can't write.
+	HelperEphemeral HelperMode = "ephemeral"
+	// HelperNever execs into the container itself, as before.
+	HelperNever HelperMode = "never"
+)
+
+// ParseHelperMode parses --helper.
+func ParseHelperMode(s string) (HelperMode, error) {
+	switch m := HelperMode(s); m {
+	case HelperAuto, HelperEphemeral, HelperNever:
+		return m, nil
+	}
+	return "", fmt.Errorf("invalid --helper %q: use auto, ephemeral or never", s)
+}
+
+// HelperExecutor is the Executor of a session: it execs into each target
+// itself or, per Mode, through a helper container (Helpers) that shares the
+// target's process namespace and reaches its files through /proc/PID/root
+// (filesync.HelperArgv). The choice is made once per container instance
+// (ContainerID), at its first exec.
+type HelperExecutor struct {
+	Pods    *PodExecutor
+	Helpers *Helpers
+	Mode    HelperMode
+	// Reporter, if set, hears of each target synced through a helper
+	// (filesync.HelperUsed).
+	Reporter filesync.Reporter
+
+	mu     sync.Mutex
+	routes map[filesync.Target]*route
+}
+
+// route is how one target is reached: itself (helper nil) or a helper.
+type route struct {
+	ready  chan struct{}
+	err    error
+	helper *Helper
+	rootfs string
+	owner  *filesync.Owner
+}
+
+// PersistentStreams: a helper's stream is an exec like any other.
+func (x *HelperExecutor) PersistentStreams() bool { return x.Pods.PersistentStreams() }
+
+// Exec runs argv in t, or in t's helper with argv made to work on t's files.
+func (x *HelperExecutor) Exec(ctx context.Context, t filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if x.Mode == HelperNever || x.Mode == "" {
+		return x.Pods.Exec(ctx, t, argv, stdin, stdout, stderr)
+	}
+	r, err := x.route(ctx, t)
+	if err != nil {
+		return err
+	}
+	if r.helper == nil {
+		return x.Pods.Exec(ctx, t, argv, stdin, stdout, stderr)
+	}
+	err = x.Pods.Exec(ctx, helperTarget(t, r.helper), filesync.HelperArgv(argv, r.rootfs, r.owner), stdin, stdout, stderr)
+	var ee filesync.ExitError
+	if err != nil && !errors.As(err, &ee) && ctx.Err() == nil {
+		// The helper may be gone (its target restarted, or it was killed):
+		// the next exec finds or adds a live one.
+		x.forget(t, r)
+	}
+	return err
+}
+
+// Owner is whose the files extracted in t must be: the target's user, when
+// a root helper writes them.
+func (x *HelperExecutor) Owner(t filesync.Target) *filesync.Owner {
+	x.mu.Lock()
+	r := x.routes[t]
+	x.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	select {
+	case <-r.ready:
+		if r.err == nil {
+			return r.owner
+		}
+	default:
+	}
+	return nil
+}
+
+func helperTarget(t filesync.Target, h *Helper) filesync.Target {
+	t.Container, t.ContainerID = h.Name, ""
+	return t
+}
+
+// route returns how t is reached, deciding it at the first call; calls
+// meanwhile wait for that decision. A failed decision is made again next time.
+func (x *HelperExecutor) route(ctx context.Context, t filesync.Target) (*route, error) {
+	x.mu.Lock()
+	if x.routes == nil {
+		x.routes = map[filesync.Target]*route{}
+	}
+	r := x.routes[t]
+	if r != nil {
+		x.mu.Unlock()
+		select {
+		case <-r.ready:
+			return r, r.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	r = &route{ready: make(chan struct{})}
+	x.routes[t] = r
+	x.mu.Unlock()
+	r.err = x.decide(ctx, t, r)
+	if r.err != nil && !transientAPI(r.err) {
+		r.err = filesync.HelperError(r.err)
+	}
+	close(r.ready)
+	if r.err != nil {
+		x.forget(t, r)
+	}
+	return r, r.err
+}
+
+func (x *HelperExecutor) forget(t filesync.Target, r *route) {
+	x.mu.Lock()
+	if x.routes[t] == r {
+		delete(x.routes, t)
+	}
+	x.mu.Unlock()
+}
+
+// decide fills r: direct, unless Mode or a container without sh or tar asks
+// for a helper.
+func (x *HelperExecutor) decide(ctx context.Context, t filesync.Target, r *route) error {
+	why := "--helper ephemeral"
+	if x.Mode == HelperAuto {
+		need, err := x.lacksTar(ctx, t)
+		if err != nil || !need {
+			return err
+		}
+		why = "no sh or tar"
+	}
+	h, err := x.Helpers.Ensure(ctx, t.Namespace, t.Pod, t.Container, t.ContainerID)
+	if err != nil {
+		return err
+	}
+	if h.DryRun {
+		x.report(t, h, why, nil, nil)
+		return fmt.Errorf("dry run: container %q of pod %q would be synced through a new helper container, which a dry run does not add", t.Container, t.Pod)
+	}
+	p, err := x.probe(ctx, t, h)
+	if err != nil {
+		return err
+	}
+	if !p.Reachable && h.Profile == HelperSameUser && h.UID != nil && int(*h.UID) == p.UID && (h.GID == nil || int(*h.GID) != p.GID) {
+		// The gid was a guess (runAsUser without runAsGroup): the target's
+		// status says which, and only the same uid and gid get in.
+		if h, err = x.Helpers.EnsureGroup(ctx, t.Namespace, t.Pod, t.Container, t.ContainerID, int64(p.GID)); err != nil {
+			return err
+		}
+		if p, err = x.probe(ctx, t, h); err != nil {
+			return err
+		}
+	}
+	if !p.Reachable {
+		return unreachable(t, h, p)
+	}
+	r.helper, r.rootfs = h, fmt.Sprintf("/proc/%d/root", p.PID)
+	if h.Profile == HelperRootPtrace && p.UID != 0 {
+		r.owner = &filesync.Owner{UID: p.UID, GID: p.GID}
+	}
+	x.report(t, h, why, &p, r.owner)
+	return nil
+}
+
+func (x *HelperExecutor) report(t filesync.Target, h *Helper, why string, p *filesync.ProbeResult, owner *filesync.Owner) {
+	if x.Reporter == nil {
+		return
+	}
+	ev := filesync.HelperUsed{Target: t, Name: h.Name, Image: x.Helpers.Image, Profile: string(h.Profile), Level: h.Level,
+		Reused: h.Reused, DryRun: h.DryRun, Why: why, Owner: owner != nil}
+	if p != nil {
+		ev.UID, ev.GID = p.UID, p.GID
+	}
+	x.Reporter.Report(ev)
+}
+
+// unreachable says why a helper can't open the target's files: the kernel
+// lets a process read another's /proc/PID/root only as the same uid and gid,
+// or with CAP_SYS_PTRACE.
+func unreachable(t filesync.Target, h *Helper, p filesync.ProbeResult) error {
+	as := "root without CAP_SYS_PTRACE"
+	if h.UID != nil && *h.UID != 0 {
+		as = fmt.Sprintf("uid %d", *h.UID)
+		if h.GID != nil {
+			as += fmt.Sprintf(" gid %d", *h.GID)
+		}
+	}
+	if h.Level != "" {
+		as += fmt.Sprintf(", as PodSecurity %q admits", h.Level)
+	}
+	return fmt.Errorf("helper %q can't reach the files of container %q in pod %q: it runs as %s, and the container as uid %d gid %d; set securityContext.runAsUser: %d and runAsGroup: %d on container %q so the helper can run as that user, or use a namespace at PodSecurity level privileged",
+		h.Name, t.Container, t.Pod, as, p.UID, p.GID, p.UID, p.GID, t.Container)
+}
+
+// lacksTar says whether t has no sh or no tar: one exec of `sh -c 'command -v tar'`.
+func (x *HelperExecutor) lacksTar(ctx context.Context, t filesync.Target) (bool, error) {
+	var errb bytes.Buffer
+	err := x.Pods.Exec(ctx, t, []string{"sh", "-c", "command -v tar >/dev/null 2>&1 || exit 127"}, nil, io.Discard, &errb)
+	var ee filesync.ExitError
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.As(err, &ee) && (ee.ExitStatus() == 127 || ee.ExitStatus() == 126),
+		strings.Contains(err.Error(), "executable file not found"), strings.Contains(err.Error(), "no such file or directory"):
+		return true, nil
+	}
+	return false, err
+}
+
+// probe finds t's process from helper h and whether h may reach its files.
+func (x *HelperExecutor) probe(ctx context.Context, t filesync.Target, h *Helper) (filesync.ProbeResult, error) {
+	var out, errb bytes.Buffer
+	if err := x.Pods.Exec(ctx, helperTarget(t, h), filesync.HelperProbe(t.ContainerID), nil, &out, &errb); err != nil {
+		return filesync.ProbeResult{}, fmt.Errorf("probing container %q of pod %q from helper %q: %w: %s", t.Container, t.Pod, h.Name, err, strings.TrimSpace(errb.String()))
+	}
+	p, err := filesync.ParseHelperProbe(out.String())
+	if err != nil {
+		return p, fmt.Errorf("helper %q in pod %q: %w", h.Name, t.Pod, err)
+	}
+	return p, nil
+}
+
+// transientAPI says whether err, from adding or probing a helper, may pass: the apiserver or
+// the connection failed, the target is not running (yet), or an exec was cut.
+func transientAPI(err error) bool {
+	var ee filesync.ExitError
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrTargetNotRunning):
+		return true
+	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsTooManyRequests(err),
+		apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return true
+	case errors.As(err, &ne), errors.As(err, &ee):
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset")
+}
