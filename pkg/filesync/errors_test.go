@@ -41,6 +41,8 @@ func TestClassify(t *testing.T) {
 			kind: ErrTargetGone, transient: true, msg: "is gone"},
 		{name: "container gone", err: errors.New(`container not found ("app")`), kind: ErrTargetGone, transient: true},
 		{name: "connection drop", err: errors.New("error dialing backend: EOF"), transient: true, msg: "copying files in container"},
+		{name: "helper", err: HelperError(apierrors.NewForbidden(podsExec, "web-1", errors.New("helper: grant patch"))),
+			kind: ErrHelper, msg: "helper: grant patch"},
 		{name: "other exit code", err: localexec.ExitCode(2), stderr: "tar: short read\nlivesync: tar failed\nlivesync: uid 0\n",
 			msg: `copying files in container "app" of pod "web-1": exit code 2: tar: short read`},
 	}

@@ -43,7 +43,11 @@ func ParseHelperMode(s string) (HelperMode, error) {
 // (filesync.HelperArgv). The choice is made once per container instance
 // (ContainerID), at its first exec.
 type HelperExecutor struct {
-	Pods    *PodExecutor
+	// Pods execs into containers: a *PodExecutor.
+	Pods interface {
+		filesync.Executor
+		filesync.StreamCapable
+	}
 	Helpers *Helpers
 	Mode    HelperMode
 	// Reporter, if set, hears of each target synced through a helper
