@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
@@ -56,6 +57,9 @@ type HelperExecutor struct {
 
 	mu     sync.Mutex
 	routes map[filesync.Target]*route
+	// tools caches lacksTar's answer by the container's imageID: a restarted
+	// container, or another replica, runs the same image.
+	tools map[string]bool
 }
 
 // route is how one target is reached: itself (helper nil) or a helper.
@@ -229,8 +233,34 @@ func unreachable(t filesync.Target, h *Helper, p filesync.ProbeResult) error {
 		h.Name, t.Container, t.Pod, as, p.UID, p.GID, p.UID, p.GID, t.Container)
 }
 
-// lacksTar says whether t has no sh or no tar: one exec of `sh -c 'command -v tar'`.
+// lacksTar says whether t has no sh or no tar: one exec of `sh -c 'command -v tar'` per
+// image (by the imageID the pod's status gives for t; every time where it gives none).
 func (x *HelperExecutor) lacksTar(ctx context.Context, t filesync.Target) (bool, error) {
+	imageID := ""
+	if p, err := x.Helpers.Client.CoreV1().Pods(t.Namespace).Get(ctx, t.Pod, metav1.GetOptions{}); err == nil {
+		if st := ContainerStatus(p, t.Container, false); st != nil && st.ContainerID == t.ContainerID {
+			imageID = st.ImageID
+		}
+	}
+	x.mu.Lock()
+	lacks, known := x.tools[imageID]
+	x.mu.Unlock()
+	if known && imageID != "" {
+		return lacks, nil
+	}
+	lacks, err := x.execLacksTar(ctx, t)
+	if err == nil && imageID != "" {
+		x.mu.Lock()
+		if x.tools == nil {
+			x.tools = map[string]bool{}
+		}
+		x.tools[imageID] = lacks
+		x.mu.Unlock()
+	}
+	return lacks, err
+}
+
+func (x *HelperExecutor) execLacksTar(ctx context.Context, t filesync.Target) (bool, error) {
 	var errb bytes.Buffer
 	err := x.Pods.Exec(ctx, t, []string{"sh", "-c", "command -v tar >/dev/null 2>&1 || exit 127"}, nil, io.Discard, &errb)
 	var ee filesync.ExitError

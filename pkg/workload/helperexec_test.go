@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
@@ -190,5 +191,40 @@ func TestHelperExecutorForgetsDeadHelper(t *testing.T) {
 	}
 	if len(s.patches()) != 1 {
 		t.Errorf("%d patches: the live helper should be reused", len(s.patches()))
+	}
+}
+
+// TestHelperExecutorAsksOncePerImage: auto's probe runs once per image: a restarted container
+// of the same imageID is not asked again.
+func TestHelperExecutorAsksOncePerImage(t *testing.T) {
+	p := targetPod(nil, nil)
+	p.Status.ContainerStatuses[0].ImageID = "reg/app@sha256:1"
+	s := newAPIServer(t, p)
+	pods := newFakePods(true, 0, 0)
+	x := &HelperExecutor{Pods: pods, Helpers: &Helpers{Client: s.client, Image: helperImage}, Mode: HelperAuto}
+	probes := func() int {
+		n := 0
+		for _, c := range pods.Calls() {
+			if strings.Contains(strings.Join(c.Argv, " "), "command -v tar") {
+				n++
+			}
+		}
+		return n
+	}
+	if err := runExec(t, x); err != nil {
+		t.Fatal(err)
+	}
+	restarted := s.pod(t)
+	restarted.Status.ContainerStatuses[0].ContainerID = "c://2"
+	if _, err := s.client.CoreV1().Pods("ns").UpdateStatus(context.Background(), restarted, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t2 := helperTestTarget
+	t2.ContainerID = "c://2"
+	if err := x.Exec(context.Background(), t2, []string{"sh", "-c", "tar -x", "livesync", "/app"}, nil, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if n := probes(); n != 1 {
+		t.Errorf("%d tool probes for two containers of one image, want 1", n)
 	}
 }
