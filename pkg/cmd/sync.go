@@ -29,7 +29,6 @@ type SyncOptions struct {
 	initial   string
 	output    string
 	transport string
-	helper    helperOptions
 	args      []string
 
 	// file is --file; project is the livesync.yaml being run, with its entries' sessions.
@@ -90,7 +89,6 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.DurationVar(&o.cfg.Sync.Quiet, "batch-quiet", filesync.DefaultQuiet, "a batch is sent after this long without a new change")
 	f.DurationVar(&o.cfg.Sync.Cap, "batch-max", filesync.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.StringVar(&o.transport, "transport", "stream", "how batches reach a container: stream (one kept-open exec per container; an exec per batch where the container lacks dd) or exec (an exec per batch, for proxies that cut long-lived connections)")
-	o.helper.addFlags(f)
 	f.IntVar(&o.cfg.Sync.Parallelism, "parallel", 8, "at most this many containers are written to at once")
 	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, target-added, target-removed, waiting, restarting, error, recovered, held, refresh, dry-run)")
 	f.BoolVar(&o.cfg.Once, "once", false, "initial sync and exit once the --on-sync runs finished or timed out; the exit code says whether every container converged (not how --on-sync went)")
@@ -111,15 +109,13 @@ func (o *SyncOptions) addEntryFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.cfg.Refresh, "refresh", false, "pin a moved tag to its new digest first, like the refresh command")
 	f.BoolVar(&o.cfg.FollowTag, "follow-tag", false, "while syncing, poll the registry and pin each new push of the tag; new pods get their initial sync")
 	f.DurationVar(&o.cfg.Interval, "interval", 30*time.Second, "registry polling interval with --follow-tag")
+	addHelperFlags(f, &o.cfg)
 }
 
 // Validate checks arguments and flags before anything talks to the cluster.
 func (o *SyncOptions) Validate() error {
 	if o.transport != "stream" && o.transport != "exec" {
 		return fmt.Errorf("invalid --transport %q: use stream or exec", o.transport)
-	}
-	if err := o.helper.validate(); err != nil {
-		return err
 	}
 	if o.project != nil {
 		return o.validateEntries()
@@ -156,18 +152,18 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 	if o.project != nil {
 		return o.runEntries(ctx, restCfg, reporter)
 	}
-	return session.Run(ctx, o.cfg, o.deps(restCfg, reporter, o.g.ErrOut, o.g.namespace, o.args, o.target.selector))
+	return session.Run(ctx, o.cfg, o.deps(restCfg, o.cfg, reporter, o.g.ErrOut, o.g.namespace, o.args, o.target.selector))
 }
 
 // deps are the real cluster, watcher and registry behind one session.
-func (o *SyncOptions) deps(restCfg *rest.Config, reporter session.Reporter, notes io.Writer, namespace string, args []string, selector string) session.Deps {
+func (o *SyncOptions) deps(restCfg *rest.Config, cfg session.Config, reporter session.Reporter, notes io.Writer, namespace string, args []string, selector string) session.Deps {
 	refresher := &refresher{g: o.g, registry: &o.registry, mutate: &o.mutate, resolvers: map[string]inspect.Resolver{}, log: reporter.Refreshed}
 	return session.Deps{
 		Resolve: func() (*workload.Workload, error) {
 			return workload.ResolveTarget(o.g.builder(), namespace, args, selector)
 		},
 		Client:   o.g.client,
-		Executor: o.helper.executor(&workload.PodExecutor{Config: restCfg, Client: o.g.client, ExecPerBatch: o.transport == "exec"}, o.mutate.dryRun, reporter),
+		Executor: helperExecutor(&workload.PodExecutor{Config: restCfg, Client: o.g.client, ExecPerBatch: o.transport == "exec"}, cfg, reporter),
 		Images:   &syncImages{refresher: refresher},
 		Reporter: reporter,
 		Notes:    notes,

@@ -44,6 +44,9 @@ func (o *SyncOptions) check(c *session.Config, ms []filesync.Mapping, initial st
 		return err
 	}
 	c.Sync.Initial, c.Sync.DryRun = mode, o.mutate.dryRun
+	if err := validateHelper(c); err != nil {
+		return err
+	}
 	if c.PullPolicy != "" {
 		if err := image.ValidPullPolicy(c.PullPolicy); err != nil {
 			return err

@@ -27,58 +27,6 @@ type entry struct {
 	cfg       session.Config
 }
 
-// entryFields pairs each flag an entry can carry with its field. fromFile puts the entry's
-// value into a session's config unless the flag was given (flags override the file); toFile
-// records a given flag in an entry (init).
-var entryFields = []struct {
-	flag     string
-	fromFile func(s *project.Sync, c *session.Config, initial *string)
-	toFile   func(s *project.Sync, c *session.Config, initial string)
-}{
-	{"container",
-		func(s *project.Sync, c *session.Config, _ *string) { c.Containers = s.Containers },
-		func(s *project.Sync, c *session.Config, _ string) { s.Containers = c.Containers }},
-	{"exclude",
-		func(s *project.Sync, c *session.Config, _ *string) { c.Excludes = s.Exclude },
-		func(s *project.Sync, c *session.Config, _ string) { s.Exclude = c.Excludes }},
-	{"gitignore",
-		func(s *project.Sync, c *session.Config, _ *string) { c.GitIgnore = s.GitIgnore },
-		func(s *project.Sync, c *session.Config, _ string) { s.GitIgnore = c.GitIgnore }},
-	{"initial",
-		func(s *project.Sync, _ *session.Config, initial *string) {
-			if s.Initial != "" {
-				*initial = s.Initial
-			}
-		},
-		func(s *project.Sync, _ *session.Config, initial string) { s.Initial = initial }},
-	{"on-sync",
-		func(s *project.Sync, c *session.Config, _ *string) { c.Sync.OnSync = s.OnSync },
-		func(s *project.Sync, c *session.Config, _ string) { s.OnSync = c.Sync.OnSync }},
-	{"on-sync-timeout",
-		func(s *project.Sync, c *session.Config, _ *string) {
-			if s.OnSyncTimeout != nil {
-				c.Sync.OnSyncTimeout = s.OnSyncTimeout.Duration
-			}
-		},
-		func(s *project.Sync, c *session.Config, _ string) { s.OnSyncTimeout = duration(c.Sync.OnSyncTimeout) }},
-	{"pull-policy",
-		func(s *project.Sync, c *session.Config, _ *string) { c.PullPolicy = s.PullPolicy },
-		func(s *project.Sync, c *session.Config, _ string) { s.PullPolicy = c.PullPolicy }},
-	{"refresh",
-		func(s *project.Sync, c *session.Config, _ *string) { c.Refresh = s.Refresh },
-		func(s *project.Sync, c *session.Config, _ string) { s.Refresh = c.Refresh }},
-	{"follow-tag",
-		func(s *project.Sync, c *session.Config, _ *string) { c.FollowTag = s.FollowTag },
-		func(s *project.Sync, c *session.Config, _ string) { s.FollowTag = c.FollowTag }},
-	{"interval",
-		func(s *project.Sync, c *session.Config, _ *string) {
-			if s.Interval != nil {
-				c.Interval = s.Interval.Duration
-			}
-		},
-		func(s *project.Sync, c *session.Config, _ string) { s.Interval = duration(c.Interval) }},
-}
-
 // findProject decides whether this run is livesync.yaml's: --file, or no workload and a
 // livesync.yaml here or above, or a single argument that names one of its entries.
 func (o *SyncOptions) findProject() error {
@@ -170,7 +118,7 @@ func (o *SyncOptions) runEntries(ctx context.Context, restCfg *rest.Config, repo
 			if ns == "" {
 				ns = o.g.namespace
 			}
-			if errs[i] = session.Run(ctx, e.cfg, o.deps(restCfg, rep, rep.notes(o.g.ErrOut), ns, e.args, e.selector)); errs[i] != nil {
+			if errs[i] = session.Run(ctx, e.cfg, o.deps(restCfg, e.cfg, rep, rep.notes(o.g.ErrOut), ns, e.args, e.selector)); errs[i] != nil {
 				rep.Failed(errs[i])
 			}
 		})

@@ -106,6 +106,8 @@ syncs:
   initial: mirror
   onSyncTimeout: 5s
   exclude: ["*.log"]
+  helper: ephemeral
+  helperImage: reg/helper:1
 - name: web
   selector: app=web
   containers: [nginx]
@@ -141,16 +143,19 @@ syncs:
 		api.cfg.Sync.OnSyncTimeout != 5*time.Second || api.cfg.Excludes[0] != "*.log" || string(api.cfg.Sync.Mappings[0].Local) != filepath.Join(root, "api") {
 		t.Errorf("api %+v", api)
 	}
+	if api.cfg.Helper != "ephemeral" || api.cfg.HelperImage != "reg/helper:1" || web.cfg.Helper != "auto" || web.cfg.HelperImage != defaultHelperImage {
+		t.Errorf("helper: api %q %q, web %q %q", api.cfg.Helper, api.cfg.HelperImage, web.cfg.Helper, web.cfg.HelperImage)
+	}
 	if web.selector != "app=web" || web.cfg.Containers[0] != "nginx" || web.cfg.Sync.Initial != filesync.InitialUpload || web.cfg.Sync.OnSyncTimeout != filesync.DefaultOnSyncTimeout {
 		t.Errorf("web %+v", web)
 	}
-	o = parse("api", "--initial", "none", "-n", "dev", "-c", "app", "--on-sync-timeout", "9s", "--once")
+	o = parse("api", "--initial", "none", "-n", "dev", "-c", "app", "--on-sync-timeout", "9s", "--once", "--helper", "never")
 	if len(o.entries) != 1 {
 		t.Fatalf("a name ran %d entries", len(o.entries))
 	}
 	api = o.entries[0]
 	if api.namespace != "" || api.cfg.Sync.Initial != filesync.InitialNone || api.cfg.Containers[0] != "app" || api.cfg.Sync.OnSyncTimeout != 9*time.Second ||
-		!api.cfg.Once || api.cfg.Excludes[0] != "*.log" {
+		!api.cfg.Once || api.cfg.Excludes[0] != "*.log" || api.cfg.Helper != "never" || api.cfg.HelperImage != "reg/helper:1" {
 		t.Errorf("flags did not override: %+v", api)
 	}
 
@@ -164,6 +169,7 @@ syncs:
 		{[]string{"--file", file, "db"}, file + ` has no entry "db": it has api, web`},
 		{[]string{"--file", filepath.Join(root, "nope.yaml")}, "nope.yaml"},
 		{[]string{"--batch-quiet", "0s"}, file + `: entry "api": --batch-quiet 0s must be positive`},
+		{[]string{"--helper", "always"}, file + `: entry "api": invalid --helper "always": use auto, ephemeral or never`},
 	} {
 		if _, _, err := execute(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: %v, want one line with %q", tc.args, err, tc.want)

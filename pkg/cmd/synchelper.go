@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
 
@@ -14,37 +15,30 @@ import (
 // release tag.
 const defaultHelperImage = "docker.io/library/busybox:1.37.0"
 
-// helperOptions are --helper and --helper-image.
-type helperOptions struct {
-	mode  string
-	image string
-	m     workload.HelperMode
+// addHelperFlags adds --helper and --helper-image, which an entry of livesync.yaml can carry.
+func addHelperFlags(f *pflag.FlagSet, c *session.Config) {
+	f.StringVar(&c.Helper, "helper", string(workload.HelperAuto), "sync through an ephemeral helper container that shares the target's processes: auto (only where the container has no sh or tar), ephemeral (always: also for directories the container's user can't write), never")
+	f.StringVar(&c.HelperImage, "helper-image", defaultHelperImage, "image of the helper container (needs sh, tar and dd)")
 }
 
-func (h *helperOptions) addFlags(f *pflag.FlagSet) {
-	f.StringVar(&h.mode, "helper", string(workload.HelperAuto), "sync through an ephemeral helper container that shares the target's processes: auto (only where the container has no sh or tar), ephemeral (always: also for directories the container's user can't write), never")
-	f.StringVar(&h.image, "helper-image", defaultHelperImage, "image of the helper container (needs sh, tar and dd)")
-}
-
-func (h *helperOptions) validate() error {
-	m, err := workload.ParseHelperMode(h.mode)
-	if err != nil {
+func validateHelper(c *session.Config) error {
+	if _, err := workload.ParseHelperMode(c.Helper); err != nil {
 		return err
 	}
-	if h.image == "" {
+	if c.HelperImage == "" {
 		return fmt.Errorf("--helper-image is empty: name an image with sh, tar and dd, e.g. %s", defaultHelperImage)
 	}
-	h.m = m
 	return nil
 }
 
-// executor wraps pods in the helper's executor (which execs straight into the containers
-// under --helper never).
-func (h *helperOptions) executor(pods *workload.PodExecutor, dryRun bool, r filesync.Reporter) filesync.Executor {
+// helperExecutor wraps pods in the helper's executor (which execs straight into the
+// containers under --helper never).
+func helperExecutor(pods *workload.PodExecutor, c session.Config, r filesync.Reporter) filesync.Executor {
+	mode, _ := workload.ParseHelperMode(c.Helper) // validated
 	return &workload.HelperExecutor{
 		Pods:     pods,
-		Helpers:  &workload.Helpers{Client: pods.Client, Image: h.image, DryRun: dryRun},
-		Mode:     h.m,
+		Helpers:  &workload.Helpers{Client: pods.Client, Image: c.HelperImage, DryRun: c.Sync.DryRun},
+		Mode:     mode,
 		Reporter: r,
 	}
 }

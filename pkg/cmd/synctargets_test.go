@@ -37,8 +37,8 @@ func TestSyncResolvesSymlinkedLocal(t *testing.T) {
 	t.Chdir(base)
 	o := &SyncOptions{
 		args:    []string{"deploy/web", "./current:/app", "config.yaml:/etc/app/config.yaml"},
-		initial: string(filesync.InitialUpload), output: "text", transport: "stream", helper: helperOptions{mode: "auto", image: defaultHelperImage},
-		cfg: session.Config{Sync: filesync.Config{Quiet: filesync.DefaultQuiet, Cap: filesync.DefaultCap, Parallelism: 1,
+		initial: string(filesync.InitialUpload), output: "text", transport: "stream",
+		cfg: session.Config{Helper: "auto", HelperImage: defaultHelperImage, Sync: filesync.Config{Quiet: filesync.DefaultQuiet, Cap: filesync.DefaultCap, Parallelism: 1,
 			ExecTimeout: filesync.DefaultExecTimeout, OnSyncTimeout: filesync.DefaultOnSyncTimeout}},
 	}
 	if err := o.Validate(); err != nil {

@@ -296,6 +296,11 @@ func (f *File) validate(lines map[string]int, empty bool) error {
 				return at(p+".pullPolicy", "%v", err)
 			}
 		}
+		switch s.Helper {
+		case "", "auto", "ephemeral", "never":
+		default:
+			return at(p+".helper", "%q: use auto, ephemeral or never", s.Helper)
+		}
 		if s.Interval != nil && s.Interval.Duration < time.Second {
 			return at(p+".interval", "%s is too short: use 1s or more", s.Interval.Duration)
 		}

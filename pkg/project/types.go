@@ -42,4 +42,7 @@ type Sync struct {
 	FollowTag     bool             `json:"followTag,omitempty" doc:"While syncing, poll the registry and pin each new push of the tag."`
 	// Interval is the registry polling interval with FollowTag; zero means --interval.
 	Interval *metav1.Duration `json:"interval,omitempty" doc:"Registry polling interval with followTag, e.g. 30s."`
+	Helper   string           `json:"helper,omitempty" doc:"Sync through an ephemeral helper container: auto (default: only where the container has no sh or tar), ephemeral (always) or never." enum:"auto,ephemeral,never"`
+	// HelperImage is the helper container's image; empty means --helper-image.
+	HelperImage string `json:"helperImage,omitempty" doc:"Image of the helper container; needs sh, tar and dd."`
 }

@@ -35,6 +35,9 @@ type Config struct {
 	Interval           time.Duration
 	// Once ends the session after the initial sync (so does Sync.DryRun).
 	Once bool
+	// Helper is --helper (auto, ephemeral or never) and HelperImage --helper-image: pkg/cmd
+	// builds the session's Executor from them.
+	Helper, HelperImage string
 }
 
 // Deps are what a session talks to; pkg/cmd builds the real ones, tests fakes.
