@@ -68,6 +68,15 @@ done
 kill -INT $sync_pid
 wait $sync_pid || true
 trap - EXIT
+
+say "A distroless image (one static binary, USER 65532, no sh, no tar): synced through an ephemeral helper container"
+lcimage build --registry $LC_REGISTRY --kind distroless --marker "demo-3-$RANDOM" demo-distroless:dev >/dev/null
+lcimage build --registry $LC_REGISTRY --kind app demo-helper:dev >/dev/null
+kubectl -n $ns create deployment tiny --image=$LC_REGISTRY/demo-distroless:dev >/dev/null
+show kubectl -n $ns rollout status deployment/tiny --timeout=2m
+show kubectl livesync -n $ns deploy/tiny "$src:/app" --helper-image $LC_REGISTRY/demo-helper:dev --once
+tiny="$(kubectl -n $ns get pods -l app=tiny -o name | head -n 1)"
+show kubectl -n $ns exec "$tiny" -c livesync-helper-1 -- sh -c 'cat /proc/1/root/app/index.html; stat -c "%u:%g %n" /proc/1/root/app/index.html'
 rm -rf "$src"
 
 say "Done. The cluster is still up:"
