@@ -10,16 +10,16 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
-// jsonPreflight is the "preflight" field of a dry-run event: everything but Hint is empty when
-// Error says the check could not run.
+// jsonPreflight is the "preflight" field of a dry-run event: only Error and Hint when the check
+// could not run.
 type jsonPreflight struct {
 	UID       string `json:"uid,omitempty"`
 	GID       string `json:"gid,omitempty"`
 	Transport string `json:"transport,omitempty"`
-	Helper    bool   `json:"helper"`
-	Tar       bool   `json:"tar"`
+	Helper    *bool  `json:"helper,omitempty"`
+	Tar       *bool  `json:"tar,omitempty"`
 	Root      string `json:"root,omitempty"`
-	Writable  bool   `json:"writable"`
+	Writable  *bool  `json:"writable,omitempty"`
 	Hint      string `json:"hint,omitempty"`
 	Error     string `json:"error,omitempty"`
 }
@@ -33,16 +33,17 @@ func (r *syncReporter) dryRun(e filesync.DryRun) {
 	if e.Remote != "" {
 		where += " " + string(e.Remote)
 	}
-	if pf := e.Preflight; pf != nil {
-		ev.Preflight = &jsonPreflight{UID: pf.UID, GID: pf.GID, Transport: pf.Transport, Helper: pf.Helper, Tar: pf.Tar,
-			Root: pf.Root, Writable: pf.Writable, Hint: pf.Hint}
-		if pf.Err != nil {
-			ev.Preflight.Error = pf.Err.Error()
-			var se *filesync.SyncError
-			if errors.As(pf.Err, &se) {
-				ev.Preflight.Hint = se.Hint
-			}
+	switch pf := e.Preflight; {
+	case pf == nil:
+	case pf.Err != nil:
+		ev.Preflight = &jsonPreflight{Error: pf.Err.Error()}
+		var se *filesync.SyncError
+		if errors.As(pf.Err, &se) {
+			ev.Preflight.Hint = se.Hint
 		}
+	default:
+		ev.Preflight = &jsonPreflight{UID: pf.UID, GID: pf.GID, Transport: pf.Transport, Helper: &pf.Helper, Tar: &pf.Tar,
+			Root: pf.Root, Writable: &pf.Writable, Hint: pf.Hint}
 	}
 	r.emit(ev, "dry run %s: would copy %d, delete %d%s%s", where, len(e.Copy), len(e.Delete),
 		preflightText(e.Remote, e.Preflight), listing(e.Copy, e.Delete))

@@ -72,7 +72,7 @@ func TestSyncReporterDryRun(t *testing.T) {
 	if got := jsonOf(evs[0]["preflight"]); got != jsonOf(want) || evs[0]["remote"] != "/app-root-owned" || evs[0]["type"] != "dry-run" {
 		t.Errorf("dry-run event = %v, want preflight %v", evs[0], want)
 	}
-	want = map[string]any{"helper": false, "tar": false, "writable": false, "error": noSh.Error(), "hint": "the image needs sh and tar"}
+	want = map[string]any{"error": noSh.Error(), "hint": "the image needs sh and tar"}
 	if got := jsonOf(evs[1]["preflight"]); got != jsonOf(want) || evs[1]["error"] != nil {
 		t.Errorf("failed preflight event = %v, want preflight %v and no top-level error", evs[1], want)
 	}

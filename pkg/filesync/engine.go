@@ -172,7 +172,11 @@ func (e *Engine) AddTarget(t Target) {
 		e.startLocked(tg)
 	}
 	e.mu.Unlock()
-	e.rep.Report(TargetAdded{Target: t, Transport: e.streams.intended()})
+	transport := e.streams.intended() // stream.go
+	if e.cfg.DryRun && e.streamable {
+		transport = TransportStream // what a real run would try
+	}
+	e.rep.Report(TargetAdded{Target: t, Transport: transport})
 }
 
 // RemoveTarget stops syncing t; an exec in flight is cancelled. Safe for

@@ -248,3 +248,28 @@ func TestParsePreflight(t *testing.T) {
 		}
 	}
 }
+
+// Under DryRun the target's events say the transport a real run would use,
+// as its preflight found it, though a dry run keeps no stream.
+func TestPreflightTransportOnTargetEvents(t *testing.T) {
+	local, remote := t.TempDir(), t.TempDir()
+	writeTree(t, local, map[string]string{"a.txt": "a"})
+	cfg := Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}}, DryRun: true}
+	for _, tc := range []struct {
+		name           string
+		ex             Executor
+		added, initial string
+	}{
+		{"streams", keepsStreams{busybox(t)}, TransportStream, TransportStream},
+		{"no dd", keepsStreams{busybox(t, "dd")}, TransportStream, TransportExec},
+		{"no streams", busybox(t), TransportExec, TransportExec},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is, rec := onceSync(t, tc.ex, cfg)
+			added := eventsOf[TargetAdded](rec)
+			if len(added) != 1 || added[0].Transport != tc.added || is.Transport != tc.initial {
+				t.Errorf("target added %+v, initial sync %+v; want transports %s, %s", added, is, tc.added, tc.initial)
+			}
+		})
+	}
+}

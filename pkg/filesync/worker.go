@@ -165,7 +165,10 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 	ev := InitialSync{Target: tg.Target}
 	e.streams.warm(ctx, tg.Target) // stream.go: open it while listing
 	idxs := make([]*Index, len(e.maps))
-	var changed []string
+	var (
+		changed []string
+		checked string // under DryRun: the transport a preflight found
+	)
 	err := func() error {
 		for i, m := range e.maps {
 			local, warns, err := localTree(m)
@@ -177,6 +180,9 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			if e.cfg.DryRun {
 				if pf = e.preflight(ctx, tg.Target, m); ctx.Err() != nil {
 					return ctx.Err()
+				}
+				if pf.Err == nil {
+					checked = pf.Transport
 				}
 			}
 			if e.cfg.Initial == InitialNone {
@@ -238,6 +244,9 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 		tg.idx = idxs
 		e.onSync(tg, changed)
 		ev.Transport = e.streams.transport(ctx, tg.Target) // stream.go
+		if checked != "" {
+			ev.Transport = checked
+		}
 	}
 	if ctx.Err() != nil {
 		return ev, ctx.Err()
