@@ -119,8 +119,7 @@ func (r *syncReporter) report(ev filesync.Event) {
 	case filesync.HelperUsed:
 		r.helperUsed(e)
 	case filesync.DryRun:
-		r.emit(jsonEvent{Type: "dry-run", Target: toJSONTarget(e.Target), Copy: e.Copy, Delete: e.Delete},
-			"dry run %s: would copy %d, delete %d%s", e.Target, len(e.Copy), len(e.Delete), listing(e.Copy, e.Delete))
+		r.dryRun(e)
 	}
 }
 

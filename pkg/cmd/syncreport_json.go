@@ -25,32 +25,34 @@ func toJSONTarget(t filesync.Target) *jsonTarget {
 
 // jsonEvent is one NDJSON line; fields not used by a type are omitted.
 type jsonEvent struct {
-	Type      string      `json:"type"`
-	Time      string      `json:"time"`
-	Entry     string      `json:"entry,omitempty"`
-	Target    *jsonTarget `json:"target,omitempty"`
-	Files     *int        `json:"files,omitempty"`
-	Changed   *int        `json:"changed,omitempty"`
-	Deleted   *int        `json:"deleted,omitempty"`
-	Names     []string    `json:"names,omitempty"`
-	Targets   *int        `json:"targets,omitempty"`
-	Failed    *int        `json:"failed,omitempty"`
-	Bytes     *int64      `json:"bytes,omitempty"`
-	LatencyMs *float64    `json:"latencyMs,omitempty"`
-	Duration  *float64    `json:"durationMs,omitempty"`
-	Copy      []string    `json:"copy,omitempty"`
-	Delete    []string    `json:"delete,omitempty"`
-	ExitCode  *int        `json:"exitCode,omitempty"`
-	Output    *string     `json:"output,omitempty"`
-	Error     string      `json:"error,omitempty"`
-	Hint      string      `json:"hint,omitempty"`
-	Message   string      `json:"message,omitempty"`
-	Reason    string      `json:"reason,omitempty"`
-	Workload  string      `json:"workload,omitempty"`
-	Restarts  *int        `json:"restarts,omitempty"`
-	Failures  *int        `json:"failures,omitempty"`
-	Transport string      `json:"transport,omitempty"` // target-added, initial-sync: stream or exec
-	Helper    *jsonHelper `json:"helper,omitempty"`
+	Type      string         `json:"type"`
+	Time      string         `json:"time"`
+	Entry     string         `json:"entry,omitempty"`
+	Target    *jsonTarget    `json:"target,omitempty"`
+	Files     *int           `json:"files,omitempty"`
+	Changed   *int           `json:"changed,omitempty"`
+	Deleted   *int           `json:"deleted,omitempty"`
+	Names     []string       `json:"names,omitempty"`
+	Targets   *int           `json:"targets,omitempty"`
+	Failed    *int           `json:"failed,omitempty"`
+	Bytes     *int64         `json:"bytes,omitempty"`
+	LatencyMs *float64       `json:"latencyMs,omitempty"`
+	Duration  *float64       `json:"durationMs,omitempty"`
+	Copy      []string       `json:"copy,omitempty"`
+	Delete    []string       `json:"delete,omitempty"`
+	ExitCode  *int           `json:"exitCode,omitempty"`
+	Output    *string        `json:"output,omitempty"`
+	Error     string         `json:"error,omitempty"`
+	Hint      string         `json:"hint,omitempty"`
+	Message   string         `json:"message,omitempty"`
+	Reason    string         `json:"reason,omitempty"`
+	Workload  string         `json:"workload,omitempty"`
+	Restarts  *int           `json:"restarts,omitempty"`
+	Failures  *int           `json:"failures,omitempty"`
+	Transport string         `json:"transport,omitempty"` // target-added, initial-sync: stream or exec
+	Helper    *jsonHelper    `json:"helper,omitempty"`
+	Remote    string         `json:"remote,omitempty"` // dry-run: the mapping's remote directory
+	Preflight *jsonPreflight `json:"preflight,omitempty"`
 }
 
 // via says which transport a target's batches use, for the text output.

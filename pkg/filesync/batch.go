@@ -155,7 +155,7 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 			tg.idx[i].apply(p, archiveResult{})
 			continue
 		}
-		res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false)
+		res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false, nil)
 		if err != nil {
 			e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
 			r.err = err

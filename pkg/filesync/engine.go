@@ -46,7 +46,9 @@ type Config struct {
 	// nothing while hashing. Default DefaultExecTimeout.
 	ExecTimeout time.Duration
 	// DryRun lists (as DryRun events) what would be copied and deleted, and
-	// changes nothing; the read-only listing of an initial sync still runs.
+	// changes nothing; the read-only listing of an initial sync still runs,
+	// and so does a read-only check per mapping (Preflight) of how a real
+	// run would sync it.
 	DryRun bool
 	// AllowMassDelete lets a batch or initial sync delete more than 50
 	// remote entries and more than half of what the container holds for a
@@ -86,6 +88,7 @@ type Engine struct {
 	onSyncExec *boundedExecutor // on-sync commands, with slots of their own
 	streams    *streams         // one exec stream per target; nil: an exec per batch (stream.go)
 	owned      Owned            // the executor, when it writes on behalf of another user
+	streamable bool             // the executor keeps streams (a dry run has none, and says so)
 
 	mu       sync.Mutex
 	targets  map[string]*target
@@ -125,7 +128,9 @@ func New(exec Executor, cfg Config, opts ...Option) *Engine {
 		o(e)
 	}
 	e.owned, _ = exec.(Owned)
-	if sc, ok := exec.(StreamCapable); ok && sc.PersistentStreams() && !cfg.DryRun {
+	sc, ok := exec.(StreamCapable)
+	e.streamable = ok && sc.PersistentStreams()
+	if e.streamable && !cfg.DryRun {
 		e.streams = newStreams(exec, e.clk, cfg.ExecTimeout) // stream.go
 		exec = e.streams
 	}
@@ -167,7 +172,11 @@ func (e *Engine) AddTarget(t Target) {
 		e.startLocked(tg)
 	}
 	e.mu.Unlock()
-	e.rep.Report(TargetAdded{Target: t, Transport: e.streams.intended()})
+	transport := e.streams.intended() // stream.go
+	if e.cfg.DryRun && e.streamable {
+		transport = TransportStream // what a real run would try
+	}
+	e.rep.Report(TargetAdded{Target: t, Transport: transport})
 }
 
 // RemoveTarget stops syncing t; an exec in flight is cancelled. Safe for

@@ -162,7 +162,7 @@ func classify(err error, t Target, op string, dir RemotePath, stderr string) err
 	case strings.Contains(stderr, "Permission denied"):
 		se.Kind = ErrPermission
 		se.Msg = fmt.Sprintf("%s: permission denied writing %q in %s (running as uid %s)", op, dir, where, uid)
-		se.Hint = fmt.Sprintf("make %q writable for that user (mount an emptyDir volume there, set fsGroup, or set runAsUser), or write it from a root helper container: --helper ephemeral", dir)
+		se.Hint = permissionHint(dir)
 	case apierrors.IsNotFound(err) || exit == 137 || containsAny(msg,
 		"container not found", "No such container", "not running", "stopped container", "does not exist"):
 		se.Kind, se.transient = ErrTargetGone, true
@@ -174,6 +174,11 @@ func classify(err error, t Target, op string, dir RemotePath, stderr string) err
 		se.Msg = fmt.Sprintf("%s in %s: %v", op, where, err)
 	}
 	return se
+}
+
+// permissionHint says what to do about a remote directory its user may not write.
+func permissionHint(dir RemotePath) string {
+	return fmt.Sprintf("make %q writable for that user (mount an emptyDir volume there, set fsGroup, or set runAsUser), or write it from a root helper container: --helper ephemeral", dir)
 }
 
 func containsAny(s string, subs ...string) bool {

@@ -94,11 +94,16 @@ type Recovered struct {
 	Duration time.Duration
 }
 
-// DryRun reports what a plan would do in a target, with remote paths.
+// DryRun reports what a plan would do in a target, with remote paths. The
+// initial sync reports one per mapping, also when it would change nothing,
+// with the Preflight of that mapping; a batch's has none.
 type DryRun struct {
 	Target Target
-	Copy   []string
-	Delete []string
+	// Remote is the mapping's remote directory (a file mapping's parent).
+	Remote    RemotePath
+	Copy      []string
+	Delete    []string
+	Preflight *Preflight
 }
 
 // Held reports deletes held back in a target instead of run: the local root

@@ -22,6 +22,8 @@ var (
 	listChunkScript = script("list-chunk.sh")
 	// onSyncScript runs Config.OnSync.
 	onSyncScript = script("on-sync.sh")
+	// preflightScript is a dry run's read-only check of a mapping (see Preflight).
+	preflightScript = script("preflight.sh")
 )
 
 // script returns scripts/name without its comment and blank lines: they

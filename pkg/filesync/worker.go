@@ -165,7 +165,10 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 	ev := InitialSync{Target: tg.Target}
 	e.streams.warm(ctx, tg.Target) // stream.go: open it while listing
 	idxs := make([]*Index, len(e.maps))
-	var changed []string
+	var (
+		changed []string
+		checked string // under DryRun: the transport a preflight found
+	)
 	err := func() error {
 		for i, m := range e.maps {
 			local, warns, err := localTree(m)
@@ -173,19 +176,37 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				return err
 			}
 			e.warn(tg, warns)
+			var pf *Preflight
+			if e.cfg.DryRun {
+				if pf = e.preflight(ctx, tg.Target, m); ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if pf.Err == nil {
+					checked = pf.Transport
+				}
+			}
 			if e.cfg.Initial == InitialNone {
 				idxs[i] = NewIndex()
 				for rel, le := range local.entries {
 					idxs[i].Put(rel, le)
 				}
+				if pf != nil {
+					e.reportDryRun(tg.Target, m, &Plan{}, pf)
+				}
 				continue
 			}
 			var l *listing
-			lex := e.exec.within(listLimit(e.cfg.ExecTimeout, treeBytes(local.entries)))
-			err = e.retry.do(ctx, e.clk, func() (err error) {
-				l, err = listRemote(ctx, lex, tg.Target, m)
-				return err
-			})
+			if pf != nil && pf.Err != nil {
+				// The listing would fail alike, and a helper that a dry run
+				// does not add would be asked for again.
+				err = pf.Err
+			} else {
+				lex := e.exec.within(listLimit(e.cfg.ExecTimeout, treeBytes(local.entries)))
+				err = e.retry.do(ctx, e.clk, func() (err error) {
+					l, err = listRemote(ctx, lex, tg.Target, m)
+					return err
+				})
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -199,10 +220,10 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			}
 			guardInitial(m, p, idx, l)
 			e.hold(tg, i, p.Held)
-			if !p.Empty() || l == nil || !l.exists {
+			if !p.Empty() || l == nil || !l.exists || pf != nil {
 				pe := &progressExecutor{Executor: e.exec, clk: e.clk, start: start, report: func(p Progress) { e.rep.Report(p) },
 					base: Progress{Target: tg.Target, Files: len(p.Copies), TotalBytes: planBytes(p)}}
-				res, err := e.applyPlan(ctx, pe, tg.Target, m, p, compressInitial(l, p))
+				res, err := e.applyPlan(ctx, pe, tg.Target, m, p, compressInitial(l, p), pf)
 				if err != nil {
 					return err
 				}
@@ -223,6 +244,9 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 		tg.idx = idxs
 		e.onSync(tg, changed)
 		ev.Transport = e.streams.transport(ctx, tg.Target) // stream.go
+		if checked != "" {
+			ev.Transport = checked
+		}
 	}
 	if ctx.Err() != nil {
 		return ev, ctx.Err()
@@ -231,20 +255,12 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 	return ev, err
 }
 
-// applyPlan applies p in t with retries, or reports it under DryRun; gz
-// compresses its archive (see apply).
-func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, gz bool) (applyResult, error) {
+// applyPlan applies p in t with retries, or reports it under DryRun, with
+// pf, the initial sync's preflight of m; gz compresses its archive (see
+// apply).
+func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, gz bool, pf *Preflight) (applyResult, error) {
 	if e.cfg.DryRun {
-		ev := DryRun{Target: t}
-		for _, c := range p.Copies {
-			ev.Copy = append(ev.Copy, path.Join(string(m.remoteDir()), c.Name))
-		}
-		for _, d := range p.Deletes {
-			ev.Delete = append(ev.Delete, path.Join(string(m.remoteDir()), m.remoteName(d)))
-		}
-		if len(ev.Copy)+len(ev.Delete) > 0 {
-			e.rep.Report(ev)
-		}
+		e.reportDryRun(t, m, p, pf)
 		return applyResult{deleted: len(p.Deletes), archiveResult: archiveResult{files: len(p.Copies)}}, nil
 	}
 	var (
@@ -258,6 +274,21 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mappin
 	})
 	res.replaced = replaced
 	return res, err
+}
+
+// reportDryRun reports what p would do in t, with pf, if any: always with
+// a preflight, else only a plan that changes something.
+func (e *Engine) reportDryRun(t Target, m *mapping, p *Plan, pf *Preflight) {
+	ev := DryRun{Target: t, Remote: m.remoteDir(), Preflight: pf}
+	for _, c := range p.Copies {
+		ev.Copy = append(ev.Copy, path.Join(string(m.remoteDir()), c.Name))
+	}
+	for _, d := range p.Deletes {
+		ev.Delete = append(ev.Delete, path.Join(string(m.remoteDir()), m.remoteName(d)))
+	}
+	if len(ev.Copy)+len(ev.Delete) > 0 || pf != nil {
+		e.rep.Report(ev)
+	}
 }
 
 // onSync hands the changed remote paths to tg's on-sync runner, if any.

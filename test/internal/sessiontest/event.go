@@ -10,32 +10,34 @@ import (
 // Event is one NDJSON line of `kubectl-livesync -o json`, with the fields the README documents;
 // a field a type does not use is zero.
 type Event struct {
-	Type       string   `json:"type"`
-	Time       string   `json:"time"` // as printed: RFC 3339, UTC
-	Entry      string   `json:"entry"`
-	Target     *Target  `json:"target"`
-	Files      int      `json:"files"`
-	Changed    int      `json:"changed"`
-	Deleted    int      `json:"deleted"`
-	Names      []string `json:"names"`
-	Targets    int      `json:"targets"`
-	Failed     int      `json:"failed"`
-	Bytes      int64    `json:"bytes"`
-	LatencyMs  float64  `json:"latencyMs"`
-	DurationMs float64  `json:"durationMs"`
-	Copy       []string `json:"copy"`
-	Delete     []string `json:"delete"`
-	ExitCode   *int     `json:"exitCode"`
-	Output     string   `json:"output"`
-	Error      string   `json:"error"`
-	Hint       string   `json:"hint"`
-	Message    string   `json:"message"`
-	Reason     string   `json:"reason"`
-	Workload   string   `json:"workload"`
-	Restarts   int      `json:"restarts"`
-	Transport  string   `json:"transport"`
-	Failures   int      `json:"failures"`
-	Helper     *Helper  `json:"helper"`
+	Type       string     `json:"type"`
+	Time       string     `json:"time"` // as printed: RFC 3339, UTC
+	Entry      string     `json:"entry"`
+	Target     *Target    `json:"target"`
+	Files      int        `json:"files"`
+	Changed    int        `json:"changed"`
+	Deleted    int        `json:"deleted"`
+	Names      []string   `json:"names"`
+	Targets    int        `json:"targets"`
+	Failed     int        `json:"failed"`
+	Bytes      int64      `json:"bytes"`
+	LatencyMs  float64    `json:"latencyMs"`
+	DurationMs float64    `json:"durationMs"`
+	Copy       []string   `json:"copy"`
+	Delete     []string   `json:"delete"`
+	ExitCode   *int       `json:"exitCode"`
+	Output     string     `json:"output"`
+	Error      string     `json:"error"`
+	Hint       string     `json:"hint"`
+	Message    string     `json:"message"`
+	Reason     string     `json:"reason"`
+	Workload   string     `json:"workload"`
+	Restarts   int        `json:"restarts"`
+	Transport  string     `json:"transport"`
+	Failures   int        `json:"failures"`
+	Helper     *Helper    `json:"helper"`
+	Remote     string     `json:"remote"`
+	Preflight  *Preflight `json:"preflight"`
 
 	// Line is the line as printed; Invalid says it was not JSON (and the fields above are zero).
 	Line    string `json:"-"`
@@ -53,6 +55,19 @@ type Helper struct {
 	UID         int    `json:"uid"`
 	GID         int    `json:"gid"`
 	SetsOwner   bool   `json:"setsOwner"`
+}
+
+// Preflight is how a dry run found a real run would sync, in a "dry-run" event.
+type Preflight struct {
+	UID       string `json:"uid"`
+	GID       string `json:"gid"`
+	Transport string `json:"transport"`
+	Helper    bool   `json:"helper"`
+	Tar       bool   `json:"tar"`
+	Root      string `json:"root"`
+	Writable  bool   `json:"writable"`
+	Hint      string `json:"hint"`
+	Error     string `json:"error"`
 }
 
 // Target is the container an event is about.

@@ -1,0 +1,91 @@
+package cmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+)
+
+// TestSyncReporterDryRun: a dry run prints one line per target and mapping with what it would
+// copy and delete and how a real run would sync, and the hint after what is wrong.
+func TestSyncReporterDryRun(t *testing.T) {
+	tg := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app"}
+	ok := filesync.Preflight{UID: "1000", GID: "1000", Transport: filesync.TransportStream, Tar: true, Root: filesync.RootDir, Writable: true}
+	with := func(f func(*filesync.Preflight)) *filesync.Preflight {
+		pf := ok
+		f(&pf)
+		return &pf
+	}
+	noHelper := &filesync.SyncError{Kind: filesync.ErrHelper, Msg: `dry run: container "app" of pod "web-1" would be synced through a new helper container, which a dry run does not add`}
+	noSh := &filesync.SyncError{Kind: filesync.ErrTarMissing, Msg: `sh not found in container "app" of pod "web-1"`, Hint: "the image needs sh and tar"}
+	tests := []struct {
+		name string
+		ev   filesync.DryRun
+		want string
+	}{
+		{name: "writable", ev: filesync.DryRun{Target: tg, Remote: "/app", Copy: []string{"/app/a"}, Preflight: &ok},
+			want: "dry run ns/web-1/app /app: would copy 1, delete 0; via stream as uid 1000 gid 1000; /app writable\n  copy   /app/a\n"},
+		{name: "in sync", ev: filesync.DryRun{Target: tg, Remote: "/app", Preflight: &ok},
+			want: "dry run ns/web-1/app /app: would copy 0, delete 0; via stream as uid 1000 gid 1000; /app writable\n"},
+		{name: "not writable", ev: filesync.DryRun{Target: tg, Remote: "/app-root-owned", Preflight: with(func(pf *filesync.Preflight) {
+			pf.Writable, pf.Hint = false, "use --helper ephemeral"
+		})}, want: "dry run ns/web-1/app /app-root-owned: would copy 0, delete 0; via stream as uid 1000 gid 1000; /app-root-owned NOT writable as uid 1000: use --helper ephemeral\n"},
+		{name: "missing", ev: filesync.DryRun{Target: tg, Remote: "/new", Preflight: with(func(pf *filesync.Preflight) {
+			pf.Root, pf.Transport, pf.Helper, pf.UID, pf.GID = filesync.RootMissing, filesync.TransportExec, true, "0", "0"
+		})}, want: "dry run ns/web-1/app /new: would copy 0, delete 0; via exec through a helper container as uid 0 gid 0; /new missing, would be created\n"},
+		{name: "not creatable, no tar", ev: filesync.DryRun{Target: tg, Remote: "/opt/x", Preflight: with(func(pf *filesync.Preflight) {
+			pf.Root, pf.Writable, pf.Tar, pf.Hint = filesync.RootMissing, false, false, "make it writable"
+		})}, want: "dry run ns/web-1/app /opt/x: would copy 0, delete 0; via stream as uid 1000 gid 1000; /opt/x missing, NOT creatable as uid 1000: make it writable; tar not found\n"},
+		{name: "no tar", ev: filesync.DryRun{Target: tg, Remote: "/app", Preflight: with(func(pf *filesync.Preflight) {
+			pf.Tar, pf.Hint = false, "the image needs sh and tar"
+		})}, want: "dry run ns/web-1/app /app: would copy 0, delete 0; via stream as uid 1000 gid 1000; /app writable; tar not found: the image needs sh and tar\n"},
+		{name: "not a directory", ev: filesync.DryRun{Target: tg, Remote: "/etc/x", Preflight: with(func(pf *filesync.Preflight) {
+			pf.Root, pf.Writable, pf.Hint = filesync.RootNotDir, false, "map it elsewhere"
+		})}, want: "dry run ns/web-1/app /etc/x: would copy 0, delete 0; via stream as uid 1000 gid 1000; /etc/x is NOT a directory: map it elsewhere\n"},
+		{name: "helper not added", ev: filesync.DryRun{Target: tg, Remote: "/app", Copy: []string{"/app/a"}, Preflight: &filesync.Preflight{Err: noHelper}},
+			want: "dry run ns/web-1/app /app: would copy 1, delete 0; not checked: " + noHelper.Msg + "\n  copy   /app/a\n"},
+		{name: "a batch's", ev: filesync.DryRun{Target: tg, Remote: "/app", Delete: []string{"/app/b"}},
+			want: "dry run ns/web-1/app /app: would copy 0, delete 1\n  delete /app/b\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			newSyncReporter(&out, &errOut, false).Report(tt.ev)
+			if out.String() != tt.want || errOut.Len() != 0 {
+				t.Errorf("stdout %q, stderr %q; want stdout %q", out.String(), errOut.String(), tt.want)
+			}
+		})
+	}
+
+	var out, errOut bytes.Buffer
+	r := newSyncReporter(&out, &errOut, true)
+	r.Report(tests[2].ev)
+	r.Report(filesync.DryRun{Target: tg, Remote: "/app", Preflight: &filesync.Preflight{Err: noSh}})
+	r.Report(tests[len(tests)-1].ev)
+	evs := assertNDJSON(t, out.String())
+	if len(evs) != 3 {
+		t.Fatalf("%d events: %s", len(evs), out.String())
+	}
+	want := map[string]any{"uid": "1000", "gid": "1000", "transport": "stream", "helper": false, "tar": true, "root": "dir", "writable": false, "hint": "use --helper ephemeral"}
+	if got := jsonOf(evs[0]["preflight"]); got != jsonOf(want) || evs[0]["remote"] != "/app-root-owned" || evs[0]["type"] != "dry-run" {
+		t.Errorf("dry-run event = %v, want preflight %v", evs[0], want)
+	}
+	want = map[string]any{"error": noSh.Error(), "hint": "the image needs sh and tar"}
+	if got := jsonOf(evs[1]["preflight"]); got != jsonOf(want) || evs[1]["error"] != nil {
+		t.Errorf("failed preflight event = %v, want preflight %v and no top-level error", evs[1], want)
+	}
+	if _, has := evs[2]["preflight"]; has || evs[2]["delete"] == nil {
+		t.Errorf("a batch's dry-run event = %v", evs[2])
+	}
+	if errOut.Len() != 0 {
+		t.Errorf("-o json wrote to stderr: %q", errOut.String())
+	}
+}
+
+// jsonOf is v as JSON, map keys sorted.
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
