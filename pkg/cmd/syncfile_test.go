@@ -53,6 +53,9 @@ func TestInitWritesAndExtends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(out, `wrote entry "web" to `+file) {
+		t.Errorf("second init said %q", out)
+	}
 	f, err := project.Load(file)
 	if err != nil {
 		t.Fatal(err)
