@@ -28,6 +28,7 @@ func (c exitCode) ExitStatus() int { return int(c) }
 type fakePods struct {
 	fakeexec.Executor
 	hasTar    bool
+	hasSh     bool // without tar: sh runs and `command -v tar` fails
 	uid, gid  int
 	reachable func(helper string) bool
 }
@@ -40,6 +41,9 @@ func newFakePods(hasTar bool, uid, gid int) *fakePods {
 		script := strings.Join(c.Argv, " ")
 		switch {
 		case c.Target.Container == "app" && strings.Contains(script, "command -v tar"):
+			if !f.hasTar && f.hasSh {
+				return fakeexec.Response{Err: exitCode(127)}
+			}
 			if !f.hasTar {
 				return fakeexec.Response{Err: errors.New(`OCI runtime exec failed: exec failed: unable to start container process: exec: "sh": executable file not found in $PATH: unknown`)}
 			}
@@ -74,6 +78,7 @@ func TestHelperExecutorRoutes(t *testing.T) {
 	}{
 		{"auto with tar", HelperAuto, true, false},
 		{"auto without tar", HelperAuto, false, true},
+		{"auto with sh, without tar", HelperAuto, false, true},
 		{"ephemeral with tar", HelperEphemeral, true, true},
 		{"never without tar", HelperNever, false, false},
 	} {
@@ -81,6 +86,7 @@ func TestHelperExecutorRoutes(t *testing.T) {
 			s := newAPIServer(t, targetPod(nil, nil))
 			s.kubelet = startRunning
 			pods := newFakePods(tc.hasTar, 65532, 0)
+			pods.hasSh = strings.Contains(tc.name, "with sh")
 			var mu sync.Mutex
 			var events []filesync.HelperUsed
 			x := &HelperExecutor{Pods: pods, Helpers: &Helpers{Client: s.client, Image: helperImage}, Mode: tc.mode,
