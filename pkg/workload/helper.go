@@ -14,12 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -419,19 +416,7 @@ func (h *Helpers) wait(ctx context.Context, added *corev1.Pod, hp *Helper, expir
 		}
 	}
 
-	pods := h.Client.CoreV1().Pods(hp.Namespace)
-	sel := fields.OneTermEqualSelector("metadata.name", hp.Pod).String()
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return pods.Watch(ctx, o)
-		},
-	}, h.Client)
-	_, err := watchtools.UntilWithSync(wctx, lw, &corev1.Pod{}, nil, func(e watch.Event) (bool, error) {
+	_, err := watchtools.UntilWithSync(wctx, podWatch(h.Client, hp.Namespace, hp.Pod), &corev1.Pod{}, nil, func(e watch.Event) (bool, error) {
 		p, ok := e.Object.(*corev1.Pod)
 		if !ok || p.Name != hp.Pod {
 			return false, nil

@@ -162,20 +162,8 @@ func PodTargets(ctx context.Context, client kubernetes.Interface, w *Workload, c
 }
 
 func (wt *Waiter) waitPod(ctx context.Context, w *Workload, targets []PodTarget) error {
-	pods := wt.Client.CoreV1().Pods(w.Namespace)
-	sel := fields.OneTermEqualSelector("metadata.name", w.Name).String()
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return pods.Watch(ctx, o)
-		},
-	}, wt.Client)
 	last := ""
-	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Pod{}, nil, func(e watch.Event) (bool, error) {
+	_, err := watchtools.UntilWithSync(ctx, podWatch(wt.Client, w.Namespace, w.Name), &corev1.Pod{}, nil, func(e watch.Event) (bool, error) {
 		if e.Type == watch.Deleted {
 			return false, fmt.Errorf("pod %q was deleted while waiting for its containers to restart", w.Name)
 		}
@@ -242,4 +230,20 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// podWatch lists and watches the one pod ns/name, for watchtools.UntilWithSync.
+func podWatch(c kubernetes.Interface, ns, name string) cache.ListerWatcher {
+	pods := c.CoreV1().Pods(ns)
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return pods.Watch(ctx, o)
+		},
+	}, c)
 }

@@ -108,19 +108,11 @@ func (b *bench) measureInitialVendor(ctx context.Context) error {
 		return err
 	}
 	b.logf("vendor tree: %d files, %.1f MiB", files, mib(size))
-	addr, err := b.c.apiserverAddr()
+	rc, closeProxy, err := b.remoteCluster()
 	if err != nil {
 		return err
 	}
-	p, err := startProxy(addr, remoteRate, remoteRTT)
-	if err != nil {
-		return err
-	}
-	defer p.close()
-	rc, err := b.c.throughProxy(b.tmp, p)
-	if err != nil {
-		return err
-	}
+	defer closeProxy()
 	ts, err := b.c.targets(ctx, "big", 1)
 	if err != nil {
 		return err

@@ -176,19 +176,11 @@ func (c *cluster) apiserverAddr() (string, error) {
 // `kubectl exec … cat >` through a proxy that shapes the path to the apiserver like a remote
 // cluster's (remoteRate each way, remoteRTT), interleaved as on loopback.
 func (b *bench) measureRemote(ctx context.Context) error {
-	addr, err := b.c.apiserverAddr()
+	rc, closeProxy, err := b.remoteCluster()
 	if err != nil {
 		return err
 	}
-	p, err := startProxy(addr, remoteRate, remoteRTT)
-	if err != nil {
-		return err
-	}
-	defer p.close()
-	rc, err := b.c.throughProxy(b.tmp, p)
-	if err != nil {
-		return err
-	}
+	defer closeProxy()
 	local := filepath.Join(b.tmp, "remote")
 	if err := os.MkdirAll(local, 0o755); err != nil {
 		return err
@@ -218,4 +210,23 @@ func (b *bench) measureRemote(ctx context.Context) error {
 		target("≤ 0.15× floor", msec(s50) <= 0.15*msec(f50))
 	b.res.pair("save→visible, 1 small file, p50, "+prof+n, msec(s50), "ms", fmt.Sprintf("hand-rolled `kubectl exec -i … cat >` through the same proxy, p50 (%d of its writes lost)", l.handLost), msec(h50))
 	return nil
+}
+
+// remoteCluster is b's cluster reached through a proxy shaped like a remote cluster's path
+// (remoteRate each way, remoteRTT); close the proxy when done.
+func (b *bench) remoteCluster() (*cluster, func(), error) {
+	addr, err := b.c.apiserverAddr()
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := startProxy(addr, remoteRate, remoteRTT)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, err := b.c.throughProxy(b.tmp, p)
+	if err != nil {
+		p.close()
+		return nil, nil, err
+	}
+	return rc, p.close, nil
 }
