@@ -32,6 +32,9 @@ type target struct {
 	wake    chan struct{}
 	backoff time.Duration
 	runner  *onSyncRunner // nil without an on-sync command
+	// walkDeferred is, per mapping, whether a rescan's walk already waited
+	// one pass behind the hinted paths (see syncBatch).
+	walkDeferred []bool
 	// failures counts the failed tries since the last success, the first at failedAt.
 	failures int
 	failedAt time.Time
