@@ -169,6 +169,21 @@ type unitResult struct {
 	err              error
 }
 
+// plus returns r with q's counts added, and q's error and names where r has
+// none.
+func (r unitResult) plus(q unitResult) unitResult {
+	r.changed += q.changed
+	r.deleted += q.deleted
+	r.bytes += q.bytes
+	if len(r.names) == 0 {
+		r.names = q.names
+	}
+	if r.err == nil {
+		r.err = q.err
+	}
+	return r
+}
+
 // doneLocked records that target key finished batch seq.
 func (e *Engine) doneLocked(seq uint64, key string, r unitResult) {
 	st, ok := e.inflight[seq]
