@@ -50,7 +50,7 @@ type coalescer struct {
 	adapt      *adaptiveQuiet // nil: quiet is fixed (coalesce_adaptive.go)
 
 	// peekEvery, if set, is how often an open batch hands out the paths it
-	// gained since the last peek (see coalesceWith); fresh holds them, and
+	// gained since the last peek (see coalescePeeking); fresh holds them, and
 	// peekAt is when they are next due.
 	peekEvery time.Duration
 	fresh     map[string]struct{}
