@@ -11,6 +11,10 @@ import (
 type pending struct {
 	rels   map[string]struct{}
 	rescan bool
+	// early holds rels from peeks at a batch still open (see
+	// coalescePeeking): their copies may go ahead; the batch brings them
+	// again, with all that may delete.
+	early map[string]struct{}
 }
 
 func (p *pending) add(rel string) {
@@ -25,6 +29,40 @@ func (p *pending) merge(q pending) {
 		p.add(rel)
 	}
 	p.rescan = p.rescan || q.rescan
+	for rel := range q.early {
+		p.addEarly(rel)
+	}
+}
+
+func (p *pending) addEarly(rel string) {
+	if p.early == nil {
+		p.early = map[string]struct{}{}
+	}
+	p.early[rel] = struct{}{}
+}
+
+// copyFirst returns, sorted, the rels whose copies go ahead of the batch's
+// plan: the early ones it doesn't plan itself, and with a rescan every hinted
+// one (see syncBatch); none when the whole tree is compared after a failure.
+func (p *pending) copyFirst(dirty bool) []string {
+	if dirty {
+		return nil
+	}
+	var out []string
+	for rel := range p.early {
+		if _, ok := p.rels[rel]; !ok || p.rescan {
+			out = append(out, rel)
+		}
+	}
+	if p.rescan {
+		for rel := range p.rels {
+			if _, ok := p.early[rel]; !ok {
+				out = append(out, rel)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // sorted returns the rels in order.
@@ -71,20 +109,47 @@ func (e *Engine) dispatch(b *batch) {
 	}
 }
 
+// dispatchPeek hands the paths of a peek at an open batch to every synced
+// target, as early rels: copies they can start on while the batch is still
+// open. Not a batch: nothing waits for it or reports it.
+func (e *Engine) dispatchPeek(paths []string) {
+	due := make([]pending, len(e.maps))
+	for _, p := range paths {
+		e.routePath(p, func(i int, rel string) { due[i].addEarly(rel) })
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, tg := range e.targets {
+		tg.mu.Lock()
+		if tg.synced {
+			for i := range due {
+				tg.due[i].merge(due[i])
+			}
+		}
+		tg.mu.Unlock()
+		tg.signal()
+	}
+}
+
+// routePath calls add with each mapping a path is under, and its rel there.
+func (e *Engine) routePath(p string, add func(i int, rel string)) {
+	matched := false
+	for i, m := range e.maps {
+		if rel, ok := relTo(m.root, p); ok {
+			add(i, rel)
+			matched = true
+		}
+	}
+	if !matched {
+		e.log.Debug("dropping a change outside every mapping", "path", p)
+	}
+}
+
 // route splits a batch by mapping.
 func (e *Engine) route(b *batch) []pending {
 	due := make([]pending, len(e.maps))
 	for p := range b.paths {
-		matched := false
-		for i, m := range e.maps {
-			if rel, ok := relTo(m.root, p); ok {
-				due[i].add(rel)
-				matched = true
-			}
-		}
-		if !matched {
-			e.log.Debug("dropping a change outside every mapping", "path", p)
-		}
+		e.routePath(p, func(i int, rel string) { due[i].add(rel) })
 	}
 	for r := range b.rescans {
 		for i, m := range e.maps {
@@ -102,6 +167,21 @@ type unitResult struct {
 	names            []string
 	bytes            int64
 	err              error
+}
+
+// plus returns r with q's counts added, and q's error and names where r has
+// none.
+func (r unitResult) plus(q unitResult) unitResult {
+	r.changed += q.changed
+	r.deleted += q.deleted
+	r.bytes += q.bytes
+	if len(r.names) == 0 {
+		r.names = q.names
+	}
+	if r.err == nil {
+		r.err = q.err
+	}
+	return r
 }
 
 // doneLocked records that target key finished batch seq.
@@ -132,14 +212,41 @@ func (e *Engine) doneLocked(seq uint64, key string, r unitResult) {
 
 // syncBatch plans and applies the pending paths of every mapping; with dirty
 // (an earlier batch failed) or rescan, the whole tree is compared.
+//
+// Early rels (peeks at a batch still open) are planned first, for their
+// copies only; deletes wait for the batch, whose plan sees them all at once,
+// as the mass-delete guard must. A rescan the watcher asked for (events may
+// have been lost: usually a burst of thousands of writes) walks the whole
+// tree, which takes about a second per 100,000 files: the copies of the paths
+// that were hinted go first too, so that the burst's files don't wait for
+// the walk, and the deletes wait for it. The walk itself waits one pass, so
+// that the hints still arriving from the burst go before it too; only one,
+// so that a steady trickle of changes can't put it off for good.
 func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 	var (
 		r       unitResult
 		changed []string
 	)
 	for i, m := range e.maps {
+		if first := due[i].copyFirst(dirty); len(first) > 0 {
+			p, err := plan(m, tg.idx[i], first, false)
+			if err != nil {
+				r.err = err
+				return r
+			}
+			p.copiesOnly()
+			if r.err = e.applyBatchPlan(tg, i, m, p, &r, &changed); r.err != nil {
+				return r
+			}
+			if due[i].rescan && e.deferWalk(tg, i) {
+				continue
+			}
+		}
 		if len(due[i].rels) == 0 && !due[i].rescan && !dirty {
 			continue
+		}
+		if due[i].rescan || dirty {
+			tg.walkDeferred[i] = false
 		}
 		p, err := plan(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty)
 		if err != nil {
@@ -148,33 +255,74 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 		}
 		e.hold(tg, i, p.Held)
 		e.warn(tg, p.Warnings)
-		if p.Empty() && len(p.Rmdirs) == 0 {
-			// Nothing for the container (a touch, a re-walk, a held
-			// delete): no exec, which would only cost a round trip and
-			// report a pod going away as an error.
-			tg.idx[i].apply(p, archiveResult{})
-			continue
-		}
-		res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false, nil)
-		if err != nil {
-			e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
-			r.err = err
+		if r.err = e.applyBatchPlan(tg, i, m, p, &r, &changed); r.err != nil {
 			return r
 		}
-		tg.idx[i].apply(p, res.archiveResult)
-		e.warn(tg, res.warnings)
-		e.requeue(tg, i, res.raced)
-		e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
-		r.changed += len(p.Copies)
-		r.deleted += len(p.Deletes)
-		r.bytes += res.bytes
-		changed = append(changed, remotePaths(m, p)...)
 	}
 	r.names = changed[:min(len(changed), 5)]
 	if len(changed) > 0 {
 		e.onSync(tg, changed)
 	}
 	return r
+}
+
+// deferWalk puts mapping i's rescan off to tg's next pass, unless it was put
+// off already or the engine is closing (then there is no next pass), and
+// reports whether it did.
+func (e *Engine) deferWalk(tg *target, i int) bool {
+	e.mu.Lock()
+	closing := e.closing
+	e.mu.Unlock()
+	if closing || tg.walkDeferred[i] {
+		return false
+	}
+	tg.walkDeferred[i] = true
+	tg.mu.Lock()
+	tg.due[i].rescan = true
+	tg.mu.Unlock()
+	tg.signal()
+	return true
+}
+
+// applyBatchPlan applies p, mapping i's plan of a batch, and records it in
+// tg's index, r and changed.
+func (e *Engine) applyBatchPlan(tg *target, i int, m *mapping, p *Plan, r *unitResult, changed *[]string) error {
+	if p.Empty() && len(p.Rmdirs) == 0 {
+		// Nothing for the container (a touch, a re-walk, a held delete): no
+		// exec, which would only cost a round trip and report a pod going
+		// away as an error.
+		tg.idx[i].apply(p, archiveResult{})
+		return nil
+	}
+	res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false, nil)
+	if err != nil {
+		e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
+		return err
+	}
+	tg.idx[i].apply(p, res.archiveResult)
+	e.warn(tg, res.warnings)
+	e.requeue(tg, i, res.raced)
+	e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
+	r.changed += len(p.Copies)
+	r.deleted += len(p.Deletes)
+	r.bytes += res.bytes
+	*changed = append(*changed, remotePaths(m, p)...)
+	return nil
+}
+
+// copiesOnly drops p's deletes and the copies at or under them (a type
+// change, a symlink replaced by a directory), and what p would report (holds,
+// warnings): what is left only adds to the container. A full compare that
+// follows decides the rest.
+func (p *Plan) copiesOnly() {
+	if len(p.Deletes) > 0 {
+		gone := make(map[string]bool, len(p.Deletes))
+		for _, d := range p.Deletes {
+			gone[d] = true
+		}
+		p.Copies = slices.DeleteFunc(p.Copies, func(c Copy) bool { return underAny(c.Rel, gone) })
+	}
+	p.Deletes, p.Held, p.Warnings = nil, nil, nil
 }
 
 // requeue marks files that changed while being archived for another pass.

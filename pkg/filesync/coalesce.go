@@ -48,6 +48,13 @@ type coalescer struct {
 	cur        *batch
 	last       time.Time
 	adapt      *adaptiveQuiet // nil: quiet is fixed (coalesce_adaptive.go)
+
+	// peekEvery, if set, is how often an open batch hands out the paths it
+	// gained since the last peek (see coalescePeeking); fresh holds them, and
+	// peekAt is when they are next due.
+	peekEvery time.Duration
+	fresh     map[string]struct{}
+	peekAt    time.Time
 }
 
 func (c *coalescer) add(ch Change) {
@@ -57,9 +64,16 @@ func (c *coalescer) add(ch Change) {
 		if c.adapt != nil {
 			c.quiet = c.adapt.open(now)
 		}
+		c.peekAt = now.Add(c.peekEvery)
 	}
 	c.cur.add(ch)
 	c.last = now
+	if c.peekEvery > 0 && !ch.Rescan {
+		if c.fresh == nil {
+			c.fresh = map[string]struct{}{}
+		}
+		c.fresh[ch.Path] = struct{}{}
+	}
 }
 
 // deadline returns when the current batch is due, and false without one.
@@ -74,6 +88,32 @@ func (c *coalescer) deadline() (time.Time, bool) {
 	return d, true
 }
 
+// wake returns when the coalescer has something to do next: release the
+// current batch or hand out a peek.
+func (c *coalescer) wake() (time.Time, bool) {
+	d, ok := c.deadline()
+	if ok && len(c.fresh) > 0 && c.peekAt.Before(d) {
+		d = c.peekAt
+	}
+	return d, ok
+}
+
+// peek returns the paths gained since the last peek once they are due, and
+// nil before.
+func (c *coalescer) peek() []string {
+	now := c.clk.Now()
+	if len(c.fresh) == 0 || now.Before(c.peekAt) {
+		return nil
+	}
+	out := make([]string, 0, len(c.fresh))
+	for p := range c.fresh {
+		out = append(out, p)
+	}
+	clear(c.fresh)
+	c.peekAt = now.Add(c.peekEvery)
+	return out
+}
+
 // due reports whether the current batch should be released now.
 func (c *coalescer) due() bool {
 	d, ok := c.deadline()
@@ -83,6 +123,7 @@ func (c *coalescer) due() bool {
 func (c *coalescer) take() *batch {
 	b := c.cur
 	c.cur = nil
+	clear(c.fresh) // the batch carries them
 	if c.adapt != nil && b != nil {
 		c.adapt.cut(c.clk.Now())
 	}
@@ -99,13 +140,27 @@ func coalesce(ctx context.Context, clk clock.Clock, quiet, capWait time.Duration
 // coalesceWith is coalesce with the quiet window chosen per batch by adapt
 // (nil: fixed).
 func coalesceWith(ctx context.Context, clk clock.Clock, quiet, capWait time.Duration, in <-chan Change, adapt *adaptiveQuiet) <-chan *batch {
+	out, _ := coalescePeeking(ctx, clk, quiet, capWait, in, adapt, 0)
+	return out
+}
+
+// coalescePeeking is coalesceWith that, with peekEvery set, also hands out
+// on its second channel, every peekEvery while a batch is open, the paths the
+// batch gained since the last such peek. The batch itself is cut as
+// before, with all its paths: a peek only lets the consumer start on them
+// early (copies only; see Engine.dispatchPeek), while a long burst still
+// writes.
+func coalescePeeking(ctx context.Context, clk clock.Clock, quiet, capWait time.Duration, in <-chan Change, adapt *adaptiveQuiet, peekEvery time.Duration) (<-chan *batch, <-chan []string) {
 	out := make(chan *batch)
+	peeks := make(chan []string)
 	go func() {
 		defer close(out)
-		c := &coalescer{clk: clk, quiet: quiet, cap: capWait, adapt: adapt}
+		defer close(peeks)
+		c := &coalescer{clk: clk, quiet: quiet, cap: capWait, adapt: adapt, peekEvery: peekEvery}
 		var (
 			timer  clock.Timer
-			ready  *batch // released, waiting for the consumer
+			ready  *batch   // released, waiting for the consumer
+			peeked []string // a peek waiting for the consumer
 			closed bool
 		)
 		stop := func() {
@@ -116,7 +171,7 @@ func coalesceWith(ctx context.Context, clk clock.Clock, quiet, capWait time.Dura
 		}
 		defer stop()
 		arm := func() {
-			d, ok := c.deadline()
+			d, ok := c.wake()
 			if !ok {
 				stop()
 				return
@@ -132,12 +187,16 @@ func coalesceWith(ctx context.Context, clk clock.Clock, quiet, capWait time.Dura
 		for {
 			var (
 				send   chan<- *batch
+				peek   chan<- []string
 				timerC <-chan time.Time
 			)
 			if ready != nil {
 				send = out
 			} else if closed {
 				return
+			}
+			if peeked != nil {
+				peek = peeks
 			}
 			if timer != nil {
 				timerC = timer.C()
@@ -162,16 +221,22 @@ func coalesceWith(ctx context.Context, clk clock.Clock, quiet, capWait time.Dura
 			case <-timerC:
 				if c.due() {
 					ready = merge(ready, c.take())
+					peeked = nil // the batch carries them
 					stop()
 				} else {
+					if p := c.peek(); p != nil {
+						peeked = append(peeked, p...)
+					}
 					arm()
 				}
 			case send <- ready:
 				ready = nil
+			case peek <- peeked:
+				peeked = nil
 			}
 		}
 	}()
-	return out
+	return out, peeks
 }
 
 func merge(into, b *batch) *batch {

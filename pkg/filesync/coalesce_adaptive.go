@@ -47,3 +47,20 @@ func (e *Engine) adaptiveQuiet() *adaptiveQuiet {
 	}
 	return &adaptiveQuiet{min: minAdaptiveQuiet, max: maxAdaptiveQuiet}
 }
+
+// peekEvery is how often a batch still open hands its new paths to the
+// targets (see coalescePeeking), with streams and the default quiet window:
+// through a stream a batch costs a few milliseconds, so under a long burst
+// (a build writing thousands of files) the stream extracts what is written
+// while the rest still comes, instead of waiting for the batch's cap. Zero
+// (no peeks) otherwise.
+func (e *Engine) peekEvery() time.Duration {
+	if e.adaptiveQuiet() == nil {
+		return 0
+	}
+	return peekInterval
+}
+
+// peekInterval is peekEvery's value: longer than an editor's save, which the
+// quiet window cuts at once (minAdaptiveQuiet), so a save never peeks.
+const peekInterval = 100 * time.Millisecond

@@ -3,6 +3,7 @@ package filesync
 import (
 	"context"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,5 +176,56 @@ func waitReleased(t *testing.T, fc *clocktesting.FakeClock) {
 			t.Fatal("the coalescer did not release its batch")
 		}
 		runtime.Gosched()
+	}
+}
+
+// TestCoalescePeeking: an open batch hands out the paths it gained every
+// peekEvery, and is still cut as before, with all of them.
+func TestCoalescePeeking(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fc := clocktesting.NewFakeClock(time.Unix(0, 0))
+	clk := &armCountingClock{FakeClock: fc}
+	in := make(chan Change)
+	out, peeks := coalescePeeking(ctx, clk, 50*time.Millisecond, time.Second, in, nil, 100*time.Millisecond)
+	nextPeek := func(when string) []string {
+		t.Helper()
+		select {
+		case p := <-peeks:
+			slices.Sort(p)
+			return p
+		case b := <-out:
+			t.Fatalf("batch released %s, want a peek: %+v", when, b)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no peek %s", when)
+		}
+		return nil
+	}
+
+	in <- Change{Path: "/src/a"}
+	clk.waitArmed(t, 1)
+	fc.Step(40 * time.Millisecond)
+	in <- Change{Path: "/src/b"}
+	in <- Change{Rescan: true, Root: "/src"} // not a path: never peeked
+	clk.waitArmed(t, 3)
+	fc.Step(40 * time.Millisecond)
+	in <- Change{Path: "/src/c"}
+	clk.waitArmed(t, 4)
+	assertHeld(t, fc, out, "80ms after the first change")
+	fc.Step(20 * time.Millisecond) // the peek is due before the quiet window ends
+	if p := nextPeek("at 100ms"); !slices.Equal(p, []string{"/src/a", "/src/b", "/src/c"}) {
+		t.Fatalf("peek = %v, want a, b and c", p)
+	}
+	in <- Change{Path: "/src/d"}
+	clk.waitArmed(t, 6)
+	fc.Step(50 * time.Millisecond)
+	b := <-out
+	if len(b.paths) != 4 || len(b.rescans) != 1 {
+		t.Fatalf("batch = %+v, want all four paths and the rescan", b)
+	}
+	select {
+	case p := <-peeks:
+		t.Fatalf("peek %v after its batch was cut", p)
+	default:
 	}
 }

@@ -166,7 +166,7 @@ func (e *Engine) AddTarget(t Target) {
 		}
 		e.dropLocked(old)
 	}
-	tg := &target{Target: t, wake: make(chan struct{}, 1), due: make([]pending, len(e.maps))}
+	tg := &target{Target: t, wake: make(chan struct{}, 1), due: make([]pending, len(e.maps)), walkDeferred: make([]bool, len(e.maps))}
 	e.targets[t.String()] = tg
 	if e.runCtx != nil && !e.closing {
 		e.startLocked(tg)
@@ -231,8 +231,22 @@ func (e *Engine) Run(ctx context.Context, changes <-chan Change) error {
 	}
 	e.mu.Unlock()
 
-	for b := range coalesceWith(ctx, e.clk, e.cfg.Quiet, e.cfg.Cap, changes, e.adaptiveQuiet()) {
-		e.dispatch(b)
+	batches, peeks := coalescePeeking(ctx, e.clk, e.cfg.Quiet, e.cfg.Cap, changes, e.adaptiveQuiet(), e.peekEvery())
+	for batches != nil {
+		select {
+		case b, ok := <-batches:
+			if !ok {
+				batches = nil
+				continue
+			}
+			e.dispatch(b)
+		case p, ok := <-peeks:
+			if !ok {
+				peeks = nil
+				continue
+			}
+			e.dispatchPeek(p)
+		}
 	}
 	e.mu.Lock()
 	e.closing = true

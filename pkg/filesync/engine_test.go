@@ -410,3 +410,31 @@ func TestEngineRetriesPermanentLookingFailure(t *testing.T) {
 	}
 	assertSameTree(t, f.local, f.remote("web-1"))
 }
+
+// TestEngineEarlyCopiesCountInTheirBatch: a peek's copies go before their
+// batch is cut, its deletes wait for the batch, and the batch's report counts
+// both.
+func TestEngineEarlyCopiesCountInTheirBatch(t *testing.T) {
+	f := newEngineFixture(t, Config{OnSync: "true"})
+	f.e.AddTarget(podTarget("web-1"))
+	f.run(t)
+	if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+		t.Fatal(ev.Err)
+	}
+	f.onSyncs(t, 1)
+
+	writeTree(t, f.local, map[string]string{"new": "n"})
+	must(t, os.Remove(filepath.Join(f.local, "a")))
+	newPath, gonePath := filepath.Join(f.local, "new"), filepath.Join(f.local, "a")
+	f.e.dispatchPeek([]string{newPath, gonePath})
+	f.onSyncs(t, 1) // the early pass ran
+	diffTrees(t, "remote after the peek", readTree(t, f.remote("web-1")),
+		treeOf(t, map[string]string{"a": "a", "d/x": "x", "with space/ü": "u", "new": "n"}))
+
+	// The next batch (here the delete's) counts the early copy.
+	b := f.batch(t, Change{Root: f.local, Path: gonePath}, 1)
+	if b.Changed != 1 || b.Deleted != 1 || b.Failed != 0 || len(b.Names) != 1 || b.Names[0] != "/app/new" {
+		t.Errorf("batch = %+v, want the early copy and the delete", b)
+	}
+	assertSameTree(t, f.local, f.remote("web-1"))
+}

@@ -34,10 +34,14 @@ type StreamCapable interface {
 
 // Stream tuning. heartbeatEvery is how long a stream may sit idle before a
 // heartbeat frame checks that it is alive; chunkSize bounds each tar chunk
-// of a frame (dd reads it in 64 KiB blocks).
+// of a frame (dd reads it in 64 KiB blocks), and minChunk is what a chunk
+// waits for before it goes, unless the archive ends: each chunk costs the
+// loop a dd, so a chunk is as large as what was read ahead while the last one
+// went, but not tiny (see readAhead).
 const (
 	heartbeatEvery = 10 * time.Second
 	chunkSize      = 1 << 20
+	minChunk       = 256 << 10
 )
 
 // errStreamUnavailable means a target cannot keep a stream: use an exec per
@@ -458,12 +462,16 @@ func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, std
 		sent <- st.send(func(w *bufio.Writer) error {
 			fmt.Fprintf(w, "%d %s\n", seq, words)
 			if stdin != nil {
-				buf := make([]byte, chunkSize)
+				// The archive is read ahead while chunks go out, so that
+				// building it (open, read, hash each file) runs beside the
+				// extraction instead of taking turns with it.
+				ra := newReadAhead(stdin)
+				defer ra.close()
 				for {
-					n, err := io.ReadFull(stdin, buf)
-					if n > 0 {
-						fmt.Fprintf(w, "%d\n", n)
-						if _, werr := w.Write(buf[:n]); werr != nil {
+					chunk, err := ra.next()
+					if len(chunk) > 0 {
+						fmt.Fprintf(w, "%d\n", len(chunk))
+						if _, werr := w.Write(chunk); werr != nil {
 							return werr
 						}
 						// Each chunk goes at once: the tar extracts it while
@@ -472,7 +480,7 @@ func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, std
 							return werr
 						}
 					}
-					if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+					if errors.Is(err, io.EOF) {
 						break
 					}
 					if err != nil {
@@ -619,4 +627,73 @@ func (s *streams) intended() string {
 		return TransportExec
 	}
 	return TransportStream
+}
+
+// readAhead reads r on a goroutine of its own into a buffer of up to two
+// chunks, and hands out what it holds. Reading the archive and sending it
+// then overlap: with a plain read-then-send loop the tar in the container
+// waits while a chunk is built, and the archive writer waits while a chunk is
+// sent, so a burst of small files paid for both one after the other.
+type readAhead struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	buf    []byte
+	err    error // the read error that ended the reading (io.EOF at the end)
+	closed bool  // the consumer is gone: stop reading
+}
+
+func newReadAhead(r io.Reader) *readAhead {
+	ra := &readAhead{}
+	ra.cond = sync.NewCond(&ra.mu)
+	go ra.fill(r)
+	return ra
+}
+
+func (ra *readAhead) fill(r io.Reader) {
+	tmp := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(tmp)
+		ra.mu.Lock()
+		ra.buf = append(ra.buf, tmp[:n]...)
+		if err != nil {
+			ra.err = err
+		}
+		ra.cond.Broadcast()
+		for len(ra.buf) >= 2*chunkSize && !ra.closed {
+			ra.cond.Wait()
+		}
+		stop := ra.closed || ra.err != nil
+		ra.mu.Unlock()
+		if stop {
+			return
+		}
+	}
+}
+
+// next returns the next chunk: what is buffered, up to chunkSize, once that
+// is at least minChunk or the reading ended; and the error that ended it
+// (io.EOF for the end) once nothing is left before it.
+func (ra *readAhead) next() ([]byte, error) {
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	for len(ra.buf) < minChunk && ra.err == nil {
+		ra.cond.Wait()
+	}
+	n := min(len(ra.buf), chunkSize)
+	chunk := make([]byte, n)
+	copy(chunk, ra.buf)
+	ra.buf = ra.buf[n:]
+	ra.cond.Broadcast()
+	if len(ra.buf) > 0 || ra.err == nil {
+		return chunk, nil
+	}
+	return chunk, ra.err
+}
+
+// close stops the reading once its current read returns.
+func (ra *readAhead) close() {
+	ra.mu.Lock()
+	ra.closed = true
+	ra.cond.Broadcast()
+	ra.mu.Unlock()
 }

@@ -408,3 +408,94 @@ read -r seq words; eval "set -- $words"; printf '%s\0' "$@"`
 		})
 	}
 }
+
+// TestReadAhead checks that readAhead hands out what it read in order, in
+// chunks of minChunk to chunkSize (the last one shorter), and the error that
+// ended the reading after the data before it.
+func TestReadAhead(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdef"), (3*chunkSize+minChunk/2)/16)
+	boom := errors.New("boom")
+	for _, tt := range []struct {
+		name    string
+		r       io.Reader
+		want    []byte
+		wantErr error
+	}{
+		{name: "whole archive", r: bytes.NewReader(data), want: data, wantErr: io.EOF},
+		{name: "small archive", r: strings.NewReader("tiny"), want: []byte("tiny"), wantErr: io.EOF},
+		{name: "empty archive", r: strings.NewReader(""), want: nil, wantErr: io.EOF},
+		{name: "read error", r: io.MultiReader(bytes.NewReader(data), &errReader{boom}), want: data, wantErr: boom},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ra := newReadAhead(tt.r)
+			defer ra.close()
+			var got []byte
+			for {
+				chunk, err := ra.next()
+				if len(chunk) > chunkSize {
+					t.Fatalf("chunk of %d bytes, want at most %d", len(chunk), chunkSize)
+				}
+				got = append(got, chunk...)
+				if err != nil {
+					if !errors.Is(err, tt.wantErr) {
+						t.Fatalf("ended with %v, want %v", err, tt.wantErr)
+					}
+					break
+				}
+				if len(chunk) < minChunk {
+					t.Fatalf("chunk of %d bytes before the end, want at least %d", len(chunk), minChunk)
+				}
+			}
+			if !bytes.Equal(got, tt.want) {
+				t.Fatalf("got %d bytes, want %d, or they differ", len(got), len(tt.want))
+			}
+		})
+	}
+}
+
+// TestReadAheadAhead checks that the archive is read while a chunk is out:
+// the reader gets the next chunk's bytes before the consumer asks for it,
+// and stops at two chunks ahead.
+func TestReadAheadAhead(t *testing.T) {
+	pr, pw := io.Pipe()
+	ra := newReadAhead(pr)
+	defer ra.close()
+	written := make(chan int, 1)
+	go func() {
+		n := 0
+		block := make([]byte, 64<<10)
+		for n < 4*chunkSize {
+			if _, err := pw.Write(block); err != nil {
+				break
+			}
+			n += len(block)
+		}
+		written <- n
+	}()
+	if _, err := ra.next(); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody asks for more: the reading goes on up to two chunks ahead,
+	// then waits. Closing the pipe under it ends the writer.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ra.mu.Lock()
+		n := len(ra.buf)
+		ra.mu.Unlock()
+		if n >= 2*chunkSize {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read ahead %d bytes, want %d", n, 2*chunkSize)
+		}
+		runtime.Gosched()
+	}
+	_ = pr.CloseWithError(io.ErrClosedPipe)
+	if n := <-written; n >= 4*chunkSize {
+		t.Fatalf("the reader took all %d bytes; want it to stop two chunks ahead", n)
+	}
+}
+
+type errReader struct{ err error }
+
+func (r *errReader) Read([]byte) (int, error) { return 0, r.err }

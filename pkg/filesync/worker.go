@@ -32,6 +32,12 @@ type target struct {
 	wake    chan struct{}
 	backoff time.Duration
 	runner  *onSyncRunner // nil without an on-sync command
+	// early is what passes that no batch waited for sent (copies ahead of
+	// their batch), for the next batch's report.
+	early unitResult
+	// walkDeferred is, per mapping, whether a rescan's walk already waited
+	// one pass behind the hinted paths (see syncBatch).
+	walkDeferred []bool
 	// failures counts the failed tries since the last success, the first at failedAt.
 	failures int
 	failedAt time.Time
@@ -151,6 +157,19 @@ func (e *Engine) process(tg *target) error {
 		}
 	}
 	slices.Sort(seqs)
+	waited := false
+	for _, s := range seqs {
+		waited = waited || e.inflight[s].waiting[tg.String()]
+	}
+	if !waited {
+		// Copies that went ahead of their batch (see syncBatch): counted
+		// in the report of the batch that brings them.
+		if r.err == nil {
+			tg.early = tg.early.plus(r)
+		}
+		return r.err
+	}
+	r, tg.early = tg.early.plus(r), unitResult{}
 	for _, s := range seqs {
 		e.doneLocked(s, tg.String(), r)
 	}

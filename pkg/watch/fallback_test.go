@@ -307,9 +307,9 @@ func TestQueue(t *testing.T) {
 		t.Errorf("pop from empty queue = %+v", got)
 	}
 
-	// A Rescan drops its root's queued hints but keeps what repairs
-	// notify's tree and other roots' items, and swallows later hints until
-	// it is popped.
+	// A Rescan drops its root's queued walks but keeps its hints, what
+	// repairs notify's tree and other roots' items, and swallows later walks
+	// until it is popped.
 	q.push(item{root: 0, path: "/r/a"})
 	q.push(item{root: 0, path: "/r/moved", eventFlags: eventFlags{movedAway: true}})
 	q.push(item{kind: kindRewalk, root: 0, path: "/r/new"})
@@ -317,14 +317,17 @@ func TestQueue(t *testing.T) {
 	q.push(item{root: 0, path: "/r/gone", eventFlags: eventFlags{removed: true}})
 	q.push(item{kind: kindRescan, root: 0})
 	q.push(item{root: 0, path: "/r/later"})
+	q.push(item{kind: kindRewalk, root: 0, path: "/r/newer"})
 	q.push(item{root: 0, path: "/r/newdir", eventFlags: eventFlags{created: true}}) // needs its watch
 	q.push(item{kind: kindRewatch, root: 0})
 	q.push(item{kind: kindRescan, root: 0})
 	want = []item{
+		{root: 0, path: "/r/a"},
 		{root: 0, path: "/r/moved", eventFlags: eventFlags{movedAway: true}},
 		{root: 1, path: "/s/a"},
 		{root: 0, path: "/r/gone", eventFlags: eventFlags{removed: true}},
 		{kind: kindRescan, root: 0},
+		{root: 0, path: "/r/later"},
 		{root: 0, path: "/r/newdir", eventFlags: eventFlags{created: true}},
 		{kind: kindRewatch, root: 0},
 	}
@@ -336,6 +339,21 @@ func TestQueue(t *testing.T) {
 	q.push(item{root: 0, path: "/r/after"}) // the Rescan is out: queue again
 	if got, ok := q.pop(); !ok || got.path != "/r/after" {
 		t.Errorf("pop = %+v, %v; want /r/after", got, ok)
+	}
+
+	// Behind a Rescan, hints stay only while the queue is short.
+	q.maxBehind = 2
+	q.push(item{kind: kindRescan, root: 0})
+	q.push(item{root: 0, path: "/r/one"})
+	q.push(item{root: 0, path: "/r/two"}) // the queue holds two: dropped
+	want = []item{{kind: kindRescan, root: 0}, {root: 0, path: "/r/one"}}
+	for _, w := range want {
+		if got, ok := q.pop(); !ok || got != w {
+			t.Errorf("pop = %+v, %v; want %+v", got, ok, w)
+		}
+	}
+	if got, ok := q.pop(); ok {
+		t.Errorf("pop = %+v; want an empty queue, the hint beyond maxBehind dropped", got)
 	}
 
 	q.pushErr(errors.New("one"))

@@ -52,20 +52,31 @@ type queue struct {
 	rescans map[int]bool      // roots with a queued Rescan
 	errs    []error
 	ready   chan struct{} // poked after every push
+	// maxBehind bounds the queue while a Rescan is queued (see push).
+	maxBehind int
 }
+
+// maxHintsBehindRescan is queue.maxBehind: 64 Ki hints, a few MiB.
+const maxHintsBehindRescan = 1 << 16
 
 func newQueue() *queue {
 	return &queue{
 		pending: map[itemKey]*item{},
 		rescans: map[int]bool{},
 		ready:   make(chan struct{}, 1),
+
+		maxBehind: maxHintsBehindRescan,
 	}
 }
 
 // push queues it. An item already queued absorbs it. A queued Rescan of
 // the root covers later items too, since the consumer rescans after it
-// receives the Rescan, and a new Rescan drops the root's queued items;
-// except those that keep().
+// receives the Rescan: a new Rescan drops the root's queued walks, and later
+// walks are dropped until it is popped; except those that keep(). Hints
+// stay, before and after the Rescan, while the queue holds fewer than
+// maxBehind items: the consumer can send what they name before its walk of
+// the whole root, which takes a second per 100,000 files; beyond that they are
+// dropped, so a storm of events costs bounded memory.
 func (q *queue) push(it item) {
 	q.mu.Lock()
 	defer q.poke()
@@ -77,7 +88,7 @@ func (q *queue) push(it item) {
 		q.rescans[it.root] = true
 		kept := q.items[:0]
 		for _, old := range q.items {
-			if old.root == it.root && !old.keep() {
+			if old.root == it.root && old.kind != kindPath && !old.keep() {
 				delete(q.pending, old.key())
 				continue
 			}
@@ -87,7 +98,7 @@ func (q *queue) push(it item) {
 		q.items = append(kept, &it)
 		return
 	}
-	if q.rescans[it.root] && !it.keep() {
+	if q.rescans[it.root] && !it.keep() && (it.kind != kindPath || len(q.items) >= q.maxBehind) {
 		return
 	}
 	if old, ok := q.pending[it.key()]; ok {

@@ -29,8 +29,10 @@
 //     hints, no Rescan; a faster writer trips this too; a spurious Rescan
 //     costs a walk, a missed one a stale file. Elsewhere the limit is 8192.
 //
-// A queued Rescan makes the root's other queued hints redundant, older ones
-// and newer ones until it is delivered; they are dropped.
+// A queued Rescan covers the root's other hints, but they are delivered
+// too, before and after it (up to 64 Ki queued items; beyond that they are
+// dropped), so that the consumer can act on them before it compares the
+// whole root.
 //
 // # What is watched
 //

@@ -1,0 +1,102 @@
+package filesync
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// newBatchTarget returns an engine with one mapping of local into remote, and
+// a target whose index and container hold what local holds now.
+func newBatchTarget(t *testing.T, local, remote string) (*Engine, *target) {
+	t.Helper()
+	e := New(&localExecutor{}, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}}})
+	tg := &target{Target: testTarget, ctx: context.Background(), due: make([]pending, 1), walkDeferred: make([]bool, 1)}
+	idx := NewIndex()
+	syncOnce(t, &localExecutor{}, e.maps[0], idx)
+	tg.idx = []*Index{idx}
+	return e, tg
+}
+
+// TestSyncBatchEarlyCopiesOnly: early rels (a peek at a batch still open)
+// send their copies only; what deletes, or a copy that needs a delete first,
+// waits for the batch itself.
+func TestSyncBatchEarlyCopiesOnly(t *testing.T) {
+	local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app")
+	writeTree(t, local, map[string]string{"keep": "k", "gone": "g", "dir/x": "x"})
+	e, tg := newBatchTarget(t, local, remote)
+
+	must(t, os.Remove(filepath.Join(local, "gone")))
+	must(t, os.RemoveAll(filepath.Join(local, "dir")))
+	writeTree(t, local, map[string]string{"new": "n", "dir": "now a file"})
+	var early pending
+	for _, rel := range []string{"gone", "dir", "new"} {
+		early.addEarly(rel)
+	}
+	if r := e.syncBatch(tg, []pending{early}, false); r.err != nil || r.changed != 1 || r.deleted != 0 {
+		t.Fatalf("early pass = %+v, want one copy and no delete", r)
+	}
+	diffTrees(t, "remote after the early pass", readTree(t, remote),
+		treeOf(t, map[string]string{"keep": "k", "gone": "g", "dir/x": "x", "new": "n"}))
+
+	// The batch brings the same paths: now everything goes.
+	var batch pending
+	for _, rel := range []string{"gone", "dir", "new"} {
+		batch.add(rel)
+	}
+	if r := e.syncBatch(tg, []pending{batch}, false); r.err != nil {
+		t.Fatal(r.err)
+	}
+	assertSameTree(t, local, remote)
+}
+
+// TestSyncBatchRescanHintsFirst: with a rescan, the hinted copies go at once,
+// and the walk (which finds what no hint named, deletes included) waits for
+// the next pass, once.
+func TestSyncBatchRescanHintsFirst(t *testing.T) {
+	local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app")
+	writeTree(t, local, map[string]string{"a": "a", "gone": "g"})
+	e, tg := newBatchTarget(t, local, remote)
+
+	must(t, os.Remove(filepath.Join(local, "gone")))
+	writeTree(t, local, map[string]string{"hinted": "h", "unhinted": "u"})
+	due := pending{rescan: true}
+	due.add("hinted")
+	if r := e.syncBatch(tg, []pending{due}, false); r.err != nil || r.changed != 1 || r.deleted != 0 {
+		t.Fatalf("first pass = %+v, want the hinted copy only", r)
+	}
+	diffTrees(t, "remote after the first pass", readTree(t, remote), treeOf(t, map[string]string{"a": "a", "gone": "g", "hinted": "h"}))
+	if !tg.due[0].rescan {
+		t.Fatal("the walk was not put off to the next pass")
+	}
+
+	// The next pass walks, even with new hints.
+	next := tg.due[0]
+	tg.due[0] = pending{}
+	next.add("a")
+	if r := e.syncBatch(tg, []pending{next}, false); r.err != nil || r.changed != 1 || r.deleted != 1 {
+		t.Fatalf("second pass = %+v, want the walk's copy and delete", r)
+	}
+	assertSameTree(t, local, remote)
+	if tg.due[0].rescan {
+		t.Fatal("the walk was put off twice")
+	}
+
+	// After a failure (dirty) the walk runs at once.
+	must(t, os.Remove(filepath.Join(local, "unhinted")))
+	due = pending{rescan: true}
+	due.add("a")
+	if r := e.syncBatch(tg, []pending{due}, true); r.err != nil || r.deleted != 1 || tg.due[0].rescan {
+		t.Fatalf("dirty pass = %+v (walk put off: %v), want the walk at once", r, tg.due[0].rescan)
+	}
+	assertSameTree(t, local, remote)
+}
+
+// treeOf returns entries as readTree sees them once written.
+func treeOf(t *testing.T, entries map[string]string) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	writeTree(t, dir, entries)
+	return readTree(t, dir)
+}
