@@ -217,24 +217,38 @@ func TestStreamHeartbeat(t *testing.T) {
 		close(hung)
 		return false // never ack the second
 	}}
-	// An ack timeout far beyond the steps below: a slow ack of the first
-	// ping must not time out while the clock is stepped towards the second.
+	// The clock only moves while the stream waits for its next heartbeat:
+	// stepping it while a ping waits for its ack would time the ack out
+	// (a slow ack under -race and load did, and the stream then never sent
+	// the second ping).
 	const ackTimeout = time.Hour
 	s := newStreams(ex, fc, ackTimeout)
 	defer s.closeAll(0)
 	st, err := s.get(context.Background(), testTarget)
 	must(t, err)
-	// Step until the second ping hangs; the first was acked.
-	for stepping := true; stepping; {
-		select {
-		case <-hung:
-			stepping = false
-		default:
-			fc.Step(time.Second)
-			runtime.Gosched()
-		}
-	}
+	waitForNWaiters(t, fc, 1) // the heartbeat's timer
+	fc.Step(heartbeatEvery)
 	pings.Wait()
+	// The first ping's ack is in once st.last moved to now (ping sets it
+	// under st.batch); its ack timer is stopped before st.batch is free.
+	deadline := time.Now().Add(20 * time.Second)
+	for acked := false; !acked; {
+		if st.batch.TryLock() {
+			acked = st.last.Equal(fc.Now())
+			st.batch.Unlock()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first heartbeat was not acked")
+		}
+		runtime.Gosched()
+	}
+	waitForNWaiters(t, fc, 1) // the next heartbeat's timer
+	fc.Step(heartbeatEvery)
+	select {
+	case <-hung:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no second heartbeat")
+	}
 	select {
 	case <-st.dead:
 		t.Fatal("shut down before the ack timeout")
