@@ -121,7 +121,8 @@ func helperTarget(t filesync.Target, h *Helper) filesync.Target {
 }
 
 // route returns how t is reached, deciding it at the first call; calls
-// meanwhile wait for that decision. A failed decision is made again next time.
+// meanwhile wait for that decision. A decision that failed transiently is
+// made again next time; one that can't succeed is kept.
 func (x *HelperExecutor) route(ctx context.Context, t filesync.Target) (*route, error) {
 	x.mu.Lock()
 	if x.routes == nil {
@@ -141,11 +142,15 @@ func (x *HelperExecutor) route(ctx context.Context, t filesync.Target) (*route, 
 	x.routes[t] = r
 	x.mu.Unlock()
 	r.err = x.decide(ctx, t, r)
-	if r.err != nil && !transientAPI(r.err) {
+	transient := r.err != nil && transientAPI(r.err)
+	if r.err != nil && !transient {
 		r.err = filesync.HelperError(r.err)
 	}
 	close(r.ready)
-	if r.err != nil {
+	if transient {
+		// A deterministic failure stays with this container: deciding again
+		// at every retry would add one more helper each time (one that can't
+		// pull its image, say). A new container is decided afresh.
 		x.forget(t, r)
 	}
 	return r, r.err

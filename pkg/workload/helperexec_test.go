@@ -150,8 +150,8 @@ func TestHelperExecutorLearnsGroup(t *testing.T) {
 }
 
 // TestHelperExecutorErrors: a helper that can't reach the target, or can't be added, is an
-// ErrHelper (not retried) with one line saying what to set; the decision is made again at
-// the next exec.
+// ErrHelper (not retried) with one line saying what to set; the container keeps that answer,
+// so retries add no more helpers.
 func TestHelperExecutorErrors(t *testing.T) {
 	s := newAPIServer(t, targetPod(nil, nil))
 	s.admit, s.kubelet = podSecurity("baseline"), startRunning
@@ -162,9 +162,9 @@ func TestHelperExecutorErrors(t *testing.T) {
 	if !errors.Is(err, filesync.ErrHelper) || !strings.Contains(err.Error(), "runAsUser: 65532 and runAsGroup: 0") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("err = %v, want one ErrHelper line naming runAsUser", err)
 	}
-	n := len(pods.Calls())
-	if err := runExec(t, x); !errors.Is(err, filesync.ErrHelper) || len(pods.Calls()) == n {
-		t.Errorf("second exec: %v after no new calls; want the decision made again", err)
+	n, patches := len(pods.Calls()), len(s.patches())
+	if err := runExec(t, x); !errors.Is(err, filesync.ErrHelper) || len(pods.Calls()) != n || len(s.patches()) != patches {
+		t.Errorf("second exec: %v after %d more calls and %d more patches; want the same error, and nothing asked again", err, len(pods.Calls())-n, len(s.patches())-patches)
 	}
 
 	s = newAPIServer(t, targetPod(nil, nil))

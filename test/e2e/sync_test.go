@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -196,8 +197,8 @@ func TestSyncMirrorOnSyncDryRun(t *testing.T) {
 	}
 }
 
-// TestSyncErrors: missing tar and a permission problem are reported with the fix, and --once
-// exits non-zero.
+// TestSyncErrors: missing tar (with --helper never, or a helper image that can't be pulled)
+// and a permission problem are reported with the fix, and --once exits non-zero.
 func TestSyncErrors(t *testing.T) {
 	ns := namespace(t)
 	local := t.TempDir()
@@ -206,9 +207,18 @@ func TestSyncErrors(t *testing.T) {
 	notar := "notar-" + ns
 	pushImage(t, notar, "dev", "app-notar")
 	deployment(t, ns, "notar", image(notar, "dev"), 1, corev1.PullIfNotPresent)
-	r := livesync(t, "-n", ns, "deploy/notar", local+":/app", "--once")
+	r := livesync(t, "-n", ns, "deploy/notar", local+":/app", "--once", "--helper", "never")
 	if r.code == 0 || !strings.Contains(r.stderr, "tar not found") {
 		t.Errorf("want a tar-not-found error and a non-zero exit: %s", r)
+	}
+	// With a helper image no node can pull: one line naming it, and one helper, not one per retry.
+	missing := image("no-such-helper-"+ns, "dev")
+	r = livesync(t, "-n", ns, "deploy/notar", local+":/app", "--once", "--helper-image", missing)
+	if r.code == 0 || !strings.Contains(r.stderr, "cannot start image "+strconv.Quote(missing)) {
+		t.Errorf("want one line naming the helper image that can't be pulled: %s", r)
+	}
+	if got := ephemeralNames(t, ns, runningPods(t, ns, "app=notar")[0].Name); len(got) != 1 {
+		t.Errorf("ephemeral containers after a failed helper: %v, want one", got)
 	}
 
 	nonroot := "nonroot-" + ns
