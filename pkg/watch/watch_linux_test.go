@@ -274,3 +274,28 @@ func runInUserNamespace(t *testing.T, name string) {
 	}
 	t.Logf("in a user namespace:\n%s", out)
 }
+
+// TestProbeWatchHoldsNoWatch: probeWatch adds its watch to one inotify instance
+// it keeps and removes it at once, so probing many directories holds none (an
+// instance per probe cost a kernel RCU grace period each, at close).
+func TestProbeWatchHoldsNoWatch(t *testing.T) {
+	for i := range 200 {
+		dir := filepath.Join(t.TempDir(), fmt.Sprint(i))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := probeWatch(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	probe.Lock()
+	fd := probe.fd
+	probe.Unlock()
+	info, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", fd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(info), "inotify wd:"); fd <= 0 || n != 0 {
+		t.Errorf("probe instance %d holds %d watches after 200 probes, want 0:\n%s", fd, n, info)
+	}
+}
