@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
 
 // jsonHelper is the "helper" field of a helper event.
@@ -38,7 +39,7 @@ func (r *syncReporter) helperUsed(e filesync.HelperUsed) {
 		as = "as " + e.Profile
 	case e.Owner:
 		as = fmt.Sprintf("as root with CAP_SYS_PTRACE, files made %d:%d's", e.UID, e.GID)
-	case e.Profile == "root+SYS_PTRACE":
+	case e.Profile == string(workload.HelperRootPtrace):
 		as = "as root with CAP_SYS_PTRACE"
 	}
 	if e.Level != "" {

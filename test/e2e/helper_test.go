@@ -47,6 +47,17 @@ func deploymentWith(t *testing.T, ns, name, img string, mutate func(*corev1.PodS
 	waitDeploymentReady(t, ns, name)
 }
 
+// webOf pushes an image of the lcimage kind, runs it as deploy/web (one replica) in a new
+// namespace, and returns the namespace and the pod.
+func webOf(t *testing.T, kind string) (ns, pod string) {
+	t.Helper()
+	ns = namespace(t)
+	repo := kind + "-" + ns
+	pushImage(t, repo, "dev", kind)
+	deploymentWith(t, ns, "web", image(repo, "dev"), func(*corev1.PodSpec) {})
+	return ns, runningPods(t, ns, "app=web")[0].Name
+}
+
 // helperTree reads root of a distroless container through the helper container name, which
 // reaches it as /proc/1/root (the target's main process).
 func helperTree(t *testing.T, ns, pod, helper, root string) tree {
@@ -111,12 +122,8 @@ func helperEvent(t *testing.T, evs []sessiontest.Event) sessiontest.Event {
 // (a new helper and a re-sync), a second run that reuses the live helper, and --helper never,
 // which keeps the one-line error. Trees are compared by content hash, read through the helper.
 func TestHelperDistroless(t *testing.T) {
-	ns := namespace(t)
-	repo := "distroless-" + ns
-	pushImage(t, repo, "dev", "distroless")
+	ns, pod := webOf(t, "distroless")
 	hImg := helperImage(t)
-	deploymentWith(t, ns, "web", image(repo, "dev"), func(*corev1.PodSpec) {})
-	pod := runningPods(t, ns, "app=web")[0].Name
 
 	local := t.TempDir()
 	write(t, filepath.Join(local, "main.go"), "package main")
@@ -175,12 +182,8 @@ func TestHelperDistroless(t *testing.T) {
 // without a helper it fails with a hint naming --helper ephemeral; with it the files land,
 // owned by the container's user.
 func TestHelperRootOwnedDir(t *testing.T) {
-	ns := namespace(t)
-	repo := "nonroot-" + ns
-	pushImage(t, repo, "dev", "app-nonroot")
+	ns, pod := webOf(t, "app-nonroot")
 	hImg := helperImage(t)
-	deploymentWith(t, ns, "web", image(repo, "dev"), func(*corev1.PodSpec) {})
-	pod := runningPods(t, ns, "app=web")[0].Name
 	local := t.TempDir()
 	write(t, filepath.Join(local, "sub/a.txt"), "a")
 
@@ -256,11 +259,7 @@ func TestHelperPodSecurity(t *testing.T) {
 // TestHelperNeedsEphemeralContainersRBAC runs as a user bound to docs/rbac.yaml without its
 // optional pods/ephemeralcontainers rule: one line names the rule, and the pod is unchanged.
 func TestHelperNeedsEphemeralContainersRBAC(t *testing.T) {
-	ns := namespace(t)
-	repo := "rbac-distroless-" + ns
-	pushImage(t, repo, "dev", "distroless")
-	deploymentWith(t, ns, "web", image(repo, "dev"), func(*corev1.PodSpec) {})
-	pod := runningPods(t, ns, "app=web")[0].Name
+	ns, pod := webOf(t, "distroless")
 	role := documentedRole(t)
 	role.Name = "no-helper"
 	var rules []rbacv1.PolicyRule
