@@ -91,15 +91,20 @@ func (c *cluster) tearDown() {
 	_ = c.client.CoreV1().Namespaces().Delete(ctx, c.ns, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 }
 
-// deploy creates a Deployment of the app image; emptyDir, if set, mounts one there.
-func (c *cluster) deploy(ctx context.Context, name string, replicas int32, emptyDir string) error {
+// deploy creates a Deployment of the app image; emptyDir, if set, mounts one there, on a tmpfs
+// with memory.
+func (c *cluster) deploy(ctx context.Context, name string, replicas int32, emptyDir string, memory bool) error {
 	labels := map[string]string{"app": name}
 	spec := corev1.PodSpec{
 		TerminationGracePeriodSeconds: ptr.To[int64](1),
 		Containers:                    []corev1.Container{{Name: "app", Image: c.image, ImagePullPolicy: corev1.PullIfNotPresent}},
 	}
 	if emptyDir != "" {
-		spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		vol := &corev1.EmptyDirVolumeSource{}
+		if memory {
+			vol.Medium = corev1.StorageMediumMemory
+		}
+		spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: vol}}}
 		spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: emptyDir}}
 	}
 	d := &appsv1.Deployment{
