@@ -254,7 +254,6 @@ type stream struct {
 
 	ready chan bool // the probe's answer
 	acks  chan ack
-	eacks chan uint64
 
 	sinkMu sync.Mutex
 	stdout io.Writer // the current batch's, while one runs
@@ -271,7 +270,7 @@ func (s *streams) dial(ctx context.Context, t Target) (*stream, error) {
 	pr, pw := io.Pipe()
 	st := &stream{s: s, t: t, key: streamKey(t), in: pw, cancel: cancel,
 		dead: make(chan struct{}), ended: make(chan struct{}),
-		ready: make(chan bool, 1), acks: make(chan ack, 1), eacks: make(chan uint64, 1), last: s.clk.Now()}
+		ready: make(chan bool, 1), acks: make(chan ack, 1), last: s.clk.Now()}
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	go func() {
@@ -347,7 +346,8 @@ func (st *stream) deadErr() error {
 
 // readStdout splits the loop's stdout into NUL-terminated tokens: the probe's
 // answer, the batch's "R./dir" reports (handed to the batch's stdout as
-// applyScript wrote them) and acks. Its end is the stream's end.
+// applyScript wrote them), its stderr ("e…", handed to the batch's stderr)
+// and acks. Its end is the stream's end.
 func (st *stream) readStdout(r io.Reader) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	first := true
@@ -366,6 +366,12 @@ func (st *stream) readStdout(r io.Reader) {
 		case first:
 			first = false
 			st.ready <- bytes.Equal(tok, []byte("Y"))
+		case len(tok) > 0 && tok[0] == 'e':
+			st.sinkMu.Lock()
+			if st.stderr != nil {
+				_, _ = st.stderr.Write(tok[1:])
+			}
+			st.sinkMu.Unlock()
 		case len(tok) > 0 && tok[0] == 'K':
 			a, ok := parseAck(tok[1:])
 			if !ok {
@@ -386,31 +392,19 @@ func (st *stream) readStdout(r io.Reader) {
 	}
 }
 
-// readStderr hands the loop's stderr to the current batch, up to each batch's
-// "\0E<seq>\0" end marker.
+// readStderr hands what the loop itself writes on stderr (a batch's stderr
+// comes on stdout, with its ack) to the current batch, if any.
 func (st *stream) readStderr(r io.Reader) {
-	br := bufio.NewReaderSize(r, 16<<10)
+	buf := make([]byte, 16<<10)
 	for {
-		piece, err := br.ReadBytes(0)
-		if err != nil && len(piece) == 0 {
-			_, _ = io.Copy(io.Discard, r)
-			return
-		}
-		text, marked := bytes.CutSuffix(piece, []byte{0})
-		if rest, ok := bytes.CutPrefix(text, []byte("\x01E")); ok && marked {
-			if seq, perr := strconv.ParseUint(string(rest), 10, 64); perr == nil {
-				select {
-				case st.eacks <- seq:
-				case <-st.dead:
-				}
-				continue
+		n, err := r.Read(buf)
+		if n > 0 {
+			st.sinkMu.Lock()
+			if st.stderr != nil {
+				_, _ = st.stderr.Write(buf[:n])
 			}
+			st.sinkMu.Unlock()
 		}
-		st.sinkMu.Lock()
-		if st.stderr != nil && len(text) > 0 {
-			_, _ = st.stderr.Write(text)
-		}
-		st.sinkMu.Unlock()
 		if err != nil {
 			return
 		}
@@ -460,36 +454,47 @@ func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, std
 	// must still end the batch at once, as an exec's would.
 	go func() {
 		sent <- st.send(func(w *bufio.Writer) error {
+			if stdin == nil {
+				_, err := fmt.Fprintf(w, "%d/0 %s\n", seq, words)
+				return err
+			}
+			// The archive is read ahead while chunks go out, so that
+			// building it (open, read, hash each file) runs beside the
+			// extraction instead of taking turns with it.
+			ra := newReadAhead(stdin)
+			defer ra.close()
+			chunk, err := ra.next()
+			if errors.Is(err, io.EOF) {
+				// All of it in one chunk: one frame of one length, and
+				// one write, so a small batch is one message on every hop
+				// to the container.
+				fmt.Fprintf(w, "%d/%d %s\n", seq, len(chunk), words)
+				_, werr := w.Write(chunk)
+				return werr
+			}
 			fmt.Fprintf(w, "%d %s\n", seq, words)
-			if stdin != nil {
-				// The archive is read ahead while chunks go out, so that
-				// building it (open, read, hash each file) runs beside the
-				// extraction instead of taking turns with it.
-				ra := newReadAhead(stdin)
-				defer ra.close()
-				for {
-					chunk, err := ra.next()
-					if len(chunk) > 0 {
-						fmt.Fprintf(w, "%d\n", len(chunk))
-						if _, werr := w.Write(chunk); werr != nil {
-							return werr
-						}
-						// Each chunk goes at once: the tar extracts it while
-						// the next one is read.
-						if werr := w.Flush(); werr != nil {
-							return werr
-						}
+			for {
+				if len(chunk) > 0 {
+					fmt.Fprintf(w, "%d\n", len(chunk))
+					if _, werr := w.Write(chunk); werr != nil {
+						return werr
 					}
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					if err != nil {
-						st.shutdown(fmt.Errorf("reading the archive: %w", err))
-						return err
+					// Each chunk goes at once: the tar extracts it while
+					// the next one is read.
+					if werr := w.Flush(); werr != nil {
+						return werr
 					}
 				}
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					st.shutdown(fmt.Errorf("reading the archive: %w", err))
+					return err
+				}
+				chunk, err = ra.next()
 			}
-			_, err := io.WriteString(w, "0\n")
+			_, err = io.WriteString(w, "0\n")
 			return err
 		})
 	}()
@@ -535,34 +540,21 @@ func (st *stream) send(frame func(w *bufio.Writer) error) error {
 	return w.Flush()
 }
 
-// waitAck waits for seq's ack on stdout and its end marker on stderr.
+// waitAck waits for seq's ack.
 func (st *stream) waitAck(ctx context.Context, seq uint64) (int, error) {
-	var (
-		status      int
-		gotOK, gotE bool
-	)
-	for !gotOK || !gotE {
-		select {
-		case a := <-st.acks:
-			if a.seq != seq {
-				st.shutdown(fmt.Errorf("ack for frame %d, want %d", a.seq, seq))
-				return 0, st.deadErr()
-			}
-			status, gotOK = a.status, true
-		case e := <-st.eacks:
-			if e != seq {
-				st.shutdown(fmt.Errorf("stderr end of frame %d, want %d", e, seq))
-				return 0, st.deadErr()
-			}
-			gotE = true
-		case <-st.dead:
-			if ctx.Err() != nil {
-				return 0, context.Cause(ctx)
-			}
+	select {
+	case a := <-st.acks:
+		if a.seq != seq {
+			st.shutdown(fmt.Errorf("ack for frame %d, want %d", a.seq, seq))
 			return 0, st.deadErr()
 		}
+		return a.status, nil
+	case <-st.dead:
+		if ctx.Err() != nil {
+			return 0, context.Cause(ctx)
+		}
+		return 0, st.deadErr()
 	}
-	return status, nil
 }
 
 // heartbeat sends an empty frame after heartbeatEvery without one, and shuts

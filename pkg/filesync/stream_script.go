@@ -3,8 +3,9 @@ package filesync
 import "strings"
 
 // streamLoop is the remote side of a persistent stream (scripts/stream.sh,
-// whose header describes the framing), with applyScript in its place.
-var streamLoop = strings.Replace(script("stream.sh"), "livesync_apply\n", applyScript, 1)
+// whose header describes the framing), with applyScript as the body of its
+// function livesync_apply.
+var streamLoop = strings.Replace(script("stream.sh"), "livesync_apply_body\n", applyScript, 1)
 
 // shellWords quotes each arg as one '…' shell word, for the loop's eval, on
 // one line: a newline in an arg leaves the quotes as "$nl", which the loop

@@ -96,28 +96,35 @@ func TestStreamReplacedSymlink(t *testing.T) {
 
 // A batch that fails acks its status and stderr, and the stream goes on.
 func TestStreamFailingBatch(t *testing.T) {
+	// One file is a frame of one length; 3 MiB go in chunks, of which the
+	// failing batch reads none, so the loop must drain them.
+	sizes := map[string]int{"one frame": 1, "chunks": 3 << 20}
 	for name, ex := range executors(t) {
-		t.Run(name, func(t *testing.T) {
-			s, c := newTestStreams(t, ex)
-			local, parent := t.TempDir(), t.TempDir()
-			writeTree(t, local, map[string]string{"a": "a"})
-			remote := filepath.Join(parent, "app")
-			must(t, os.WriteFile(remote, []byte("a file where the root goes"), 0o600))
-			m := testMapping(t, local, remote, nil)
-			p, err := plan(m, NewIndex(), nil, true)
-			must(t, err)
-			_, err = apply(context.Background(), s, testTarget, m, p, archiveOpts{})
-			if !errors.Is(err, ErrTypeConflict) {
-				t.Fatalf("apply over a file: %v, want a type conflict", err)
-			}
-			must(t, os.Remove(remote))
-			idx := NewIndex()
-			syncOnce(t, s, m, idx)
-			assertSameTree(t, local, remote)
-			if loops, _ := c.counts(); loops != 1 {
-				t.Errorf("%d stream execs, want 1: the failure must not end the stream", loops)
-			}
-		})
+		for frame, size := range sizes {
+			t.Run(name+"/"+frame, func(t *testing.T) { failingBatch(t, ex, size) })
+		}
+	}
+}
+
+func failingBatch(t *testing.T, ex Executor, size int) {
+	s, c := newTestStreams(t, ex)
+	local, parent := t.TempDir(), t.TempDir()
+	writeTree(t, local, map[string]string{"a": strings.Repeat("a", size)})
+	remote := filepath.Join(parent, "app")
+	must(t, os.WriteFile(remote, []byte("a file where the root goes"), 0o600))
+	m := testMapping(t, local, remote, nil)
+	p, err := plan(m, NewIndex(), nil, true)
+	must(t, err)
+	_, err = apply(context.Background(), s, testTarget, m, p, archiveOpts{})
+	if !errors.Is(err, ErrTypeConflict) {
+		t.Fatalf("apply over a file: %v, want a type conflict", err)
+	}
+	must(t, os.Remove(remote))
+	idx := NewIndex()
+	syncOnce(t, s, m, idx)
+	assertSameTree(t, local, remote)
+	if loops, _ := c.counts(); loops != 1 {
+		t.Errorf("%d stream execs, want 1: the failure must not end the stream", loops)
 	}
 }
 
@@ -277,7 +284,6 @@ func (l *scriptedLoop) Exec(ctx context.Context, t Target, argv []string, stdin 
 		seq := strings.TrimSpace(string(buf[:n]))
 		if l.onPing(seq) {
 			_, _ = io.WriteString(stdout, "K"+seq+" 0\x00")
-			_, _ = io.WriteString(stderr, "\x00\x01E"+seq+"\x00")
 		}
 	}
 }
@@ -513,3 +519,47 @@ func TestReadAheadAhead(t *testing.T) {
 type errReader struct{ err error }
 
 func (r *errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// writeCounter counts the reads of each stream loop's stdin: an io.Pipe read
+// never spans two writes, so with a buffer larger than any write, a read is
+// one write of the client's, which every hop to the container (apiserver,
+// kubelet, shim) relays as a message of its own.
+type writeCounter struct {
+	Executor
+	reads atomic.Int64
+}
+
+func (c *writeCounter) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(argv) > 2 && argv[2] == streamLoop {
+		in := stdin
+		stdin = readerFunc(func(p []byte) (int, error) {
+			n, err := in.Read(p)
+			if n > 0 {
+				c.reads.Add(1)
+			}
+			return n, err
+		})
+	}
+	return c.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// A small batch (one edited file) is one write on the stream, its end
+// included.
+func TestStreamSmallBatchOneWrite(t *testing.T) {
+	c := &writeCounter{Executor: &localExecutor{}}
+	s, _ := newTestStreams(t, c)
+	local, remote := t.TempDir(), t.TempDir()
+	writeTree(t, local, map[string]string{"a.txt": "one", "d/b.txt": "two"})
+	m := testMapping(t, local, remote, nil)
+	idx := NewIndex()
+	syncOnce(t, s, m, idx)
+	for i := range 3 {
+		writeTree(t, local, map[string]string{"a.txt": fmt.Sprintf("edit %d", i)})
+		before := c.reads.Load()
+		syncOnce(t, s, m, idx)
+		if n := c.reads.Load() - before; n != 1 {
+			t.Errorf("edit %d: %d writes on the stream, want 1", i, n)
+		}
+		assertSameTree(t, local, remote)
+	}
+}

@@ -102,31 +102,87 @@ func (b *bench) measureFanout(ctx context.Context) error {
 }
 
 // execCPU runs n sequential `true` execs into t and returns the CPU time they cost per exec in
-// the processes on the exec path (the pod's shim with the runc processes it reaps, containerd,
-// the kubelet, the apiserver and this process), and their mean wall time. Other work in those
-// daemons counts too, so it is an upper bound.
+// the processes on the exec path (see pathTicks; this process is the client), and their mean
+// wall time. Other work in those daemons counts too, so it is an upper bound.
 func execCPU(ctx context.Context, c *cluster, t filesync.Target, n int) (cpu, wall time.Duration, err error) {
-	shim, err := shimOf(strings.TrimPrefix(t.ContainerID, "containerd://"))
+	ticks, wall, err := execTicks(ctx, c, t, n)
+	return ticksPer(sumTicks(ticks), n), wall, err
+}
+
+// execTicks is execCPU's CPU as ticks by process (pathTicks' names), for all n execs.
+func execTicks(ctx context.Context, c *cluster, t filesync.Target, n int) (map[string]int64, time.Duration, error) {
+	id := strings.TrimPrefix(t.ContainerID, "containerd://")
+	shim, err := shimOf(id)
 	if err != nil {
-		return 0, 0, err
+		return nil, 0, err
 	}
-	sample := func() int64 {
-		total := int64(0)
-		for _, pid := range append(pidsOf("containerd", "kubelet", "kube-apiserver"), shim, os.Getpid()) {
-			total += procTicks(pid, true)
-		}
-		return total
-	}
-	before := sample()
+	before := pathTicks(id, shim, os.Getpid())
 	start := time.Now()
 	for range n {
 		if _, err := c.floor(ctx, t); err != nil {
-			return 0, 0, err
+			return nil, 0, err
 		}
 	}
-	wall = time.Since(start) / time.Duration(n)
-	cpu = time.Duration(sample()-before) * (time.Second / clockTicks) / time.Duration(n)
-	return cpu, wall, nil
+	wall := time.Since(start) / time.Duration(n)
+	return diffTicks(pathTicks(id, shim, os.Getpid()), before), wall, nil
+}
+
+// pathNames are the processes on the path of an exec or a stream frame into a container, as
+// pathTicks names them.
+var pathNames = []string{"container", "shim", "containerd", "kubelet", "kube-apiserver", "client"}
+
+// pathTicks samples the CPU ticks (children reaped included) of the processes on the path into
+// container id: the container's own (a stream's loop with the dd and tar it reaps), the pod's
+// shim (with the runc processes it reaps), containerd, the kubelet, the apiserver and the client.
+func pathTicks(id string, shim, client int) map[string]int64 {
+	by := map[string]int64{"shim": procTicks(shim, true), "client": procTicks(client, true)}
+	for _, name := range []string{"containerd", "kubelet", "kube-apiserver"} {
+		for _, pid := range pidsOf(name) {
+			by[name] += procTicks(pid, true)
+		}
+	}
+	for _, pid := range allPids() {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil && strings.Contains(string(b), id) {
+			by["container"] += procTicks(pid, true)
+		}
+	}
+	return by
+}
+
+func diffTicks(after, before map[string]int64) map[string]int64 {
+	d := map[string]int64{}
+	for k, v := range after {
+		d[k] = v - before[k]
+	}
+	return d
+}
+
+func addTicks(sum, add map[string]int64) {
+	for k, v := range add {
+		sum[k] += v
+	}
+}
+
+func sumTicks(by map[string]int64) int64 {
+	var n int64
+	for _, v := range by {
+		n += v
+	}
+	return n
+}
+
+// ticksPer is ticks of CPU spread over n events.
+func ticksPer(ticks int64, n int) time.Duration {
+	return time.Duration(ticks) * (time.Second / clockTicks) / time.Duration(n)
+}
+
+// fmtTicks lists by's CPU per event by process, in ms.
+func fmtTicks(by map[string]int64, n int) string {
+	parts := make([]string, 0, len(pathNames))
+	for _, name := range pathNames {
+		parts = append(parts, fmt.Sprintf("%s %.1f", name, msec(ticksPer(by[name], n))))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // shimOf finds the containerd shim of a container: the parent of the container's first process,

@@ -14,9 +14,8 @@ import (
 // measureIdle is the idle row of the stream issue: an idle session with one target (the
 // latency phase's, just after its initial sync), over b.idle: the client's CPU, and the
 // heartbeat frames its stream sent, counted by the loop in the container from its /proc io
-// counters. A heartbeat is "SEQ\n" read (len(SEQ)+1 bytes) and "K<SEQ> 0\0" plus
-// "\0\1E<SEQ>\0" written (2·len(SEQ)+8 bytes), so each one adds exactly 6 to
-// wchar − 2·rchar whatever the length of SEQ.
+// counters. A heartbeat is "SEQ\n" read (len(SEQ)+1 bytes) and "K<SEQ> 0\0" written
+// (len(SEQ)+4 bytes), so each one adds exactly 3 to wchar − rchar whatever the length of SEQ.
 func (b *bench) measureIdle(l *latencyRun) error {
 	id := strings.TrimPrefix(l.t.ContainerID, "containerd://")
 	time.Sleep(3 * time.Second) // let start-up work (GC, the informer, the stream's probe) settle
@@ -43,10 +42,10 @@ func (b *bench) measureIdle(l *latencyRun) error {
 		return err
 	}
 	secs := time.Since(start).Seconds()
-	if d := (w1 - w0) - 2*(r1-r0); d < 0 || d%6 != 0 {
+	if d := (w1 - w0) - (r1 - r0); d < 0 || d%3 != 0 {
 		return fmt.Errorf("stream loop %d: read %d and wrote %d bytes idle, not a whole number of heartbeats", loop, r1-r0, w1-w0)
 	}
-	frames := ((w1 - w0) - 2*(r1-r0)) / 6
+	frames := ((w1 - w0) - (r1 - r0)) / 3
 	cpu := float64(cpu1-cpu0) / clockTicks / secs * 100
 	b.logf("idle %.1f s: client CPU %d ticks, heartbeat frames %d (loop read %d, wrote %d bytes)", secs, cpu1-cpu0, frames, r1-r0, w1-w0)
 	b.res.add(fmt.Sprintf("idle session, 1 target, over %.0f s: client CPU (whole binary)", secs), cpu, "% of a core").

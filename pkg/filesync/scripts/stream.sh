@@ -8,7 +8,14 @@
 #
 # 	"SEQ WORDS\n": applyScript's arguments as shell words on one line
 # 	  (see shellWords), then the tar in chunks "LEN\n" + LEN bytes, ending
-# 	  with "0\n". A line with SEQ alone is a heartbeat and has no chunks.
+# 	  with "0\n";
+# 	"SEQ/LEN WORDS\n": the same with the whole tar, LEN bytes, right after
+# 	  the line (LEN 0: no tar). The client sends a batch whose archive fits
+# 	  in one chunk (an edit, a few files) this way: it costs the container
+# 	  two processes fewer than chunks do (the chunk reader's subshell and
+# 	  the drain), and the shell forks are most of what a small batch costs
+# 	  it;
+# 	"SEQ\n": a heartbeat.
 #
 # Lines are read by the shell's read builtin, which reads a pipe byte by
 # byte and so never past the newline. Every read of a counted length goes
@@ -16,31 +23,51 @@
 # which reads exactly that much from a pipe in busybox and GNU; busybox
 # `head -c` and busybox `tar -x` read past the end of what they need, so
 # tar only ever sees a pipe that dd fills with the frame's bytes. Chunks
-# are read 64 KiB per block so that dd's buffer stays small.
+# are read 64 KiB per block so that dd's buffer stays small; a whole tar
+# of one frame is at most one chunk (1 MiB), read in one block, so dd
+# has taken all of it from stdin before the apply may stop reading.
 #
-# Each batch runs applyScript unchanged in a subshell (its `exit`s end the
-# batch, not the loop), with the chunks on its stdin; what it leaves unread
-# is drained so the next header starts where it should. Then the loop acks:
-# "K<SEQ> <STATUS>\0" on stdout, after the batch's own "R./dir\0" reports,
-# and "\0\1E<SEQ>\0" on stderr, after the batch's stderr, so the caller knows
-# where each stream's part of a batch ends. The loop ends on stdin EOF (the
-# client closed the stream, exited or was killed and its connection
-# dropped), leaving no process in the container; a malformed header also
-# ends it.
+# Each batch runs applyScript unchanged (as the function livesync_apply) in
+# a command substitution (a subshell: its `exit`s end the batch, not the
+# loop), with the tar on its stdin, its stdout on the loop's (fd 3) and its
+# stderr captured; what a chunked batch leaves unread is drained so the
+# next header starts where it should. Then the loop acks on stdout, after
+# the batch's own "R./dir\0" reports: the batch's stderr as "e<TEXT>\0" if
+# it wrote any (it has no NUL: it is messages), then "K<SEQ> <STATUS>\0". A
+# batch's whole answer is on one stream, so a batch that writes no stderr
+# costs one message back on every hop to the client, not two. The loop
+# ends on stdin EOF (the client closed the stream, exited or was killed
+# and its connection dropped), leaving no process in the container; a
+# malformed header also ends it.
 #
-# livesync_apply stands for apply.sh: stream.go puts its text there.
+# livesync_apply_body stands for apply.sh: stream.go puts its text there.
 if ! { command -v dd >/dev/null 2>&1 && [ "$(printf ab | dd bs=2 count=1 iflag=fullblock 2>/dev/null)" = ab ]; }; then printf 'N\0'; exit 0; fi
 printf 'Y\0'
+exec 3>&1
+livesync_apply() {
+livesync_apply_body
+}
 rd() { q=$(($1/65536)) r=$(($1%65536)); if [ $q -gt 0 ]; then dd bs=65536 count=$q iflag=fullblock 2>/dev/null || return 1; fi; if [ $r -gt 0 ]; then dd bs=$r count=1 iflag=fullblock 2>/dev/null || return 1; fi; }
 # shellcheck disable=SC2034 # used by the eval'd arguments ("$nl", see shellWords)
 nl='
 '
-while read -r seq args; do
+while read -r hd args; do
+  seq=${hd%/*}
   case $seq in ''|*[!0-9]*) exit 2 ;; esac
-  if [ -z "$args" ]; then printf 'K%s 0\0' "$seq"; printf '\0\001E%s\0' "$seq" >&2; continue; fi
-  { while read -r n; do case $n in ''|*[!0-9]*) exit 2 ;; esac; [ "$n" -gt 0 ] || break; rd "$n" || exit 2; done; } | {
-    (eval "set -- $args"
-livesync_apply
-)
-    s=$?; cat >/dev/null; printf 'K%s %s\0' "$seq" "$s"; printf '\0\001E%s\0' "$seq" >&2; }
+  if [ -z "$args" ]; then printf 'K%s 0\0' "$seq"; continue; fi
+  case $hd in
+  */*)
+    n=${hd#*/}
+    case $n in ''|*[!0-9]*) exit 2 ;; esac
+    if [ "$n" -gt 0 ]; then
+      e=$(dd bs="$n" count=1 iflag=fullblock 2>/dev/null | { eval "livesync_apply $args"; } 2>&1 >&3 3>&-); s=$?
+    else
+      e=$( { eval "livesync_apply $args"; } </dev/null 2>&1 >&3 3>&-); s=$?
+    fi
+    [ -z "$e" ] || printf 'e%s\n\0' "$e"; printf 'K%s %s\0' "$seq" "$s" ;;
+  *)
+    { while read -r n; do case $n in ''|*[!0-9]*) exit 2 ;; esac; [ "$n" -gt 0 ] || break; rd "$n" || exit 2; done; } | {
+      e=$( { eval "livesync_apply $args"; } 2>&1 >&3 3>&-); s=$?
+      cat >/dev/null; [ -z "$e" ] || printf 'e%s\n\0' "$e"; printf 'K%s %s\0' "$seq" "$s"; } ;;
+  esac
 done
