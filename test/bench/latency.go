@@ -266,15 +266,14 @@ var errHandLost = errors.New("hand-rolled write lost")
 
 // batchTicks saves one small file n times, each waited for by the session's batch event (the
 // probe is not armed: it polls while it waits), and returns the CPU ticks the saves cost by
-// process on their path (pathTicks; the livesync process is the client).
+// process on their path (cpuPath; the livesync process is the client).
 func (l *latencyRun) batchTicks(n int) (map[string]int64, error) {
-	id := strings.TrimPrefix(l.t.ContainerID, "containerd://")
-	shim, err := shimOf(id)
+	path, err := newCPUPath([]filesync.Target{l.t}, l.s.Pid())
 	if err != nil {
 		return nil, err
 	}
 	l.s.Drain()
-	before := pathTicks(id, shim, l.s.Pid())
+	before := path.ticks()
 	for range n {
 		if err := os.WriteFile(filepath.Join(l.local, "edit.txt"), l.text(100), 0o644); err != nil {
 			return nil, err
@@ -283,7 +282,7 @@ func (l *latencyRun) batchTicks(n int) (map[string]int64, error) {
 			return nil, err
 		}
 	}
-	return diffTicks(pathTicks(id, shim, l.s.Pid()), before), nil
+	return diffTicks(path.ticks(), before), nil
 }
 
 // alternate runs one pair of measurements, measured first on even rounds and baseline first
