@@ -15,7 +15,7 @@
 # 	  two processes fewer than chunks do (the chunk reader's subshell and
 # 	  the drain), and the shell forks are most of what a small batch costs
 # 	  it;
-# 	"SEQ\n": a heartbeat.
+# 	"SEQ\n": a heartbeat ("SEQ/LEN\n" without words is malformed).
 #
 # Lines are read by the shell's read builtin, which reads a pipe byte by
 # byte and so never past the newline. Every read of a counted length goes
@@ -54,7 +54,7 @@ nl='
 while read -r hd args; do
   seq=${hd%/*}
   case $seq in ''|*[!0-9]*) exit 2 ;; esac
-  if [ -z "$args" ]; then printf 'K%s 0\0' "$seq"; continue; fi
+  if [ -z "$args" ]; then [ "$hd" = "$seq" ] || exit 2; printf 'K%s 0\0' "$seq"; continue; fi
   case $hd in
   */*)
     n=${hd#*/}
