@@ -248,6 +248,11 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 		if due[i].rescan || dirty {
 			tg.walkDeferred[i] = false
 		}
+		if dirty && tg.relist[i] {
+			if r.err = e.relist(tg, i, m); r.err != nil {
+				return r
+			}
+		}
 		p, err := plan(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty)
 		if err != nil {
 			r.err = err
@@ -296,6 +301,15 @@ func (e *Engine) applyBatchPlan(tg *target, i int, m *mapping, p *Plan, r *unitR
 	}
 	res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false, nil)
 	if err != nil {
+		// Not confirmed: the container may have applied all of it, some of
+		// it or none (a lost ack, a tar error after the deletes ran). See
+		// Index.
+		if tg.idx[i].unconfirm(p) >= relistMin {
+			if tg.relist == nil {
+				tg.relist = map[int]bool{}
+			}
+			tg.relist[i] = true
+		}
 		e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
 		return err
 	}
@@ -307,6 +321,30 @@ func (e *Engine) applyBatchPlan(tg *target, i int, m *mapping, p *Plan, r *unitR
 	r.deleted += len(p.Deletes)
 	r.bytes += res.bytes
 	*changed = append(*changed, remotePaths(m, p)...)
+	return nil
+}
+
+// relistMin is how many entries a failed apply must leave stale before the
+// container is listed again ahead of the next compare (see relist): below
+// it, sending them again costs less than a listing that hashes the tree.
+const relistMin = 256
+
+// relist settles mapping i's stale entries in tg against a fresh listing of
+// the container (see Index.reconcile): after a failed apply of a large plan
+// (a rescan's), the container's own word on what it holds saves sending it
+// all again.
+func (e *Engine) relist(tg *target, i int, m *mapping) error {
+	var l *listing
+	lex := e.exec.within(listLimit(e.cfg.ExecTimeout, treeBytes(tg.idx[i].m)))
+	err := e.retry.do(tg.ctx, e.clk, func() (err error) {
+		l, err = listRemote(tg.ctx, lex, tg.Target, m)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	tg.idx[i].reconcile(m, l)
+	delete(tg.relist, i)
 	return nil
 }
 

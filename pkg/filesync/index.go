@@ -33,7 +33,7 @@ func (t EntryType) String() string {
 }
 
 // Entry is what is known about one synced path: its local metadata at the time
-// it was sent.
+// the container confirmed it (see Index).
 type Entry struct {
 	Type  EntryType
 	Mode  fs.FileMode // permission bits only
@@ -41,11 +41,17 @@ type Entry struct {
 	MTime time.Time
 	Link  string    // symlink target
 	Sum   *[32]byte // sha256 of a file's content, if known
-	// stale marks an entry that changed while it was sent: the target may
-	// hold a cut-short copy. It stays in the index (a later local delete
-	// must still reach the target) but never compares equal, so the next
-	// plan sends it again.
+	// stale marks an entry whose state in the target is unknown: it
+	// changed while it was sent (the target may hold a cut-short copy), or
+	// an apply touching it did not end in the container's own ack (the
+	// target may hold the old or the new state, or neither). It stays in the
+	// index (a later local delete must still reach the target) but never
+	// compares equal, so the next plan sends it again, or deletes it again.
 	stale bool
+	// retype marks a stale entry whose type in the target is unknown too:
+	// an unconfirmed plan changed it (a file replaced by a directory). It is
+	// deleted before it is sent again, as a type change is.
+	retype bool
 }
 
 // entryOf describes fi, and false for types that are not synced.
@@ -80,9 +86,20 @@ func (e Entry) sameMeta(o Entry) bool {
 	return true
 }
 
-// Index is what was last synced to one target for one mapping, keyed by the
-// slash-separated path relative to the mapping root ("" is the root). Parents
-// of every entry are in the index too. It is not safe for concurrent use.
+// Index is what one target holds for one mapping, as far as the target
+// confirmed it, keyed by the slash-separated path relative to the mapping
+// root ("" is the root). Parents of every entry are in the index too. It is
+// not safe for concurrent use.
+//
+// The rule: an entry records only what the container acknowledged. A plan is
+// recorded by apply once the container's apply script said it applied it
+// (its exit status, or the stream loop's ack); a plan whose apply ended any
+// other way (a lost ack, a retry budget spent while the connection was down,
+// a tar error after the deletes ran) is recorded by unconfirm, which marks
+// every path it touched stale, so the next compare sends and deletes them
+// again whatever the local tree did meanwhile. This is what makes "local
+// equals index" mean "the container holds the local state", the ancestor
+// every later decision compares against.
 type Index struct {
 	m map[string]Entry
 	// kids holds, per path, the paths one level below it that are entries
@@ -204,6 +221,88 @@ func (x *Index) apply(p *Plan, res archiveResult) {
 	}
 	for rel, e := range p.Touched {
 		x.Put(rel, e)
+	}
+}
+
+// unconfirm records a plan that was sent but not confirmed: the target may
+// hold any mix of the state before and after it. Every entry a delete would
+// have removed, and every copied path, is marked stale; a copied path the
+// index lacked is recorded stale too, so a local delete meanwhile still
+// reaches the target. A path the plan both deleted and copied (a type
+// change) may now be either type there: only it is kept, marked retype, so
+// the next plan removes it whole before sending what is local then. It
+// returns how many entries it marked.
+func (x *Index) unconfirm(p *Plan) int {
+	n := 0
+	mark := func(rel string) {
+		if e, ok := x.m[rel]; ok && !e.stale {
+			e.stale, e.Sum = true, nil
+			x.m[rel] = e
+			n++
+		}
+	}
+	deleted := make(map[string]bool, len(p.Deletes))
+	for _, d := range p.Deletes {
+		deleted[d] = true
+	}
+	retyped := map[string]bool{}
+	for _, c := range p.Copies {
+		if deleted[c.Rel] {
+			retyped[c.Rel] = true
+			e := c.Entry
+			e.stale, e.retype, e.Sum = true, true, nil
+			x.DeleteTree(c.Rel)
+			x.Put(c.Rel, e)
+			n++
+		}
+	}
+	for _, d := range p.Deletes {
+		if !retyped[d] {
+			x.walk(d, mark)
+		}
+	}
+	for _, c := range p.Copies {
+		if underAny(c.Rel, retyped) {
+			continue
+		}
+		if _, ok := x.m[c.Rel]; ok {
+			mark(c.Rel)
+			continue
+		}
+		e := c.Entry
+		e.stale, e.Sum = true, nil
+		x.Put(c.Rel, e)
+		n++
+	}
+	return n
+}
+
+// reconcile settles x's stale entries against l, a listing of the target
+// taken after an apply whose outcome is unknown: an entry the container
+// lacks is forgotten with what is under it (a local one is then sent as
+// new); one it holds as the local side has it now is confirmed with the
+// local metadata; any other stays stale. Entries that are not stale are the
+// container's confirmed word already and stay as they are.
+func (x *Index) reconcile(m *mapping, l *listing) {
+	for rel, e := range x.m {
+		if !e.stale {
+			continue
+		}
+		re, ok := l.entries[rel]
+		if !ok {
+			if rel != "" {
+				x.DeleteTree(rel)
+			}
+			continue
+		}
+		st := newPlanner(m, x).lstat(rel)
+		le := st.e
+		if st.err != nil || !st.found || le.Type != re.Type || re.Type != e.Type {
+			continue
+		}
+		if matchesRemote(m, rel, &le, re, l.alg) {
+			x.m[rel] = le
+		}
 	}
 }
 

@@ -144,7 +144,7 @@ func (pl *planner) visit(rel string) {
 		return
 	}
 	old, had := pl.idx.Get(rel)
-	if had && old.Type != e.Type {
+	if had && (old.Type != e.Type || old.retype) {
 		pl.deletes[rel] = true
 		had = false
 	}
@@ -160,7 +160,7 @@ func (pl *planner) visit(rel string) {
 	case TypeDir:
 		if rel == "" {
 			had = true // the root is created by mkdir -p, never sent
-		} else if !had || old.Mode != e.Mode {
+		} else if !had || old.stale || old.Mode != e.Mode {
 			pl.add(rel, e)
 		}
 		if !had || pl.deep {
@@ -214,7 +214,7 @@ func (pl *planner) add(rel string, e Entry) {
 			return
 		}
 		old, had := pl.idx.Get(a)
-		if had && old.Type == TypeDir && !pl.deletes[a] {
+		if had && old.Type == TypeDir && !old.stale && !pl.deletes[a] {
 			return
 		}
 		st := pl.lstat(a)

@@ -38,6 +38,9 @@ type target struct {
 	// walkDeferred is, per mapping, whether a rescan's walk already waited
 	// one pass behind the hinted paths (see syncBatch).
 	walkDeferred []bool
+	// relist is, per mapping, whether a failed apply left so much of the
+	// index stale that the container is listed before the next compare.
+	relist map[int]bool
 	// failures counts the failed tries since the last success, the first at failedAt.
 	failures int
 	failedAt time.Time
