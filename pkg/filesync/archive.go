@@ -27,6 +27,10 @@ type archiveResult struct {
 	// warnings are files skipped because they were no longer regular files
 	// (a FIFO, socket or device in their place).
 	warnings []error
+	// unreadable holds files that could not be opened for a reason that
+	// would not change by trying again (see unreadableOpen): not sent, not
+	// raced, and the index keeps what the target had.
+	unreadable map[string]error
 }
 
 // archiveOpts are how an apply's archive is written.
@@ -93,7 +97,7 @@ func writeArchive(w io.Writer, copies []Copy) (archiveResult, error) {
 // writeArchiveCounted is writeArchive that also counts the tar bytes written
 // so far into n.
 func writeArchiveCounted(w io.Writer, copies []Copy, owner *Owner, n *atomic.Int64) (archiveResult, error) {
-	res := archiveResult{sums: map[string]*[32]byte{}, raced: map[string]struct{}{}}
+	res := archiveResult{sums: map[string]*[32]byte{}, raced: map[string]struct{}{}, unreadable: map[string]error{}}
 	cw := &countingWriter{w: w, n: n}
 	bw := bufio.NewWriterSize(cw, 64<<10) // one WebSocket frame per Write: keep them large
 	tw := tar.NewWriter(bw)
@@ -105,9 +109,11 @@ func writeArchiveCounted(w io.Writer, copies []Copy, owner *Owner, n *atomic.Int
 		if err != nil {
 			return res, err
 		}
-		if ok {
+		_, unreadable := res.unreadable[c.Rel]
+		switch {
+		case ok:
 			res.files++
-		} else {
+		case !unreadable:
 			res.raced[c.Rel] = struct{}{}
 		}
 	}
@@ -161,8 +167,13 @@ func writeEntry(tw *tar.Writer, c Copy, owner *Owner, res *archiveResult) (bool,
 		return link == c.Link, writeHeader(tw, hdr)
 	}
 	f, fi, err := openRegular(c.Src)
-	if errors.Is(err, errNotRegular) {
+	switch {
+	case errors.Is(err, errNotRegular):
 		res.warnings = append(res.warnings, fmt.Errorf("skipping %w", err))
+	case unreadableOpen(err):
+		// Before the header: the target's copy, if any, stays whole.
+		res.unreadable[c.Rel] = err
+		return false, nil
 	}
 	if err != nil {
 		return false, nil // gone, replaced by a link or by a FIFO since planning
@@ -200,6 +211,9 @@ func writeEntry(tw *tar.Writer, c Copy, owner *Owner, res *archiveResult) (bool,
 // device, which are never synced.
 var errNotRegular = errors.New("not a regular file")
 
+// errIsDirNow: a path planned as a regular file is a directory now.
+var errIsDirNow = errors.New("is a directory now")
+
 // openRegular opens name for reading if it is a regular file. It never
 // follows a symlink and never blocks: a FIFO's open waits for a writer, and
 // its reads for data, forever if nobody writes.
@@ -217,7 +231,7 @@ func openRegular(name string) (*os.File, fs.FileInfo, error) {
 	case err != nil:
 	case fi.IsDir():
 		// Replaced by a directory: planned again as one, no warning.
-		err = fmt.Errorf("%q is a directory now", name)
+		err = fmt.Errorf("%q: %w", name, errIsDirNow)
 	case !fi.Mode().IsRegular():
 		err = notRegular(name, fi.Mode())
 	default:

@@ -164,9 +164,12 @@ func (e *Engine) route(b *batch) []pending {
 // unitResult is what one target did for one batch (or several merged).
 type unitResult struct {
 	changed, deleted int
-	names            []string
-	bytes            int64
-	err              error
+	// confirmed counts the entries the container confirmed: copies sent
+	// whole, and deletes.
+	confirmed int
+	names     []string
+	bytes     int64
+	err       error
 }
 
 // plus returns r with q's counts added, and q's error and names where r has
@@ -174,6 +177,7 @@ type unitResult struct {
 func (r unitResult) plus(q unitResult) unitResult {
 	r.changed += q.changed
 	r.deleted += q.deleted
+	r.confirmed += q.confirmed
 	r.bytes += q.bytes
 	if len(r.names) == 0 {
 		r.names = q.names
@@ -319,6 +323,7 @@ func (e *Engine) applyBatchPlan(tg *target, i int, m *mapping, p *Plan, r *unitR
 	e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
 	r.changed += len(p.Copies)
 	r.deleted += len(p.Deletes)
+	r.confirmed += res.files + len(p.Deletes)
 	r.bytes += res.bytes
 	*changed = append(*changed, remotePaths(m, p)...)
 	return nil
@@ -363,7 +368,8 @@ func (p *Plan) copiesOnly() {
 	p.Deletes, p.Held, p.Warnings = nil, nil, nil
 }
 
-// requeue marks files that changed while being archived for another pass.
+// requeue marks files that changed while being archived for another pass,
+// which process starts once this one is over (see there).
 func (e *Engine) requeue(tg *target, i int, raced map[string]struct{}) {
 	if len(raced) == 0 {
 		return
@@ -373,7 +379,7 @@ func (e *Engine) requeue(tg *target, i int, raced map[string]struct{}) {
 		tg.due[i].add(rel)
 	}
 	tg.mu.Unlock()
-	tg.signal()
+	tg.requeued = true
 }
 
 // remotePaths returns the absolute remote paths a plan touches.

@@ -15,3 +15,12 @@ func deviceOf(fi fs.FileInfo) (uint64, bool) {
 	}
 	return uint64(st.Dev), true // int32 on darwin, uint64 on linux
 }
+
+// ownerOf returns the uid and gid of fi's file.
+func ownerOf(fi fs.FileInfo) (uid, gid uint32, ok bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return st.Uid, st.Gid, true
+}

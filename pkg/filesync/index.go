@@ -210,6 +210,9 @@ func (x *Index) apply(p *Plan, res archiveResult) {
 		x.DeleteTree(d)
 	}
 	for _, c := range p.Copies {
+		if _, ok := res.unreadable[c.Rel]; ok {
+			continue // never sent: the target has what it had
+		}
 		e := c.Entry
 		if s, ok := res.sums[c.Rel]; ok {
 			e.Sum = s

@@ -156,6 +156,9 @@ func planInitial(m *mapping, local *localFiles, l *listing, mode InitialMode) (*
 			idx.Put(rel, le)
 			continue
 		}
+		if le.Type == TypeFile && m.unreadable.holds(m.fs(), m.localPath(rel), rel) {
+			continue // see unreadableSet; the container keeps what it has
+		}
 		pl.copies[rel] = Copy{Rel: rel, Name: m.remoteName(rel), Src: m.localPath(rel), Entry: le}
 	}
 	var rmdirs []string

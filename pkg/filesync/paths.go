@@ -125,6 +125,8 @@ type mapping struct {
 	file  bool   // LOCAL is a single file: rel "" names it
 	match Matcher
 	localSide
+	// unreadable is what could not be read, left out until it changes.
+	unreadable unreadableSet
 }
 
 // newMapping resolves m for use. A LOCAL that is or goes through a symlink

@@ -150,7 +150,7 @@ func (pl *planner) visit(rel string) {
 	}
 	switch e.Type {
 	case TypeFile:
-		if had && pl.unchanged(rel, old, &e) {
+		if had && pl.unchanged(rel, old, &e) || pl.m.unreadable.holds(pl.m.fs(), pl.m.localPath(rel), rel) {
 			return
 		}
 	case TypeSymlink:

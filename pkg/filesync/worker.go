@@ -3,6 +3,7 @@ package filesync
 import (
 	"context"
 	"errors"
+	"maps"
 	"path"
 	"slices"
 	"sync"
@@ -21,6 +22,11 @@ const (
 	retryAfter    = 2 * time.Second
 	maxRetryAfter = 30 * time.Second
 )
+
+// stallAfter is how long a target waits after a pass that confirmed nothing
+// and put what it planned back for another pass (every file it sent changed
+// while it was read), doubling up to maxRetryAfter while that goes on.
+const stallAfter = 100 * time.Millisecond
 
 // target is one target's state. idx and the fields above mu are owned by
 // the target's worker goroutine.
@@ -44,6 +50,11 @@ type target struct {
 	// failures counts the failed tries since the last success, the first at failedAt.
 	failures int
 	failedAt time.Time
+	// requeued: this pass put paths back for another (see requeue).
+	requeued bool
+	// stall is the wait after the last pass that requeued without
+	// confirming anything (see process).
+	stall time.Duration
 
 	mu      sync.Mutex
 	due     []pending // per mapping, merged from the batches up to seqHi
@@ -121,6 +132,8 @@ func (e *Engine) process(tg *target) error {
 		return err // removed or shutting down: nothing to report
 	}
 	var recovered *Recovered
+	requeued := tg.requeued
+	tg.requeued = false
 	if r.err != nil {
 		tg.backoff = min(max(2*tg.backoff, retryAfter), maxRetryAfter)
 		if tg.failures == 0 {
@@ -132,6 +145,20 @@ func (e *Engine) process(tg *target) error {
 		if tg.failures > 0 {
 			recovered = &Recovered{Target: tg.Target, Failures: tg.failures, Duration: e.clk.Since(tg.failedAt)}
 			tg.failures = 0
+		}
+		switch {
+		case !requeued:
+			tg.stall = 0
+		case synced && r.confirmed == 0:
+			// Everything this pass sent changed while it was read, or
+			// vanished: no pass may requeue itself without progress as
+			// fast as the apiserver answers. A change event still wakes
+			// it at once.
+			tg.backoff = min(max(2*tg.stall, stallAfter), maxRetryAfter)
+			tg.stall = tg.backoff
+		default:
+			tg.stall = 0
+			tg.signal()
 		}
 	}
 	tg.mu.Lock()
@@ -295,6 +322,12 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mappin
 		return err
 	})
 	res.replaced = replaced
+	for _, rel := range slices.Sorted(maps.Keys(res.unreadable)) {
+		// Said once for the mapping, whichever target reads it first.
+		if name := m.localPath(rel); m.unreadable.add(m.fs(), name, rel) {
+			e.rep.Report(Error{Target: t, Err: cannotRead(name, res.unreadable[rel])})
+		}
+	}
 	return res, err
 }
 
