@@ -41,6 +41,11 @@ func (p *pending) addEarly(rel string) {
 	p.early[rel] = struct{}{}
 }
 
+func (p *pending) has(rel string) bool {
+	_, ok := p.rels[rel]
+	return ok
+}
+
 // copyFirst returns, sorted, the rels whose copies go ahead of the batch's
 // plan: the early ones it doesn't plan itself, and with a rescan every hinted
 // one (see syncBatch); none when the whole tree is compared after a failure.
@@ -239,9 +244,16 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 				return r
 			}
 			p.copiesOnly()
+			var added []string
+			for _, c := range p.Copies {
+				if _, ok := tg.idx[i].Get(c.Rel); !ok {
+					added = append(added, c.Rel)
+				}
+			}
 			if r.err = e.applyBatchPlan(tg, i, m, p, &r, &changed); r.err != nil {
 				return r
 			}
+			tg.addEarly(i, added)
 			if due[i].rescan && e.deferWalk(tg, i) {
 				continue
 			}
@@ -257,11 +269,12 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 				return r
 			}
 		}
-		p, err := plan(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty)
+		p, err := planBatch(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty, tg.earlyNew[i])
 		if err != nil {
 			r.err = err
 			return r
 		}
+		tg.settleEarly(i, due[i], due[i].rescan || dirty)
 		e.hold(tg, i, p.Held)
 		e.warn(tg, p.Warnings)
 		if r.err = e.applyBatchPlan(tg, i, m, p, &r, &changed); r.err != nil {
@@ -273,6 +286,35 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 		e.onSync(tg, changed)
 	}
 	return r
+}
+
+// addEarly records the entries that copies ahead of their batch added to
+// mapping i's index (see planBatch).
+func (tg *target) addEarly(i int, rels []string) {
+	if len(rels) == 0 {
+		return
+	}
+	if tg.earlyNew == nil {
+		tg.earlyNew = map[int]map[string]bool{}
+	}
+	if tg.earlyNew[i] == nil {
+		tg.earlyNew[i] = map[string]bool{}
+	}
+	for _, rel := range rels {
+		tg.earlyNew[i][rel] = true
+	}
+}
+
+// settleEarly forgets the early entries of mapping i whose batch was just
+// planned: those among due's rels, and with a rescan's walk (whose hinted
+// copies went a pass ahead of it) all but those of peeks at a batch still
+// open.
+func (tg *target) settleEarly(i int, due pending, walked bool) {
+	for rel := range tg.earlyNew[i] {
+		if _, open := due.early[rel]; due.has(rel) || walked && !open {
+			delete(tg.earlyNew[i], rel)
+		}
+	}
 }
 
 // deferWalk puts mapping i's rescan off to tg's next pass, unless it was put

@@ -2,6 +2,7 @@ package filesync
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -99,4 +100,57 @@ func treeOf(t *testing.T, entries map[string]string) map[string]string {
 	dir := t.TempDir()
 	writeTree(t, dir, entries)
 	return readTree(t, dir)
+}
+
+// TestSyncBatchGuardIgnoresHowTheBatchWasCut: a batch that deletes 60 files
+// under src/ and writes 60 under lib/ is a mass delete however it was cut: a
+// peek that sent lib/ first must not grow the total the guard compares with.
+func TestSyncBatchGuardIgnoresHowTheBatchWasCut(t *testing.T) {
+	for _, peek := range []bool{false, true} {
+		t.Run(fmt.Sprintf("peek=%v", peek), func(t *testing.T) {
+			local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app")
+			src := map[string]string{}
+			for i := range 60 {
+				src[fmt.Sprintf("src/f%02d", i)] = "s"
+			}
+			writeTree(t, local, src)
+			e, tg := newBatchTarget(t, local, remote)
+
+			must(t, os.RemoveAll(filepath.Join(local, "src")))
+			var rels []string
+			lib := map[string]string{}
+			for i := range 60 {
+				lib[fmt.Sprintf("lib/f%02d", i)] = "l"
+				rels = append(rels, fmt.Sprintf("lib/f%02d", i), fmt.Sprintf("src/f%02d", i))
+			}
+			writeTree(t, local, lib)
+			rels = append(rels, "lib", "src")
+			if peek {
+				var early pending
+				for rel := range lib {
+					early.addEarly(rel)
+				}
+				early.addEarly("lib")
+				if r := e.syncBatch(tg, []pending{early}, false); r.err != nil || r.changed != 61 {
+					t.Fatalf("early pass = %+v", r)
+				}
+			}
+			var batch pending
+			for _, rel := range rels {
+				batch.add(rel)
+			}
+			if r := e.syncBatch(tg, []pending{batch}, false); r.err != nil || r.deleted != 0 {
+				t.Fatalf("batch = %+v, want its deletes held", r)
+			}
+			if !tg.holding() {
+				t.Error("the mass delete was not held")
+			}
+			if _, err := os.Lstat(filepath.Join(remote, "src", "f00")); err != nil {
+				t.Errorf("src/ lost in the container: %v", err)
+			}
+			if _, err := os.Lstat(filepath.Join(remote, "lib", "f59")); err != nil {
+				t.Errorf("lib/ not copied: %v", err)
+			}
+		})
+	}
 }

@@ -81,6 +81,16 @@ func newPlanner(m *mapping, idx *Index) *planner {
 // (see guard). What cannot be read becomes a warning, and doubt never becomes
 // a delete; the only error is a root whose type no longer fits the mapping.
 func plan(m *mapping, idx *Index, hints []string, rescan bool) (*Plan, error) {
+	return planBatch(m, idx, hints, rescan, nil)
+}
+
+// planBatch is plan for a batch some of whose copies went ahead of it (see
+// syncBatch): early holds the entries those copies added to idx, which the
+// mass-delete guard does not count, so that its verdict on the batch's
+// deletes does not depend on how the batch was cut. Without them, a burst
+// that deletes 60 files under src/ and writes 60 under lib/ is held as one
+// batch but runs when a peek sent lib/ first.
+func planBatch(m *mapping, idx *Index, hints []string, rescan bool, early map[string]bool) (*Plan, error) {
 	pl := newPlanner(m, idx)
 	if rescan {
 		pl.deep = true
@@ -93,7 +103,25 @@ func plan(m *mapping, idx *Index, hints []string, rescan bool) (*Plan, error) {
 		}
 	}
 	p := pl.finish()
-	pl.guard(p, idx.Len(), idx.countTree, "restart with --initial=mirror --allow-mass-delete")
+	total, size := idx.Len(), idx.countTree
+	if len(early) > 0 {
+		// under counts, per path, the early entries at or under it.
+		under := map[string]int{}
+		for rel := range early {
+			if _, ok := idx.Get(rel); !ok {
+				continue
+			}
+			total--
+			for a := rel; ; a = parentRel(a) {
+				under[a]++
+				if a == "" {
+					break
+				}
+			}
+		}
+		size = func(rel string) int { return idx.countTree(rel) - under[rel] }
+	}
+	pl.guard(p, total, size, "restart with --initial=mirror --allow-mass-delete")
 	return p, nil
 }
 

@@ -44,6 +44,9 @@ type target struct {
 	// walkDeferred is, per mapping, whether a rescan's walk already waited
 	// one pass behind the hinted paths (see syncBatch).
 	walkDeferred []bool
+	// earlyNew is, per mapping, what copies ahead of their batch added to
+	// the index until that batch is planned (see planBatch).
+	earlyNew map[int]map[string]bool
 	// relist is, per mapping, whether a failed apply left so much of the
 	// index stale that the container is listed before the next compare.
 	relist map[int]bool
