@@ -341,6 +341,82 @@ func faultList() []fault {
 		{name: "apiserver-kill", cluster: true, run: func(f *faultRun) {
 			f.daemonOutage("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")
 		}},
+		// Issue 22: the container applies a batch (a delete, a copy) but its ack is lost, and
+		// every try fails while the apiserver is down; meanwhile the user's tree goes back to
+		// what it was before the batch. The index may hold only what a container confirmed, so
+		// the container must come back to the local tree, although local equals what was
+		// confirmed before the batch.
+		{name: "revert-during-outage", cluster: true, timeout: 3 * time.Minute, run: func(f *faultRun) {
+			t := f.t
+			f.firstHalf()
+			if err := f.conv(t, burstTimeout); err != nil {
+				f.fatalf("before the fault: %v", err)
+			}
+			p := f.pod()
+			rel := f.g.pick(f.g.list(kindFile))
+			a := f.g.abs(rel)
+			content, err := os.ReadFile(a)
+			if err != nil {
+				f.fatalf("%v", err)
+			}
+			fi, err := os.Stat(a)
+			if err != nil {
+				f.fatalf("%v", err)
+			}
+			f.lc.lockCluster(t)
+			if err := f.lc.restart("kube-apiserver"); err != nil {
+				f.fatalf("before killing kube-apiserver: %v", err)
+			}
+			pid, err := f.lc.pid("kube-apiserver")
+			if err != nil {
+				f.fatalf("%v", err)
+			}
+			fz := startFreezer(t, f.ns, p.Name)
+			// The delete runs before the tar of its batch (or in a batch of its own before it);
+			// the tar of a 5 MB file is frozen, so its ack never comes.
+			b := filepath.Join(filepath.Dir(a), "outage-"+strconv.Itoa(f.g.rng.IntN(1e6))+".bin")
+			if err := os.Remove(a); err != nil {
+				f.fatalf("%v", err)
+			}
+			if err := os.WriteFile(b, f.g.content(maxFileBytes), 0o644); err != nil {
+				f.fatalf("%v", err)
+			}
+			l, ok := fz.next(20 * time.Second)
+			if !ok {
+				f.fatalf("no tar extracting in pod %s to freeze: %s", p.Name, fz.stderr.String())
+			}
+			tarPid := strings.TrimPrefix(l, "frozen ")
+			t.Cleanup(func() {
+				kexec(t, f.ns, p.Name, "kill", "-KILL", tarPid)
+			})
+			f.inject()
+			f.lc.outage(t, "kube-apiserver", pid)
+			// The revert, while no try can reach the container: the file is back as it was
+			// (content, mode, mtime), the new one gone. The session sees it and decides.
+			n := len(f.s.Events())
+			if err := os.WriteFile(a, content, fi.Mode().Perm()); err != nil {
+				f.fatalf("%v", err)
+			}
+			if err := os.Chmod(a, fi.Mode().Perm()); err != nil {
+				f.fatalf("%v", err)
+			}
+			if err := os.Chtimes(a, fi.ModTime(), fi.ModTime()); err != nil {
+				f.fatalf("%v", err)
+			}
+			if err := os.Remove(b); err != nil {
+				f.fatalf("%v", err)
+			}
+			if !poll(30*time.Second, func() bool { return len(f.s.Events()) > n }) {
+				f.fatalf("the session said nothing about the revert:\n%s", f.s.Dump())
+			}
+			t.Logf("%s deleted and %s written in one burst, tar %s frozen in pod %s, kube-apiserver killed, both reverted",
+				rel, filepath.Base(b), tarPid, p.Name)
+			if err := f.lc.restart("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"); err != nil {
+				f.fatalf("restarting kube-apiserver: %v", err)
+			}
+			f.lc.unlock()
+			f.secondHalf()
+		}},
 		{name: "root-recreated", run: func(f *faultRun) {
 			t := f.t
 			f.firstHalf()

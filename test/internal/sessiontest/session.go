@@ -52,6 +52,8 @@ type Session struct {
 	locals  []string
 	dir     string // working directory; "" is the test's
 	timeout time.Duration
+	cred    *syscall.Credential // nil: this process's user
+	env     []string            // added to this process's environment
 
 	cmd     *exec.Cmd
 	stderr  LockedBuffer
@@ -104,6 +106,15 @@ func (s *Session) Dir(dir string) *Session {
 	return s
 }
 
+// User runs the session as uid:gid with HOME set to home (which that user must own): a user
+// who is not root, for whom a root-owned 0600 file cannot be read. The binary and the
+// kubeconfig must be readable by that user.
+func (s *Session) User(uid, gid uint32, home string) *Session {
+	s.cred = &syscall.Credential{Uid: uid, Gid: gid}
+	s.env = append(s.env, "HOME="+home)
+	return s
+}
+
 // Timeout sets the bound of WaitFor, WaitMatch and WaitSynced (DefaultTimeout until set).
 func (s *Session) Timeout(d time.Duration) *Session {
 	s.timeout = d
@@ -117,6 +128,12 @@ func (s *Session) Start() *Session {
 	s.cmd = exec.Command(s.binary, argv...)
 	s.cmd.Dir = s.dir
 	s.cmd.Stderr = &s.stderr
+	if s.cred != nil {
+		s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	}
+	if len(s.env) > 0 {
+		s.cmd.Env = append(os.Environ(), s.env...)
+	}
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
 		s.t.Fatalf("starting %s: %v", s.binary, err)
