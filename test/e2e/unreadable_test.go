@@ -15,6 +15,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
@@ -43,8 +45,13 @@ func TestSyncUnreadableFile(t *testing.T) {
 	must(t, os.Chown(home, nobodyID, nobodyID))
 	bin := filepath.Join(openDir(t), "kubectl-livesync")
 	copyFile(t, e.binary, bin, 0o755)
+	// Flattened: certificate files named by path may sit where only root reads.
 	kc := filepath.Join(openDir(t), "kubeconfig")
-	copyFile(t, kubeconfigFor([]string{"-n", ns}), kc, 0o644)
+	cfg, err := clientcmd.LoadFromFile(kubeconfigFor([]string{"-n", ns}))
+	must(t, err)
+	must(t, clientcmdapi.FlattenConfig(cfg))
+	must(t, clientcmd.WriteToFile(*cfg, kc))
+	must(t, os.Chmod(kc, 0o644))
 
 	for _, transport := range []string{"stream", "exec"} {
 		t.Run(transport, func(t *testing.T) {
