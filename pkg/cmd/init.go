@@ -119,6 +119,10 @@ func (o *InitOptions) Run() error {
 			return err
 		}
 	}
+	path, err := filepath.Abs(path) // a relative --file: LOCAL paths are made relative to its directory
+	if err != nil {
+		return err
+	}
 	e, err := o.entry(filepath.Dir(path))
 	if err != nil {
 		return err
@@ -136,6 +140,9 @@ func (o *InitOptions) Run() error {
 		return err
 	}
 	writeln(g.Out, "wrote entry %q to %s; run every entry with kubectl livesync, or this one with kubectl livesync %s", e.Name, path, e.Name)
+	if err := untrusted(&e, filepath.Dir(path), o.sync.cfg.Sync.Mappings, func(string) bool { return false }); err != nil {
+		writeln(g.ErrOut, "note: running entry %q will take the command line's consent: %v", e.Name, err)
+	}
 	return nil
 }
 

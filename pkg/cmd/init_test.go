@@ -83,3 +83,22 @@ syncs:
 		})
 	}
 }
+
+// TestInitNotesWhatNeedsTrust: an entry that syncs from outside the file's directory or adds a
+// helper is written, with a note that running it will need --trust-file (or the flag).
+func TestInitNotesWhatNeedsTrust(t *testing.T) {
+	root := repo(t, "web")
+	for _, tc := range []struct {
+		args []string
+		note string
+	}{
+		{[]string{"init", "deploy/web", ".:/srv"}, ""},
+		{[]string{"init", "deploy/api", "../api:/app", "--file", "livesync.yaml"}, `note: running entry "api" will take the command line's consent: mappings[0]: LOCAL "../api" is ` + filepath.Join(root, "api") + ", outside " + filepath.Join(root, "web") + ", the file's directory: run with --trust-file if you trust this file\n"},
+		{[]string{"init", "deploy/x", ".:/x", "--helper", "ephemeral"}, `note: running entry "x" will take the command line's consent: helper: ephemeral adds a helper container (root with SYS_PTRACE where allowed) to every pod: pass --helper ephemeral, or run with --trust-file if you trust this file` + "\n"},
+	} {
+		_, errOut, err := execute(t, tc.args...)
+		if err != nil || errOut != tc.note {
+			t.Errorf("%v: %v, stderr %q, want %q", tc.args, err, errOut, tc.note)
+		}
+	}
+}
