@@ -30,7 +30,8 @@ func untrusted(s *project.Sync, dir string, ms []filesync.Mapping, given func(fl
 		return fmt.Errorf("resolving %s: %w", dir, err)
 	}
 	for i, m := range ms {
-		local, _, _ := strings.Cut(s.Mappings[i], ":")
+		raw := s.Mappings[i]
+		local := raw[:max(strings.LastIndex(raw, ":/"), 0)] // as the file writes it, split as ParseMapping does
 		if rel, err := filepath.Rel(tree, string(m.Local)); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			if filepath.IsAbs(local) && filepath.Clean(local) == string(m.Local) {
 				return fmt.Errorf("mappings[%d]: LOCAL %q is outside %s, the file's directory: %s", i, local, dir, consent)
