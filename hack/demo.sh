@@ -7,7 +7,21 @@ lc=hack/localcluster
 source $lc/lib.sh
 bin="$($lc/build.sh)"
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
-show() { printf '$ %s\n' "$*"; "$@"; }
+# quote prints its arguments as one command line that a shell reads back as the same words:
+# plain words bare, the others in single quotes.
+quote() {
+  local w out=()
+  for w in "$@"; do
+    if [[ $w =~ ^[[:alnum:]_@%+=:,./-]+$ ]]; then
+      out+=("$w")
+    else
+      out+=("'${w//\'/\'\\\'\'}'")
+    fi
+  done
+  printf '%s' "${out[*]}"
+}
+# show prints a command as it can be copied, then runs it.
+show() { printf '$ %s\n' "$(quote "$@")"; "$@"; }
 
 say "Starting the local cluster (kube-apiserver, etcd, controllers, kubelet, containerd, registry)"
 KUBECONFIG="$($lc/up.sh | tail -n 1)"

@@ -29,7 +29,9 @@ func newCmdInit(g *globalOptions) *cobra.Command {
 		Use:   "init (TYPE/NAME | TYPE NAME | POD | -l SELECTOR) LOCAL:REMOTE [LOCAL:REMOTE ...]",
 		Short: "Write a sync command line into livesync.yaml, so `kubectl livesync` runs it with the file's other entries",
 		Long: `Add the sync that the same arguments would run to livesync.yaml: the nearest one in this
-directory or a parent, or a new one here (or --file). Comments and the other entries are kept.
+directory or a parent, or a new one here (or --file). The file is edited in place: the entry's
+lines are added (and a syncs: key if it has none), every other line is kept byte for byte, and
+so are its permissions; a symlinked livesync.yaml is written through to its target.
 Only the flags given are written; a relative LOCAL is written relative to the file's directory.
 Nothing talks to the cluster.`,
 		Example: `  # Start a livesync.yaml for two services, then run both
@@ -117,6 +119,10 @@ func (o *InitOptions) Run() error {
 			return err
 		}
 	}
+	path, err := filepath.Abs(path) // a relative --file: LOCAL paths are made relative to its directory
+	if err != nil {
+		return err
+	}
 	e, err := o.entry(filepath.Dir(path))
 	if err != nil {
 		return err
@@ -134,6 +140,9 @@ func (o *InitOptions) Run() error {
 		return err
 	}
 	writeln(g.Out, "wrote entry %q to %s; run every entry with kubectl livesync, or this one with kubectl livesync %s", e.Name, path, e.Name)
+	if err := untrusted(&e, filepath.Dir(path), o.sync.cfg.Sync.Mappings, func(string) bool { return false }); err != nil {
+		writeln(g.ErrOut, "note: running entry %q will take the command line's consent: %v", e.Name, err)
+	}
 	return nil
 }
 
@@ -168,22 +177,39 @@ func (o *InitOptions) entry(dir string) (project.Sync, error) {
 }
 
 // writeFileAtomic replaces path with data in one rename, so an interrupted write never leaves
-// half a file.
+// half a file. A symlinked path is written through: the temporary file is made beside the
+// link's target and renamed over it, so the link stays a link. An existing file keeps its
+// permissions; a new one is 0644.
 func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	target, mode := path, os.FileMode(0o644)
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		target = real
+	} else if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("writing %s: it is a symlink to a missing file: create the file it points to, or remove the link", path)
+	}
+	if fi, err := os.Stat(target); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".*")
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }()
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), target)
+	}
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return nil
 }

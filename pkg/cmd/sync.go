@@ -34,9 +34,12 @@ type SyncOptions struct {
 	// file is --file; project is the livesync.yaml being run, with its entries' sessions.
 	file    string
 	project *project.File
-	only    string
-	entries []entry
-	flags   *pflag.FlagSet
+	// trustFile is --trust-file: the file's entries may reach outside its directory and add
+	// helper containers (see untrusted).
+	trustFile bool
+	only      string
+	entries   []entry
+	flags     *pflag.FlagSet
 }
 
 func newCmdSync(g *globalOptions) *cobra.Command { return newCmdSyncFor(&SyncOptions{g: g}) }
@@ -85,6 +88,7 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	o.registry.addFlags(f)
 	o.mutate.addFlags(f)
 	f.StringVar(&o.file, "file", "", "run the entries of this livesync.yaml (default: the nearest livesync.yaml, when no workload is given)")
+	f.BoolVar(&o.trustFile, "trust-file", false, "let livesync.yaml's entries sync a LOCAL outside the file's directory and add helper containers (helper: ephemeral, helperImage), as you would run a Makefile you trust")
 	f.DurationVar(&o.cfg.Sync.ExecTimeout, "exec-timeout", filesync.DefaultExecTimeout, "cancel and retry a file transfer or listing after this long without progress (a frozen or overloaded container)")
 	f.DurationVar(&o.cfg.Sync.Quiet, "batch-quiet", filesync.DefaultQuiet, "a batch is sent after this long without a new change")
 	f.DurationVar(&o.cfg.Sync.Cap, "batch-max", filesync.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")

@@ -25,6 +25,8 @@ type entry struct {
 	args      []string
 	selector  string
 	cfg       session.Config
+	// onSync is the file's onSync command when the run uses it (no --on-sync), for the note.
+	onSync string
 }
 
 // findProject decides whether this run is livesync.yaml's: --file, or no workload and a
@@ -95,7 +97,15 @@ func (o *SyncOptions) entryConfig(s *project.Sync) (entry, error) {
 	if err := o.check(&c, ms, initial); err != nil {
 		return entry{}, err
 	}
+	if !o.trustFile {
+		if err := untrusted(s, o.project.Dir(), c.Sync.Mappings, o.flags.Changed); err != nil {
+			return entry{}, err
+		}
+	}
 	e := entry{name: s.Name, namespace: s.Namespace, selector: s.Selector, cfg: c}
+	if !o.flags.Changed("on-sync") {
+		e.onSync = s.OnSync
+	}
 	if s.Workload != "" {
 		e.args = []string{s.Workload}
 	}
@@ -109,6 +119,7 @@ func (o *SyncOptions) entryConfig(s *project.Sync) (entry, error) {
 // reported with its name and the others keep running; a run that ends by itself (--once, or
 // every entry failed) fails if any entry did.
 func (o *SyncOptions) runEntries(ctx context.Context, restCfg *rest.Config, reporter *syncReporter) error {
+	o.noteFileCommands(reporter)
 	errs := make([]error, len(o.entries))
 	var wg sync.WaitGroup
 	for i, e := range o.entries {
@@ -138,6 +149,17 @@ func (o *SyncOptions) runEntries(ctx context.Context, restCfg *rest.Config, repo
 		return fmt.Errorf("%d of %d entries of %s failed (%s): see their errors above", len(failed), len(o.entries), o.project.Path(), strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// noteFileCommands names, once per entry, the onSync command the file runs in the containers,
+// the way make echoes a recipe: it needs no --trust-file (see untrusted), but it is the file's
+// code running under the user's RBAC, and the user should see it.
+func (o *SyncOptions) noteFileCommands(reporter *syncReporter) {
+	for _, e := range o.entries {
+		if e.onSync != "" && !e.cfg.Sync.DryRun {
+			reporter.forEntry(e.name).Note(fmt.Sprintf("onSync from %s runs sh -c %q in each container after each sync; --on-sync overrides it", o.project.Path(), e.onSync))
+		}
+	}
 }
 
 // duration is d as livesync.yaml writes it.

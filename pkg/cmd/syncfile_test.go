@@ -137,7 +137,7 @@ syncs:
 		}
 		return o
 	}
-	o := parse()
+	o := parse("--trust-file") // the api entry sets helper: ephemeral and helperImage
 	if len(o.entries) != 2 {
 		t.Fatalf("%d entries", len(o.entries))
 	}
@@ -152,7 +152,7 @@ syncs:
 	if web.selector != "app=web" || web.cfg.Containers[0] != "nginx" || web.cfg.Sync.Initial != filesync.InitialUpload || web.cfg.Sync.OnSyncTimeout != filesync.DefaultOnSyncTimeout {
 		t.Errorf("web %+v", web)
 	}
-	o = parse("api", "--initial", "none", "-n", "dev", "-c", "app", "--on-sync-timeout", "9s", "--once", "--helper", "never")
+	o = parse("api", "--trust-file", "--initial", "none", "-n", "dev", "-c", "app", "--on-sync-timeout", "9s", "--once", "--helper", "never")
 	if len(o.entries) != 1 {
 		t.Fatalf("a name ran %d entries", len(o.entries))
 	}

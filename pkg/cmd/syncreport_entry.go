@@ -47,6 +47,11 @@ func (e *entryReporter) Failed(err error) {
 	})
 }
 
+// Note says something the user should know once, as a note event.
+func (e *entryReporter) Note(msg string) {
+	e.as(func() { e.r.emitErr(jsonEvent{Type: "note", Message: msg}, "note: %s", msg) })
+}
+
 func (e *entryReporter) Watching(roots []string) { e.as(func() { e.r.watching(roots) }) }
 
 // Summary is the run's, printed once by runEntries.

@@ -30,11 +30,11 @@ type Sync struct {
 	Selector   string   `json:"selector,omitempty" doc:"A label selector (kubectl -l) choosing the pods to sync into."`
 	Namespace  string   `json:"namespace,omitempty" doc:"The namespace; default: the kubeconfig context's (or -n)."`
 	Containers []string `json:"containers,omitempty" doc:"Containers to sync into (kubectl -c); default: the kubectl.kubernetes.io/default-container annotation, else the first."`
-	Mappings   []string `json:"mappings" doc:"LOCAL:REMOTE pairs; a relative LOCAL is relative to this file's directory, REMOTE is absolute in the container."`
+	Mappings   []string `json:"mappings" doc:"LOCAL:REMOTE pairs; a relative LOCAL is relative to this file's directory (one that resolves outside it needs --trust-file), REMOTE is absolute in the container."`
 	Exclude    []string `json:"exclude,omitempty" doc:"gitignore-style patterns never synced, beside .livesyncignore."`
 	GitIgnore  bool     `json:"gitignore,omitempty" doc:"Also honour .gitignore files."`
 	Initial    string   `json:"initial,omitempty" doc:"Initial sync of each new container: upload (default), mirror or none." enum:"upload,mirror,none"`
-	OnSync     string   `json:"onSync,omitempty" doc:"Run sh -c CMD in each container after each applied batch; $LIVESYNC_CHANGED lists the changed remote paths."`
+	OnSync     string   `json:"onSync,omitempty" doc:"Run sh -c CMD in each container after each applied batch; $LIVESYNC_CHANGED lists the changed remote paths. Named in a note when the run starts."`
 	// OnSyncTimeout bounds an OnSync run; zero means the command line's --on-sync-timeout.
 	OnSyncTimeout *metav1.Duration `json:"onSyncTimeout,omitempty" doc:"Close an onSync command's exec after this long, e.g. 30s."`
 	PullPolicy    string           `json:"pullPolicy,omitempty" doc:"Set this imagePullPolicy on the workload first." enum:"Always,IfNotPresent,Never"`
@@ -42,7 +42,7 @@ type Sync struct {
 	FollowTag     bool             `json:"followTag,omitempty" doc:"While syncing, poll the registry and pin each new push of the tag."`
 	// Interval is the registry polling interval with FollowTag; zero means --interval.
 	Interval *metav1.Duration `json:"interval,omitempty" doc:"Registry polling interval with followTag, e.g. 30s."`
-	Helper   string           `json:"helper,omitempty" doc:"Sync through an ephemeral helper container: auto (default: only where the container has no sh or tar), ephemeral (always) or never." enum:"auto,ephemeral,never"`
+	Helper   string           `json:"helper,omitempty" doc:"Sync through an ephemeral helper container: auto (default: only where the container has no sh or tar), ephemeral (always; needs --helper ephemeral or --trust-file) or never." enum:"auto,ephemeral,never"`
 	// HelperImage is the helper container's image; empty means --helper-image.
-	HelperImage string `json:"helperImage,omitempty" doc:"Image of the helper container; needs sh, tar and dd."`
+	HelperImage string `json:"helperImage,omitempty" doc:"Image of the helper container; needs sh, tar and dd. Needs --helper-image or --trust-file."`
 }

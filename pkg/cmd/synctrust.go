@@ -1,0 +1,49 @@
+package cmd
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/project"
+)
+
+// A committed livesync.yaml is trusted the way a Makefile is: running it syncs into the
+// workloads it names with the user's own RBAC, and its onSync commands run in their containers
+// (said in a note). Two things reach past that and need the command line's consent:
+//
+//   - a LOCAL that resolves outside the file's directory tree (absolute, .., or through a
+//     committed symlink such as assets -> /root): the file would upload the user's ~/.ssh;
+//   - helper: ephemeral or helperImage: the file would add a container to every pod, as root
+//     with SYS_PTRACE where PodSecurity allows, running an image its author chose.
+//
+// --trust-file consents to all of it; --helper and --helper-image override the fields anyway.
+
+// untrusted returns why entry s of the file in dir may not run without --trust-file, or nil.
+// ms are its mappings as check left them: absolute, symlinks resolved. given says whether a
+// flag was on the command line.
+func untrusted(s *project.Sync, dir string, ms []filesync.Mapping, given func(flag string) bool) error {
+	const consent = "run with --trust-file if you trust this file"
+	tree, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	for i, m := range ms {
+		raw := s.Mappings[i]
+		local := raw[:max(strings.LastIndex(raw, ":/"), 0)] // as the file writes it, split as ParseMapping does
+		if rel, err := filepath.Rel(tree, string(m.Local)); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			if filepath.IsAbs(local) && filepath.Clean(local) == string(m.Local) {
+				return fmt.Errorf("mappings[%d]: LOCAL %q is outside %s, the file's directory: %s", i, local, dir, consent)
+			}
+			return fmt.Errorf("mappings[%d]: LOCAL %q is %s, outside %s, the file's directory: %s", i, local, m.Local, dir, consent)
+		}
+	}
+	if s.Helper == "ephemeral" && !given("helper") {
+		return fmt.Errorf("helper: ephemeral adds a helper container (root with SYS_PTRACE where allowed) to every pod: pass --helper ephemeral, or %s", consent)
+	}
+	if s.HelperImage != "" && !given("helper-image") {
+		return fmt.Errorf("helperImage: %q would run in helper containers in the pods: pass --helper-image %s, or %s", s.HelperImage, s.HelperImage, consent)
+	}
+	return nil
+}
