@@ -63,7 +63,7 @@ func TestSyncUnreadableFile(t *testing.T) {
 
 			s := sessiontestFor(t, bin, kc, ns).User(nobodyID, nobodyID, home).
 				Args("deploy/web", "--transport", transport).Map(local, root+"-"+transport).Start()
-			s.WaitFor("initial-sync")
+			s.WaitCount("initial-sync", 1)
 			pod := runningPods(t, ns, sel)[0].Name
 			waitFor(t, "ok.txt in the container", time.Minute, func() (bool, error) {
 				return kexec(t, ns, pod, "test", "-f", root+"-"+transport+"/ok.txt").code == 0, nil
