@@ -228,6 +228,7 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 		changed []string
 	)
 	for i, m := range e.maps {
+		tg.touchHeld(i, due[i].rels)
 		if first := due[i].copyFirst(dirty); len(first) > 0 {
 			p, err := plan(m, tg.idx[i], first, false)
 			if err != nil {
@@ -242,13 +243,17 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 				continue
 			}
 		}
-		if len(due[i].rels) == 0 && !due[i].rescan && !dirty {
+		held := tg.decideHeld(i) // guard.go
+		if r.err = e.applyReleased(tg, i, m, held, &r, &changed); r.err != nil {
+			return r
+		}
+		if len(due[i].rels) == 0 && len(held.again) == 0 && !due[i].rescan && !dirty {
 			continue
 		}
 		if due[i].rescan || dirty {
 			tg.walkDeferred[i] = false
 		}
-		p, err := plan(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty)
+		p, err := planHolding(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty, held.kept, held.again, nil)
 		if err != nil {
 			r.err = err
 			return r

@@ -62,6 +62,10 @@ type planner struct {
 	// top-level entry is planned for deletion; guard holds that even if the
 	// root is back by then.
 	rootGone bool
+	// deepUnder: held paths decided again, compared in depth (see planHolding).
+	deepUnder map[string]bool
+	// released lifts the mass-delete verdict for deletes at or under it (see guard).
+	released map[string]bool
 	// err stops the plan: the root's type no longer fits the mapping.
 	err error
 }
@@ -81,7 +85,25 @@ func newPlanner(m *mapping, idx *Index) *planner {
 // (see guard). What cannot be read becomes a warning, and doubt never becomes
 // a delete; the only error is a root whose type no longer fits the mapping.
 func plan(m *mapping, idx *Index, hints []string, rescan bool) (*Plan, error) {
+	return planHolding(m, idx, hints, rescan, nil, nil, nil)
+}
+
+// planHolding is plan in a target that holds mass deletes (see heldSet):
+// deletes at or under kept stay held whatever the guard would say of them
+// now, and the copies at or under them wait; the held paths again are
+// decided again, compared in depth as a rescan would; released lifts the
+// mass-delete verdict for deletes at or under it.
+func planHolding(m *mapping, idx *Index, hints []string, rescan bool, kept map[string]bool, again []string, released map[string]bool) (*Plan, error) {
 	pl := newPlanner(m, idx)
+	pl.released = released
+	if len(again) > 0 {
+		pl.deepUnder = map[string]bool{}
+		for _, a := range again {
+			pl.deepUnder[a] = true
+			hints = append(hints, a)
+			idx.walk(a, func(p string) { hints = append(hints, p) })
+		}
+	}
 	if rescan {
 		pl.deep = true
 		hints = append([]string{""}, idx.Paths()...)
@@ -93,6 +115,7 @@ func plan(m *mapping, idx *Index, hints []string, rescan bool) (*Plan, error) {
 		}
 	}
 	p := pl.finish()
+	p.keep(kept)
 	pl.guard(p, idx.Len(), idx.countTree, "restart with --initial=mirror --allow-mass-delete")
 	return p, nil
 }
@@ -163,7 +186,7 @@ func (pl *planner) visit(rel string) {
 		} else if !had || old.Mode != e.Mode {
 			pl.add(rel, e)
 		}
-		if !had || pl.deep {
+		if !had || pl.deep || pl.deepUnder != nil && underAny(rel, pl.deepUnder) {
 			pl.visitChildren(rel)
 		}
 		return

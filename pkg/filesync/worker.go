@@ -49,8 +49,10 @@ type target struct {
 	dirty   bool      // a batch failed: compare the whole tree next time
 	lastErr string    // the last reported error, to report each once
 
-	// held is, per mapping, the held set last reported (see Engine.hold).
+	// held is, per mapping, the root problem last reported (see Engine.hold);
+	// mass, the mass deletes held (see heldSet).
 	held map[int]string
+	mass map[int][]*heldSet
 }
 
 func (tg *target) signal() {
