@@ -199,7 +199,9 @@ func (e *Engine) hold(tg *target, i int, h *Hold) {
 	case h != nil && h.mass:
 		sum := sha256.Sum256([]byte(fmt.Sprint(i, "\x00", h.same)))
 		id = fmt.Sprintf("%x", sum[:8])
-		repeat = slices.ContainsFunc(tg.mass[i], func(s *heldSet) bool { return s.id == id })
+		// The same set decided again (by more events of the same rm -rf)
+		// is the same question: said once.
+		repeat = tg.redecided[id] || slices.ContainsFunc(tg.mass[i], func(s *heldSet) bool { return s.id == id })
 		if !repeat {
 			if tg.mass == nil {
 				tg.mass = map[int][]*heldSet{}
@@ -285,7 +287,14 @@ func (tg *target) decideHeld(i int) heldDecision {
 		d    heldDecision
 		left []*heldSet
 	)
+	tg.redecided = nil
 	for _, s := range tg.mass[i] {
+		if s.released || s.touched {
+			if tg.redecided == nil {
+				tg.redecided = map[string]bool{}
+			}
+			tg.redecided[s.id] = true
+		}
 		switch {
 		case s.released:
 			if d.released == nil {

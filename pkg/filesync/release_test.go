@@ -143,3 +143,27 @@ func TestEngineReleaseKeepsRootGuard(t *testing.T) {
 		t.Errorf("a: %v", err)
 	}
 }
+
+// More events under the held paths (an rm -rf cut into two batches) that
+// leave the same set held ask the same question: said once.
+func TestEngineSameHeldSetSaidOnce(t *testing.T) {
+	f, _ := heldFixture(t, "web-1")
+	f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "gen", "f059")}, 1)
+	if held := eventsOf[Held](f.rec); len(held) != 1 {
+		t.Errorf("held events = %+v, want one", held)
+	}
+	if _, err := os.Stat(filepath.Join(f.remote("web-1"), "gen", "f000")); err != nil {
+		t.Errorf("gen/f000: %v", err)
+	}
+	// Restored and synced, then deleted again: a new hold, said again.
+	for i := range 60 {
+		writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "g2"})
+	}
+	f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "gen")}, 1)
+	must(t, os.RemoveAll(filepath.Join(f.local, "gen")))
+	f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "gen")}, 1)
+	if held := eventsOf[Held](f.rec); len(held) != 2 {
+		t.Errorf("held events = %+v, want two", held)
+	}
+	assertClean(t, f, "web-1")
+}

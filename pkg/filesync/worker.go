@@ -50,9 +50,11 @@ type target struct {
 	lastErr string    // the last reported error, to report each once
 
 	// held is, per mapping, the root problem last reported (see Engine.hold);
-	// mass, the mass deletes held (see heldSet).
-	held map[int]string
-	mass map[int][]*heldSet
+	// mass, the mass deletes held (see heldSet); redecided, the IDs of those
+	// the plan under way decides again.
+	held      map[int]string
+	mass      map[int][]*heldSet
+	redecided map[string]bool
 }
 
 func (tg *target) signal() {
