@@ -5,6 +5,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -164,7 +165,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		go followTag(ctx, cfg.Interval, containers, d)
 	}
 	if d.Releases != nil {
-		go release(ctx, engine, d.Releases)
+		go release(ctx, engine, d.Releases, d.Reporter)
 	}
 	d.Reporter.Watching(roots)
 	err = engine.Run(ctx, changes)
@@ -176,13 +177,15 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 }
 
 // release lets through each held mass delete the user answered yes to, until ctx ends.
-func release(ctx context.Context, engine *filesync.Engine, ids <-chan string) {
+func release(ctx context.Context, engine *filesync.Engine, ids <-chan string, r Reporter) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case id := <-ids:
-			engine.Release(id)
+			if engine.Release(id) == 0 {
+				r.Warn(errors.New("no container holds those deletes any more: a change under them decided them again"))
+			}
 		}
 	}
 }

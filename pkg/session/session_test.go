@@ -370,6 +370,8 @@ func TestRunReleasesHeldDeletes(t *testing.T) {
 	if got := readRemote(t, f, "web-1", "index.html"); got != "v1" {
 		t.Errorf("index.html is %q", got)
 	}
+	releases <- id // answered twice: nothing is held any more, and the session says so
+	f.j.waitFor(t, "warn no container holds those deletes any more")
 	cancel()
 	if err := <-done; err != nil {
 		t.Error(err)
