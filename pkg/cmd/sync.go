@@ -153,10 +153,15 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 		return err
 	}
 	reporter := newSyncReporter(o.g.Out, o.g.ErrOut, o.output == "json")
+	if interactive(o.g.In, o.g.Out, o.g.ErrOut, o.output == "json") {
+		reporter.askOn(o.g.In, workingDir())
+	}
 	if o.project != nil {
 		return o.runEntries(ctx, restCfg, reporter)
 	}
-	return session.Run(ctx, o.cfg, o.deps(restCfg, o.cfg, reporter, o.g.ErrOut, o.g.namespace, o.args, o.target.selector))
+	d := o.deps(restCfg, o.cfg, reporter, o.g.ErrOut, o.g.namespace, o.args, o.target.selector)
+	d.Releases = reporter.releases("", o.cfg)
+	return session.Run(ctx, o.cfg, d)
 }
 
 // deps are the real cluster, watcher and registry behind one session.

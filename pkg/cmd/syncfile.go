@@ -129,7 +129,9 @@ func (o *SyncOptions) runEntries(ctx context.Context, restCfg *rest.Config, repo
 			if ns == "" {
 				ns = o.g.namespace
 			}
-			if errs[i] = session.Run(ctx, e.cfg, o.deps(restCfg, e.cfg, rep, rep.notes(o.g.ErrOut), ns, e.args, e.selector)); errs[i] != nil {
+			d := o.deps(restCfg, e.cfg, rep, rep.notes(o.g.ErrOut), ns, e.args, e.selector)
+			d.Releases = reporter.releases(e.name, e.cfg)
+			if errs[i] = session.Run(ctx, e.cfg, d); errs[i] != nil {
 				rep.Failed(errs[i])
 			}
 		})

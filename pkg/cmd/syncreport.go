@@ -33,6 +33,16 @@ type syncReporter struct {
 	started time.Time
 	// helperNoted: the note on what helpers leave in a pod was printed.
 	helperNoted bool
+
+	// Held mass deletes ask in a terminal (syncprompt.go): in is read for answers, nil when
+	// nothing asks; asks are the sessions' release channels by entry.
+	in         io.Reader
+	wd         string
+	asks       map[string]chan string
+	question   *question // the open question (under mu)
+	promptOpen bool      // the cursor is at the end of the question
+	reading    bool      // readAnswers runs
+	inClosed   bool      // stdin ended: no more questions
 }
 
 var _ session.Reporter = (*syncReporter)(nil)
@@ -93,16 +103,7 @@ func (r *syncReporter) report(ev filesync.Event) {
 			r.drawProgress(e)
 		}
 	case filesync.Held:
-		more := ""
-		if len(e.Examples) > 0 {
-			more = " (" + strings.Join(e.Examples, ", ")
-			if e.Deleted > len(e.Examples) {
-				more += ", ..."
-			}
-			more += ")"
-		}
-		r.emitErr(jsonEvent{Type: "held", Target: toJSONTarget(e.Target), Deleted: &e.Deleted, Names: e.Examples, Reason: e.Reason, Hint: e.Hint},
-			"held: %s: not deleting %s%s: %s; %s", e.Target, plural(e.Deleted, "remote entry", "remote entries"), more, e.Reason, e.Hint)
+		r.held(e)
 	case filesync.Waiting:
 		r.emitErr(jsonEvent{Type: "waiting", Workload: e.Workload, Reason: e.Reason, Message: e.Message},
 			"waiting for %s: %s", e.Workload, e.Message)
@@ -146,6 +147,7 @@ func (r *syncReporter) Watching(roots []string) {
 
 func (r *syncReporter) watching(roots []string) {
 	if !r.json {
+		r.endPrompt()
 		fmt.Fprintf(r.errOut, "%swatching %s; Ctrl-C to stop\n", r.prefix(), strings.Join(roots, ", "))
 	}
 }
@@ -157,6 +159,7 @@ func (r *syncReporter) Summary() {
 	if r.json {
 		return
 	}
+	r.endPrompt()
 	fmt.Fprintf(r.errOut, "livesync: %d containers, %d batches, %d files, %s sent, %d errors in %s\n",
 		len(r.targets), r.batches, r.files, humanBytes(r.bytes), r.errors, time.Since(r.started).Round(time.Second))
 }
@@ -178,6 +181,7 @@ func (r *syncReporter) print(text io.Writer, ev jsonEvent, format string, args .
 		r.writeJSON(r.out, ev)
 		return
 	}
+	r.endPrompt()
 	fmt.Fprintf(text, r.prefix()+format+"\n", args...)
 }
 

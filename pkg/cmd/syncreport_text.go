@@ -55,6 +55,7 @@ func listing(copies, deletes []string) string {
 
 // drawProgress shows files, bytes, rate and ETA of an initial sync on one line.
 func (r *syncReporter) drawProgress(p filesync.Progress) {
+	r.endPrompt()
 	rate := float64(p.Bytes) / p.Elapsed.Seconds()
 	line := fmt.Sprintf("syncing %s: %d files, %s/%s, %s/s", p.Target, p.Files, humanBytes(p.Bytes), humanBytes(p.TotalBytes), humanBytes(int64(rate)))
 	if p.TotalBytes > p.Bytes && rate > 0 {

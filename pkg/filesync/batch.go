@@ -237,6 +237,7 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 		changed []string
 	)
 	for i, m := range e.maps {
+		tg.touchHeld(i, due[i].rels)
 		if first := due[i].copyFirst(dirty); len(first) > 0 {
 			p, err := plan(m, tg.idx[i], first, false)
 			if err != nil {
@@ -258,7 +259,11 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 				continue
 			}
 		}
-		if len(due[i].rels) == 0 && !due[i].rescan && !dirty {
+		held := tg.decideHeld(i) // guard.go
+		if r.err = e.applyReleased(tg, i, m, held, &r, &changed); r.err != nil {
+			return r
+		}
+		if len(due[i].rels) == 0 && len(held.again) == 0 && !due[i].rescan && !dirty {
 			continue
 		}
 		if due[i].rescan || dirty {
@@ -269,7 +274,8 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 				return r
 			}
 		}
-		p, err := planBatch(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty, tg.earlyNew[i])
+		p, err := planWith(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty,
+			planOpts{kept: held.kept, again: held.again, early: tg.earlyNew[i]})
 		if err != nil {
 			r.err = err
 			return r
@@ -289,7 +295,7 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 }
 
 // addEarly records the entries that copies ahead of their batch added to
-// mapping i's index (see planBatch).
+// mapping i's index (see planOpts).
 func (tg *target) addEarly(i int, rels []string) {
 	if len(rels) == 0 {
 		return

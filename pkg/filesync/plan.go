@@ -62,6 +62,10 @@ type planner struct {
 	// top-level entry is planned for deletion; guard holds that even if the
 	// root is back by then.
 	rootGone bool
+	// deepUnder: held paths decided again, compared in depth (see planOpts).
+	deepUnder map[string]bool
+	// released lifts the mass-delete verdict for deletes at or under it (see guard).
+	released map[string]bool
 	// err stops the plan: the root's type no longer fits the mapping.
 	err error
 }
@@ -81,17 +85,41 @@ func newPlanner(m *mapping, idx *Index) *planner {
 // (see guard). What cannot be read becomes a warning, and doubt never becomes
 // a delete; the only error is a root whose type no longer fits the mapping.
 func plan(m *mapping, idx *Index, hints []string, rescan bool) (*Plan, error) {
-	return planBatch(m, idx, hints, rescan, nil)
+	return planWith(m, idx, hints, rescan, planOpts{})
 }
 
-// planBatch is plan for a batch some of whose copies went ahead of it (see
-// syncBatch): early holds the entries those copies added to idx, which the
-// mass-delete guard does not count, so that its verdict on the batch's
-// deletes does not depend on how the batch was cut. Without them, a burst
-// that deletes 60 files under src/ and writes 60 under lib/ is held as one
-// batch but runs when a peek sent lib/ first.
-func planBatch(m *mapping, idx *Index, hints []string, rescan bool, early map[string]bool) (*Plan, error) {
+// planOpts are what a target adds to a batch's plan.
+type planOpts struct {
+	// kept: deletes at or under these held paths stay held whatever the
+	// guard would say of them now, and the copies at or under them wait (see
+	// heldSet).
+	kept map[string]bool
+	// again: held paths decided again, compared in depth as a rescan would.
+	again []string
+	// released lifts the mass-delete verdict for deletes at or under it.
+	released map[string]bool
+	// early holds the entries that copies ahead of the batch added to the
+	// index (see syncBatch), which the mass-delete guard does not count, so
+	// that its verdict on the batch's deletes does not depend on how the
+	// batch was cut. Without them, a burst that deletes 60 files under src/
+	// and writes 60 under lib/ is held as one batch but runs when a peek sent
+	// lib/ first.
+	early map[string]bool
+}
+
+// planWith is plan in a target, with what it holds and sent ahead (see
+// planOpts).
+func planWith(m *mapping, idx *Index, hints []string, rescan bool, o planOpts) (*Plan, error) {
 	pl := newPlanner(m, idx)
+	pl.released = o.released
+	if len(o.again) > 0 {
+		pl.deepUnder = map[string]bool{}
+		for _, a := range o.again {
+			pl.deepUnder[a] = true
+			hints = append(hints, a)
+			idx.walk(a, func(p string) { hints = append(hints, p) })
+		}
+	}
 	if rescan {
 		pl.deep = true
 		hints = append([]string{""}, idx.Paths()...)
@@ -103,11 +131,12 @@ func planBatch(m *mapping, idx *Index, hints []string, rescan bool, early map[st
 		}
 	}
 	p := pl.finish()
+	p.keep(o.kept)
 	total, size := idx.Len(), idx.countTree
-	if len(early) > 0 {
+	if len(o.early) > 0 {
 		// under counts, per path, the early entries at or under it.
 		under := map[string]int{}
-		for rel := range early {
+		for rel := range o.early {
 			if _, ok := idx.Get(rel); !ok {
 				continue
 			}
@@ -191,7 +220,7 @@ func (pl *planner) visit(rel string) {
 		} else if !had || old.stale || old.Mode != e.Mode {
 			pl.add(rel, e)
 		}
-		if !had || pl.deep {
+		if !had || pl.deep || pl.deepUnder != nil && underAny(rel, pl.deepUnder) {
 			pl.visitChildren(rel)
 		}
 		return

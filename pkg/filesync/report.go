@@ -109,8 +109,10 @@ type DryRun struct {
 // Held reports deletes held back in a target instead of run: the local root
 // of Mapping is missing, emptied or replaced by another file system, or they
 // would delete more than the mass-delete threshold. Nothing was deleted;
-// copies went ahead, and the held paths are decided again by the next batch
-// or rescan. It is reported once per distinct held set and target.
+// copies went ahead. A root problem's paths are decided again by the next
+// batch or rescan; a mass delete's only by a local change at or under them,
+// or by Engine.Release(ID). It is reported once per distinct held set and
+// target.
 type Held struct {
 	Target   Target
 	Mapping  Mapping
@@ -118,6 +120,13 @@ type Held struct {
 	Deleted  int      // remote entries that would have been deleted
 	Examples []string // a few of the remote paths held
 	Hint     string   // what to do, e.g. how to allow it
+	// ID names a mass delete, the same in every target that holds the same
+	// set, for Engine.Release; empty for a root problem, which only the root
+	// lifts.
+	ID string
+	// Under is, for a mass delete, the local path every held delete is at or
+	// under.
+	Under string
 }
 
 func (InitialSync) event()   {}

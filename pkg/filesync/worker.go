@@ -45,7 +45,7 @@ type target struct {
 	// one pass behind the hinted paths (see syncBatch).
 	walkDeferred []bool
 	// earlyNew is, per mapping, what copies ahead of their batch added to
-	// the index until that batch is planned (see planBatch).
+	// the index until that batch is planned (see planOpts).
 	earlyNew map[int]map[string]bool
 	// relist is, per mapping, whether a failed apply left so much of the
 	// index stale that the container is listed before the next compare.
@@ -66,8 +66,12 @@ type target struct {
 	dirty   bool      // a batch failed: compare the whole tree next time
 	lastErr string    // the last reported error, to report each once
 
-	// held is, per mapping, the held set last reported (see Engine.hold).
-	held map[int]string
+	// held is, per mapping, the root problem last reported (see Engine.hold);
+	// mass, the mass deletes held (see heldSet); redecided, the IDs of those
+	// the plan under way decides again.
+	held      map[int]string
+	mass      map[int][]*heldSet
+	redecided map[string]bool
 }
 
 func (tg *target) signal() {

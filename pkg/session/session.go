@@ -5,6 +5,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -56,6 +57,9 @@ type Deps struct {
 	Notes io.Writer
 	// Clock ticks --follow-tag; nil means the real clock.
 	Clock clock.WithTicker
+	// Releases carries the IDs (filesync.Held.ID) of held mass deletes the user let through
+	// in the session; nil when nobody is asked (-o json, --once, not a terminal).
+	Releases <-chan string
 }
 
 // Images changes the image side of a workload: its pull policy, and moved tags pinned to
@@ -160,6 +164,9 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	if cfg.FollowTag {
 		go followTag(ctx, cfg.Interval, containers, d)
 	}
+	if d.Releases != nil {
+		go release(ctx, engine, d.Releases, d.Reporter)
+	}
 	d.Reporter.Watching(roots)
 	err = engine.Run(ctx, changes)
 	d.Reporter.Summary()
@@ -167,6 +174,20 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		return nil // Ctrl-C is how a session ends
 	}
 	return err
+}
+
+// release lets through each held mass delete the user answered yes to, until ctx ends.
+func release(ctx context.Context, engine *filesync.Engine, ids <-chan string, r Reporter) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-ids:
+			if engine.Release(id) == 0 {
+				r.Warn(errors.New("no container holds those deletes any more: a change under them decided them again"))
+			}
+		}
+	}
 }
 
 // followTag pins each new push of the tag; the tracker then sees the new pods and the

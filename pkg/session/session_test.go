@@ -83,6 +83,8 @@ func (r fakeReporter) Report(ev filesync.Event) {
 		r.j.add("error %s: %v", e.Target, e.Err)
 	case filesync.Waiting:
 		r.j.add("waiting %s: %s", e.Workload, e.Message)
+	case filesync.Held:
+		r.j.add("held %s id=%s", e.Target, e.ID)
 	default:
 		r.j.add("event %T", ev)
 	}
@@ -329,6 +331,50 @@ func TestRunWatches(t *testing.T) {
 	}
 	if !f.watcher.Closed() {
 		t.Error("the watcher was left open")
+	}
+}
+
+// TestRunReleasesHeldDeletes: an ID on Deps.Releases (the user's yes) lets the held mass delete
+// through in the session's engine.
+func TestRunReleasesHeldDeletes(t *testing.T) {
+	f := newFixture(t, runningPod("web-1"))
+	if err := os.Mkdir(filepath.Join(f.local, "gen"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 60 {
+		writeFile(t, filepath.Join(f.local, "gen", fmt.Sprint(i)), "g")
+	}
+	releases := make(chan string, 1)
+	f.deps.Releases = releases
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, f.cfg, f.deps) }()
+	f.j.waitFor(t, "initial-sync ns/web-1/app err=<nil>")
+	if err := os.RemoveAll(filepath.Join(f.local, "gen")); err != nil {
+		t.Fatal(err)
+	}
+	f.watcher.Send(watch.Event{Root: f.local, Path: filepath.Join(f.local, "gen")})
+	_, id, _ := strings.Cut(f.j.waitFor(t, "held ns/web-1/app"), "id=")
+	if id == "" {
+		t.Fatal("the held mass delete has no ID")
+	}
+	if _, err := os.Stat(filepath.Join(f.sandbox, "web-1", "app", "gen", "0")); err != nil {
+		t.Fatalf("held, yet deleted: %v", err)
+	}
+	releases <- id
+	f.j.waitFor(t, "batch changed=0 deleted=1 failed=0")
+	if _, err := os.Stat(filepath.Join(f.sandbox, "web-1", "app", "gen")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("released, yet kept: %v", err)
+	}
+	if got := readRemote(t, f, "web-1", "index.html"); got != "v1" {
+		t.Errorf("index.html is %q", got)
+	}
+	releases <- id // answered twice: nothing is held any more, and the session says so
+	f.j.waitFor(t, "warn no container holds those deletes any more")
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
 	}
 }
 
