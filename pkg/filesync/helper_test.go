@@ -135,3 +135,42 @@ func TestParseHelperProbe(t *testing.T) {
 		}
 	}
 }
+
+// TestHelperOwnsParentsItCreates: a root helper writing for a non-root
+// target makes each directory that apply creates on the way to the remote
+// root the target's, with an exec per batch and through a stream alike, and
+// leaves a directory that was there as it was (root's).
+func TestHelperOwnsParentsItCreates(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("only root restores owners")
+	}
+	for name, ex := range executors(t) {
+		for _, via := range []string{"exec", "stream"} {
+			t.Run(name+"/"+via, func(t *testing.T) {
+				rootfs, local := t.TempDir(), t.TempDir()
+				writeTree(t, rootfs, map[string]string{"srv/": ""})
+				writeTree(t, local, map[string]string{"index.html": "<p>"})
+				owner := &Owner{UID: 4242, GID: 4343}
+				var x Executor = &helperExec{localExecutor: ex, rootfs: rootfs, owner: owner}
+				if via == "stream" {
+					x, _ = newTestStreams(t, x)
+				}
+				m := testMapping(t, local, "/srv/www/app", nil)
+				p, err := plan(m, NewIndex(), nil, true)
+				must(t, err)
+				_, err = apply(t.Context(), x, testTarget, m, p, archiveOpts{owner: owner})
+				must(t, err)
+				for rel, want := range map[string][2]int{
+					"srv": {0, 0}, "srv/www": {4242, 4343}, "srv/www/app": {4242, 4343}, "srv/www/app/index.html": {4242, 4343},
+				} {
+					fi, err := os.Lstat(filepath.Join(rootfs, rel))
+					must(t, err)
+					st := fi.Sys().(*syscall.Stat_t)
+					if int(st.Uid) != want[0] || int(st.Gid) != want[1] {
+						t.Errorf("%q is owned by %d:%d, want %d:%d", rel, st.Uid, st.Gid, want[0], want[1])
+					}
+				}
+			})
+		}
+	}
+}
