@@ -174,7 +174,7 @@ func TestPreflightInHelper(t *testing.T) {
 			local := t.TempDir()
 			writeTree(t, local, map[string]string{"a.txt": "a"})
 			before := snapshot(t, rootfs)
-			evs := dryRun(t, &helperExec{localExecutor: ex, rootfs: rootfs}, Config{Mappings: []Mapping{
+			evs := dryRun(t, newHelperExec(t, ex, rootfs, nil), Config{Mappings: []Mapping{
 				{Local: LocalPath(local), Remote: "/app"}, {Local: LocalPath(local), Remote: "/tmp"},
 				{Local: LocalPath(filepath.Join(local, "a.txt")), Remote: "/data/a.txt"},
 			}})

@@ -67,33 +67,103 @@ type route struct {
 	ready  chan struct{}
 	err    error
 	helper *Helper
-	rootfs string
-	owner  *filesync.Owner
+	at     filesync.HelperRoute
 }
 
 // PersistentStreams: a helper's stream is an exec like any other.
 func (x *HelperExecutor) PersistentStreams() bool { return x.Pods.PersistentStreams() }
 
 // Exec runs argv in t, or in t's helper with argv made to work on t's files.
+//
+// An exec through the helper that finds t's process gone or replaced
+// (filesync.HelperMovedStatus) drops the route, so that the next one
+// probes t again. Without stdin that happens at once and argv runs again,
+// once; an exec with stdin returns a transient error instead: what it
+// consumed of stdin is lost, and the engine sends the batch again.
 func (x *HelperExecutor) Exec(ctx context.Context, t filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if x.Mode == HelperNever || x.Mode == "" {
 		return x.Pods.Exec(ctx, t, argv, stdin, stdout, stderr)
 	}
-	r, err := x.route(ctx, t)
-	if err != nil {
+	for try := 1; ; try++ {
+		r, err := x.route(ctx, t)
+		if err != nil {
+			return err
+		}
+		if r.helper == nil {
+			return x.Pods.Exec(ctx, t, argv, stdin, stdout, stderr)
+		}
+		gate := &movedGate{w: stderr}
+		err = x.Pods.Exec(ctx, helperTarget(t, r.helper), filesync.HelperArgv(argv, r.at), stdin, stdout, gate)
+		moved := gate.end(err)
+		var ee filesync.ExitError
+		switch {
+		case moved:
+			x.forget(t, r)
+			if stdin == nil && try == 1 {
+				continue
+			}
+			return &movedError{t: t, helper: r.helper.Name, pid: r.at.PID}
+		case err != nil && !errors.As(err, &ee) && ctx.Err() == nil:
+			// The helper may be gone (its target restarted, or it was
+			// killed): the next exec finds or adds a live one.
+			x.forget(t, r)
+		}
 		return err
 	}
-	if r.helper == nil {
-		return x.Pods.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// movedError is an exec's through a helper whose target process was gone or
+// replaced. It is no ExitError, so that filesync retries it (IsTransient),
+// by which time the route is probed anew.
+type movedError struct {
+	t      filesync.Target
+	helper string
+	pid    int
+}
+
+func (e *movedError) Error() string {
+	return fmt.Sprintf("the process of container %q (pid %d) that helper %q reached in pod %q is gone or replaced; finding it again", e.t.Container, e.pid, e.helper, e.t.Pod)
+}
+
+// movedGate passes an exec's stderr on, but holds back what starts with
+// filesync.HelperMovedMarker: the script's check came first, wrote only
+// that, and the exec runs again or fails with its own error. end says
+// whether the exec failed that way, and passes on what was held otherwise.
+// Writes come from one goroutine at a time, and end after the exec.
+type movedGate struct {
+	w    io.Writer
+	head []byte // the start of stderr, while it may be the marker
+	pass bool   // it isn't: everything goes through
+}
+
+func (g *movedGate) Write(p []byte) (int, error) {
+	if g.pass {
+		return g.w.Write(p)
 	}
-	err = x.Pods.Exec(ctx, helperTarget(t, r.helper), filesync.HelperArgv(argv, r.rootfs, r.owner), stdin, stdout, stderr)
+	const m = filesync.HelperMovedMarker
+	if len(g.head) < 4<<10 {
+		g.head = append(g.head, p...)
+	}
+	if n := min(len(g.head), len(m)); string(g.head[:n]) == m[:n] {
+		return len(p), nil
+	}
+	g.pass = true
+	if _, err := g.w.Write(g.head); err != nil {
+		return 0, err
+	}
+	g.head = nil
+	return len(p), nil
+}
+
+func (g *movedGate) end(err error) bool {
 	var ee filesync.ExitError
-	if err != nil && !errors.As(err, &ee) && ctx.Err() == nil {
-		// The helper may be gone (its target restarted, or it was killed):
-		// the next exec finds or adds a live one.
-		x.forget(t, r)
+	if !g.pass && errors.As(err, &ee) && ee.ExitStatus() == filesync.HelperMovedStatus && strings.HasPrefix(string(g.head), filesync.HelperMovedMarker) {
+		return true
 	}
-	return err
+	if !g.pass && len(g.head) > 0 {
+		_, _ = g.w.Write(g.head)
+	}
+	return false
 }
 
 // Owner is whose the files extracted in t must be: the target's user, when
@@ -108,7 +178,7 @@ func (x *HelperExecutor) Owner(t filesync.Target) *filesync.Owner {
 	select {
 	case <-r.ready:
 		if r.err == nil {
-			return r.owner
+			return r.at.Owner
 		}
 	default:
 	}
@@ -200,11 +270,11 @@ func (x *HelperExecutor) decide(ctx context.Context, t filesync.Target, r *route
 	if !p.Reachable {
 		return unreachable(t, h, p)
 	}
-	r.helper, r.rootfs = h, fmt.Sprintf("/proc/%d/root", p.PID)
+	r.helper, r.at = h, filesync.HelperRoute{PID: p.PID, Start: p.Start}
 	if h.Profile == HelperRootPtrace && p.UID != 0 {
-		r.owner = &filesync.Owner{UID: p.UID, GID: p.GID}
+		r.at.Owner = &filesync.Owner{UID: p.UID, GID: p.GID}
 	}
-	x.report(t, h, why, &p, r.owner)
+	x.report(t, h, why, &p, r.at.Owner)
 	return nil
 }
 

@@ -52,7 +52,7 @@ func newFakePods(hasTar bool, uid, gid int) *fakePods {
 			if !f.reachable(c.Target.Container) {
 				a = "denied"
 			}
-			return fakeexec.Response{Stdout: fmt.Sprintf("P 1 %d %d %s\n", f.uid, f.gid, a)}
+			return fakeexec.Response{Stdout: fmt.Sprintf("P 1 4242 %d %d %s\n", f.uid, f.gid, a)}
 		}
 		return fakeexec.Response{}
 	}
@@ -108,7 +108,7 @@ func TestHelperExecutorRoutes(t *testing.T) {
 				}
 				return
 			}
-			if last.Target.Container != "livesync-helper-1" || !strings.Contains(last.Argv[2], "LIVESYNC_ROOTFS='/proc/1/root'") ||
+			if last.Target.Container != "livesync-helper-1" || !strings.Contains(last.Argv[2], "LIVESYNC_PID=1 LIVESYNC_START=4242\n") ||
 				!strings.Contains(last.Argv[2], "LIVESYNC_OWNER=65532:0") || !strings.HasSuffix(last.Argv[2], "tar -x") {
 				t.Errorf("through the helper: last call %+v", last)
 			}
@@ -232,5 +232,70 @@ func TestHelperExecutorAsksOncePerImage(t *testing.T) {
 	}
 	if n := probes(); n != 1 {
 		t.Errorf("%d tool probes for two containers of one image, want 1", n)
+	}
+}
+
+// TestHelperExecutorReprobes: an exec that finds the target's process gone or replaced (helper.sh's
+// check: exit status 75 and its marker) drops the route and probes again; with nothing sent on stdin it
+// runs again at once, through the new process, and the marker stays out of its output. With an archive
+// on stdin the error is transient for the engine to send the batch again, and the next exec goes to the
+// new process.
+func TestHelperExecutorReprobes(t *testing.T) {
+	for _, withStdin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stdin %v", withStdin), func(t *testing.T) {
+			s := newAPIServer(t, targetPod(nil, nil))
+			s.kubelet = startRunning
+			pods := newFakePods(false, 65532, 0)
+			var mu sync.Mutex
+			pid := "7"
+			pods.Respond = func(c fakeexec.Call) fakeexec.Response {
+				script := strings.Join(c.Argv, " ")
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case strings.Contains(script, "command -v tar"):
+					return fakeexec.Response{Err: exitCode(127)}
+				case strings.Contains(script, "livesync-probe"):
+					return fakeexec.Response{Stdout: "P " + pid + " 1500 65532 0 ok\n"}
+				case strings.Contains(script, "LIVESYNC_PID=7 "):
+					// The worker it pinned exited; the main process is 9.
+					pid = "9"
+					return fakeexec.Response{Stderr: "livesync: helper target moved: process 7 that started at 1500 is gone\n", Err: exitCode(75)}
+				}
+				return fakeexec.Response{Stdout: "done"}
+			}
+			x := &HelperExecutor{Pods: pods, Helpers: &Helpers{Client: s.client, Image: helperImage}, Mode: HelperAuto}
+			var stdin io.Reader
+			if withStdin {
+				stdin = strings.NewReader("tar")
+			}
+			var out, errb strings.Builder
+			err := x.Exec(context.Background(), helperTestTarget, []string{"sh", "-c", "tar -x", "livesync", "/app"}, stdin, &out, &errb)
+			if withStdin {
+				var ee filesync.ExitError
+				if err == nil || errors.As(err, &ee) || !filesync.IsTransient(err) {
+					t.Fatalf("with stdin: err %v, want a transient error that is no exit status", err)
+				}
+				if x.Owner(helperTestTarget) != nil {
+					t.Error("the route to process 7 survived")
+				}
+				out.Reset()
+				err = x.Exec(context.Background(), helperTestTarget, []string{"sh", "-c", "tar -x", "livesync", "/app"}, strings.NewReader("tar"), &out, &errb)
+			}
+			if err != nil || out.String() != "done" || errb.String() != "" {
+				t.Fatalf("Exec = %v, stdout %q, stderr %q; want it done through process 9, without the marker", err, out.String(), errb.String())
+			}
+			calls := pods.Calls()
+			probes := 0
+			for _, c := range calls {
+				if strings.Contains(strings.Join(c.Argv, " "), "livesync-probe") {
+					probes++
+				}
+			}
+			last := calls[len(calls)-1]
+			if probes != 2 || !strings.Contains(last.Argv[2], "LIVESYNC_PID=9 ") || len(s.patches()) != 1 {
+				t.Errorf("%d probes, %d patches, last call %q; want one more probe, the same helper, and the exec through process 9", probes, len(s.patches()), last.Argv[2])
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,24 +59,30 @@ func webOf(t *testing.T, kind string) (ns, pod string) {
 	return ns, runningPods(t, ns, "app=web")[0].Name
 }
 
-// helperTree reads root of a distroless container through the helper container name, which
-// reaches it as /proc/1/root (the target's main process).
-func helperTree(t *testing.T, ns, pod, helper, root string) tree {
+// helperTree reads path, in the helper container name, as a tree: for a distroless target, whose main
+// process is PID 1 when the pod shares no process namespace, /proc/1/root/REMOTE.
+func helperTree(t *testing.T, ns, pod, helper, path string) tree {
 	t.Helper()
-	tr, err := remoteTree(ns, pod, helper, "/proc/1/root"+root)
+	tr, err := remoteTree(ns, pod, helper, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tr
 }
 
-// waitHelperTree waits until root in the pod's target, read through helper, is local's tree.
+// waitHelperTree waits until root in the pod's target, read through helper as /proc/1/root, is local's tree.
 func waitHelperTree(t *testing.T, ns, pod, helper, local, root string) {
+	t.Helper()
+	waitHelperTreeAt(t, ns, pod, helper, local, "/proc/1/root"+root)
+}
+
+// waitHelperTreeAt waits until path, read in helper, is local's tree.
+func waitHelperTreeAt(t *testing.T, ns, pod, helper, local, path string) {
 	t.Helper()
 	lt := localTree(t, local)
 	last := ""
 	waitFor(t, "the tree through "+helper, time.Minute, func() (bool, error) {
-		last = lt.diff(helperTree(t, ns, pod, helper, root))
+		last = lt.diff(helperTree(t, ns, pod, helper, path))
 		return last == "", nil
 	})
 	if last != "" {
@@ -281,5 +288,94 @@ func TestHelperNeedsEphemeralContainersRBAC(t *testing.T) {
 	}
 	if got := ephemeralNames(t, ns, pod); len(got) != 0 {
 		t.Errorf("ephemeral containers = %v, want none", got)
+	}
+}
+
+// TestHelperSharedProcessNamespace syncs through a helper into a pod with shareProcessNamespace: true, where
+// the helper sees the pause process and another container's processes beside the target's: the files land in
+// the target, and none in the other container. The app image's target (under --helper ephemeral) forks a
+// sleep every second, children that come and go with higher PIDs, earlier in glob order than its own: edits
+// made after several of them ended still land, so the helper pinned the target's main process.
+func TestHelperSharedProcessNamespace(t *testing.T) {
+	hImg := helperImage(t)
+	for _, tc := range []struct {
+		kind string
+		args []string
+	}{
+		{"distroless", nil},
+		{"app", []string{"--helper", "ephemeral"}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			ns := namespace(t)
+			repo, side := tc.kind+"-"+ns, "side-"+ns
+			pushImage(t, repo, "dev", tc.kind)
+			pushImage(t, side, "dev", "app")
+			deploymentWith(t, ns, "web", image(repo, "dev"), func(spec *corev1.PodSpec) {
+				spec.ShareProcessNamespace = ptr.To(true)
+				// The other container uses up PIDs to 1000 first, so that the target's next children
+				// (10xx, 11xx) come before its main process (two digits) in glob order.
+				spec.Containers = append(spec.Containers, corev1.Container{Name: "side", Image: image(side, "dev"), ImagePullPolicy: corev1.PullIfNotPresent,
+					Command: []string{"/bin/sh", "-c", `i=0; while [ $i -lt 1000 ]; do (:); i=$((i+1)); done; touch /tmp/burnt; trap "exit 0" TERM; while :; do sleep 1; done`}})
+			})
+			pod := runningPods(t, ns, "app=web")[0]
+			waitFor(t, "the other container to use up PIDs", 3*time.Minute, func() (bool, error) {
+				r := run(t, e.kubectl, "--kubeconfig", e.kubeconfig, "-n", ns, "exec", pod.Name, "-c", "side", "--", "test", "-e", "/tmp/burnt")
+				return r.code == 0, nil
+			})
+			var id string
+			for _, st := range pod.Status.ContainerStatuses {
+				if st.Name == "app" {
+					_, id, _ = strings.Cut(st.ContainerID, "://")
+				}
+			}
+			local := t.TempDir()
+			write(t, filepath.Join(local, "index.html"), "<p>1")
+			write(t, filepath.Join(local, "css/site.css"), "body{}")
+			s := newSession(t, ns).Args(append([]string{"deploy/web", "--helper-image", hImg}, tc.args...)...).Map(local, "/app").Start().WaitSynced()
+			helper := s.WaitFor("helper").Helper.Name
+
+			// The target's processes, as the helper sees them: those whose cgroup names its container ID.
+			pids := func() []string {
+				r := inHelper(t, ns, pod.Name, helper, "sh", "-c",
+					`for d in /proc/[0-9]*; do grep -q "$1" "$d/cgroup" 2>/dev/null && echo "${d#/proc/}"; done; exit 0`, "pids", id)
+				return strings.Fields(r.stdout)
+			}
+			converged := func() {
+				t.Helper()
+				if tc.kind != "distroless" {
+					waitConverged(t, ns, "app=web", 1, local, "/app", time.Minute)
+					return
+				}
+				// Distroless has one process and no sh: read it through the helper.
+				p := pids()
+				if len(p) != 1 {
+					t.Fatalf("processes of the distroless container seen from the helper: %v, want its one", p)
+				}
+				waitHelperTreeAt(t, ns, pod.Name, helper, local, "/proc/"+p[0]+"/root/app")
+			}
+			converged()
+			if tc.kind != "distroless" {
+				seen := map[string]bool{}
+				waitFor(t, "two of the target's children to come and go", time.Minute, func() (bool, error) {
+					now, gone := pids(), 0
+					for p := range seen {
+						if !slices.Contains(now, p) {
+							gone++
+						}
+					}
+					for _, p := range now {
+						seen[p] = true
+					}
+					return gone >= 2, nil
+				})
+			}
+			write(t, filepath.Join(local, "index.html"), "<p>2")
+			write(t, filepath.Join(local, "js/app.js"), "go()")
+			converged()
+			if tr, err := remoteTree(ns, pod.Name, "side", "/app"); err != nil || len(tr) != 0 {
+				t.Errorf("the other container's /app = %v, %v; want it empty", tr, err)
+			}
+			s.Stop()
+		})
 	}
 }

@@ -45,7 +45,8 @@
 # livesync_inroot, see HelperArgv) $1 is reached through the target's
 # /proc/PID/root; with LIVESYNC_OWNER (a root helper writing for a non-root
 # target) tar restores the archive's uid:gid, which is that owner, and the
-# directories this script creates get it too.
+# directories this script creates get it too: each one it makes on the way
+# to $1, never one that was there.
 #
 # Shell loops over "$@" run builtins only, except where a link is replaced
 # or a mode fixed, and the deletes go to one rm. On failure the script adds
@@ -55,12 +56,26 @@ set -e
 fail() { s=$?; echo "livesync: $1 failed" >&2; echo "livesync: uid $(id -u 2>/dev/null || echo unknown)" >&2; exit $s; }
 root=$1 mode=$2 file=$3 nc=$4 nr=$5 nm=$6 own=${LIVESYNC_OWNER:-} o=-o
 shift 6
-if [ -n "${LIVESYNC_ROOTFS:-}" ]; then root=$(livesync_inroot "$root") || exit 1; fi
+if [ -n "${LIVESYNC_ROOTFS:-}" ]; then root=$(livesync_inroot "$root") || exit; fi
 [ -z "$own" ] || o=
 if [ "$mode" != d ] && ! command -v tar >/dev/null 2>&1; then echo "livesync: tar not found" >&2; exit 127; fi
 if [ "$mode" = z ] && ! command -v gzip >/dev/null 2>&1; then echo "livesync: gzip not found" >&2; exit 1; fi
 if [ -z "$file" ] && { [ -e "$root" ] || [ -L "$root" ]; } && [ ! -d "$root" ]; then echo "livesync: conflict: not a directory" >&2; exit 3; fi
-if [ ! -d "$root" ]; then mkdir -p "$root" || fail mkdir; [ -z "$own" ] || chown "$own" "$root" || fail chown; fi
+if [ ! -d "$root" ] && [ -z "$own" ]; then mkdir -p "$root" || fail mkdir; fi
+if [ ! -d "$root" ]; then
+  # What mkdir -p would make, one directory at a time below the deepest
+  # that exists, each chowned ($root is absolute, its links resolved by
+  # livesync_inroot); one made meanwhile by another exec is left as it is.
+  a=$root
+  while [ -n "$a" ] && [ ! -d "$a" ]; do a=${a%/*}; done
+  rest=${root#"$a"}
+  while [ -n "$rest" ]; do
+    rest=${rest#/} c=${rest%%/*} rest=${rest#"$c"}
+    [ -n "$c" ] || continue
+    a=$a/$c
+    if mkdir -- "$a" 2>/dev/null; then chown "$own" -- "$a" || fail chown; elif [ ! -d "$a" ]; then mkdir -- "$a" || fail mkdir; fi
+  done
+fi
 cd "$root" || fail cd
 if [ -n "$file" ] && [ -d "$file" ] && [ ! -L "$file" ]; then echo "livesync: conflict: a directory" >&2; exit 3; fi
 # 2. Checks.

@@ -29,7 +29,7 @@
 # md5sum it falls back to size+mtime, which still matches files this tool
 # extracted earlier (tar keeps mtimes).
 d=$1
-if [ -n "${LIVESYNC_ROOTFS:-}" ]; then d=$(livesync_inroot "$1") || exit 1; fi
+if [ -n "${LIVESYNC_ROOTFS:-}" ]; then d=$(livesync_inroot "$1") || exit; fi
 h=
 if command -v sha256sum >/dev/null 2>&1; then h=sha256sum
 elif command -v md5sum >/dev/null 2>&1; then h=md5sum; fi

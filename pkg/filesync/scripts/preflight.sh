@@ -16,7 +16,7 @@
 #
 # The remote directory never appears in the output, so any name is safe.
 d=$1 hp=no
-if [ -n "${LIVESYNC_ROOTFS:-}" ]; then d=$(livesync_inroot "$1") || exit 1; hp=yes; fi
+if [ -n "${LIVESYNC_ROOTFS:-}" ]; then d=$(livesync_inroot "$1") || exit; hp=yes; fi
 u=$(id -u 2>/dev/null) || u=unknown
 g=$(id -g 2>/dev/null) || g=unknown
 s=no

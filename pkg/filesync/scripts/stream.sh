@@ -38,7 +38,10 @@
 # costs one message back on every hop to the client, not two. The loop
 # ends on stdin EOF (the client closed the stream, exited or was killed
 # and its connection dropped), leaving no process in the container; a
-# malformed header also ends it.
+# malformed header also ends it. So does a batch that exits 75, a helper's
+# target process that is gone (see helper.sh): with that status and the
+# batch's stderr on the loop's own, and no ack, so the caller finds the
+# process again before the batch is sent again.
 #
 # livesync_apply_body stands for apply.sh: stream.go puts its text there.
 if ! { command -v dd >/dev/null 2>&1 && [ "$(printf ab | dd bs=2 count=1 iflag=fullblock 2>/dev/null)" = ab ]; }; then printf 'N\0'; exit 0; fi
@@ -64,10 +67,12 @@ while read -r hd args; do
     else
       e=$( { eval "livesync_apply $args"; } </dev/null 2>&1 >&3 3>&-); s=$?
     fi
+    [ "$s" != 75 ] || { printf '%s\n' "$e" >&2; exit 75; }
     [ -z "$e" ] || printf 'e%s\n\0' "$e"; printf 'K%s %s\0' "$seq" "$s" ;;
   *)
     { while read -r n; do case $n in ''|*[!0-9]*) exit 2 ;; esac; [ "$n" -gt 0 ] || break; rd "$n" || exit 2; done; } | {
       e=$( { eval "livesync_apply $args"; } 2>&1 >&3 3>&-); s=$?
-      cat >/dev/null; [ -z "$e" ] || printf 'e%s\n\0' "$e"; printf 'K%s %s\0' "$seq" "$s"; } ;;
+      [ "$s" != 75 ] || { printf '%s\n' "$e" >&2; exit 75; }
+      cat >/dev/null; [ -z "$e" ] || printf 'e%s\n\0' "$e"; printf 'K%s %s\0' "$seq" "$s"; } || [ $? != 75 ] || exit 75 ;;
   esac
 done

@@ -105,13 +105,36 @@ func (l *Runner) Run(ctx context.Context, argv []string, stdin io.Reader, stdout
 			cmd.Stderr, err = pipe(stderr)
 		}
 	}
+	// So does stdin, unless it is a file: os/exec's Wait waits for its copy
+	// to end, which the stdin of a stream, open until the exec ends, never
+	// does by itself; a container's exec ends with its process, whatever it
+	// left unread.
+	var stdinR, stdinW *os.File
+	if _, isFile := stdin.(*os.File); err == nil && stdin != nil && !isFile {
+		if stdinR, stdinW, err = os.Pipe(); err == nil {
+			cmd.Stdin = stdinR
+		}
+	}
 	if err == nil {
 		err = cmd.Start()
 	}
+	if stdinR != nil {
+		_ = stdinR.Close() // the child's now
+	}
 	if err != nil {
+		if stdinW != nil {
+			_ = stdinW.Close()
+		}
 		closePipes()
 		copies.Wait()
 		return err
+	}
+	if stdinW != nil {
+		go func() {
+			_, _ = io.Copy(stdinW, stdin)
+			_ = stdinW.Close()
+		}()
+		defer stdinW.Close() // a write the exited child can't read fails
 	}
 	for i := 1; i < len(pipes); i += 2 {
 		_ = pipes[i].Close() // the write ends now belong to the child
