@@ -36,10 +36,10 @@ const (
 // TestFault is the fault suite of issue 9: 1,000 seeded random operations on a local tree
 // (create, modify, delete, rename of files and directories, 0 B to 5 MB, depth ≤ 5, bursts and
 // single edits) synced by one watching session into a Deployment of 3 replicas. After every
-// burst each replica's tree must equal the local one by content hash. Seven bursts carry a
+// burst each replica's tree must equal the local one by content hash. Eight bursts carry a
 // fault, each of which must heal with no manual step: pod delete, container kill, kubelet and
-// kube-apiserver kill -9 and restart, the in-container tar frozen, the local root re-created,
-// inotify watches exhausted. Recovery times (injection to converged tree) are logged and written
+// kube-apiserver kill -9 and restart, the in-container tar frozen, a lost ack with the tree
+// reverted during the outage, the local root re-created, inotify watches exhausted. Recovery times (injection to converged tree) are logged and written
 // to _output/fault-recovery.json; they are figures, not assertions.
 //
 // LIVESYNC_FAULT_SEED replays a run's operations (the seed is logged); LIVESYNC_FAULT_ONLY
