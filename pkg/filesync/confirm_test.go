@@ -36,6 +36,23 @@ func (l *lostAcks) Exec(ctx context.Context, t Target, argv []string, stdin io.R
 	return err
 }
 
+// lostAckFixture runs an engine with one synced target whose applies go
+// through lostAcks, with one try per batch.
+func lostAckFixture(t *testing.T) (*engineFixture, *lostAcks) {
+	t.Helper()
+	var lost *lostAcks
+	f := newWrappedFixture(t, Config{}, func(ex Executor) Executor {
+		lost = &lostAcks{Executor: ex}
+		return lost
+	}, WithRetry(RetryPolicy{Tries: 1}))
+	f.e.AddTarget(podTarget("web-1"))
+	f.run(t)
+	if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+		t.Fatal(ev.Err)
+	}
+	return f, lost
+}
+
 // restore writes name with content and mtime, as a revert (git checkout, an
 // editor's undo of a save, a backup copied back with cp -p) leaves it.
 func restore(t *testing.T, name, content string, mtime time.Time) {
@@ -99,16 +116,7 @@ func TestEngineLostAckThenRevert(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var lost *lostAcks
-			f := newWrappedFixture(t, Config{}, func(ex Executor) Executor {
-				lost = &lostAcks{Executor: ex}
-				return lost
-			}, WithRetry(RetryPolicy{Tries: 1}))
-			f.e.AddTarget(podTarget("web-1"))
-			f.run(t)
-			if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
-				t.Fatal(ev.Err)
-			}
+			f, lost := lostAckFixture(t)
 			before := readTree(t, f.local)
 			fa, err := os.Lstat(filepath.Join(f.local, "a"))
 			must(t, err)
@@ -144,16 +152,7 @@ func TestEngineLostAckThenRevert(t *testing.T) {
 // relistMin entries unconfirmed, the container is listed before the next
 // compare, and only what it lacks or holds differently is sent again.
 func TestEngineLostAckOfLargeBatchRelists(t *testing.T) {
-	var lost *lostAcks
-	f := newWrappedFixture(t, Config{}, func(ex Executor) Executor {
-		lost = &lostAcks{Executor: ex}
-		return lost
-	}, WithRetry(RetryPolicy{Tries: 1}))
-	f.e.AddTarget(podTarget("web-1"))
-	f.run(t)
-	if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
-		t.Fatal(ev.Err)
-	}
+	f, lost := lostAckFixture(t)
 	files := map[string]string{}
 	for i := range relistMin + 44 {
 		files[fmt.Sprintf("gen/f%03d", i)] = fmt.Sprint(i)
