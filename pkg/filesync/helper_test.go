@@ -370,7 +370,7 @@ func TestHelperStreamEndsWhenMoved(t *testing.T) {
 			if !IsTransient(err) {
 				t.Errorf("batch after the process moved: %v, want a transient error", err)
 			}
-			lerr, lstderr := loop.result()
+			lstderr, lerr := loop.result()
 			var ee ExitError
 			if !errors.As(lerr, &ee) || ee.ExitStatus() != 75 || !strings.HasPrefix(lstderr, "livesync: helper target moved") {
 				t.Errorf("the loop ended with %v, stderr %q; want status 75 and the marker", lerr, lstderr)
@@ -403,8 +403,8 @@ func (l *loopEnd) Exec(ctx context.Context, t Target, argv []string, stdin io.Re
 	return err
 }
 
-func (l *loopEnd) result() (error, string) {
+func (l *loopEnd) result() (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.err, l.stderr.String()
+	return l.stderr.String(), l.err
 }

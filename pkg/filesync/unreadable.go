@@ -77,11 +77,12 @@ var errUnreadable = errors.New("not synced until it changes")
 
 // cannotRead says which local file could not be read, and why.
 func cannotRead(name string, err error) error {
+	why := err.Error()
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		err = pe.Err
+		why = pe.Err.Error() // the path is said already
 	}
-	return fmt.Errorf("cannot read %q: %v; %w", name, err, errUnreadable)
+	return fmt.Errorf("cannot read %q: %s; %w", name, why, errUnreadable)
 }
 
 // unreadableOpen reports whether err, from opening a file planned as a
