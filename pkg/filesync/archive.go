@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // archiveResult is what building one tar stream found out.
@@ -35,8 +37,8 @@ type archiveResult struct {
 
 // archiveOpts are how an apply's archive is written.
 type archiveOpts struct {
-	gz    bool   // gzip-compressed (where the listing found gzip)
-	owner *Owner // the uid:gid in every header, restored by a root helper
+	gz    bool          // gzip-compressed (where the listing found gzip)
+	owner *remote.Owner // the uid:gid in every header, restored by a root helper
 }
 
 // streamArchive streams copies as a tar through a pipe, gzip-compressed
@@ -96,7 +98,7 @@ func writeArchive(w io.Writer, copies []Copy) (archiveResult, error) {
 
 // writeArchiveCounted is writeArchive that also counts the tar bytes written
 // so far into n.
-func writeArchiveCounted(w io.Writer, copies []Copy, owner *Owner, n *atomic.Int64) (archiveResult, error) {
+func writeArchiveCounted(w io.Writer, copies []Copy, owner *remote.Owner, n *atomic.Int64) (archiveResult, error) {
 	res := archiveResult{sums: map[string]*[32]byte{}, raced: map[string]struct{}{}, unreadable: map[string]error{}}
 	cw := &countingWriter{w: w, n: n}
 	bw := bufio.NewWriterSize(cw, 64<<10) // one WebSocket frame per Write: keep them large
@@ -146,7 +148,7 @@ func dedupe(copies []Copy) []Copy {
 
 // writeEntry writes one entry, and false if it was skipped or cut short
 // because the local file changed under it.
-func writeEntry(tw *tar.Writer, c Copy, owner *Owner, res *archiveResult) (bool, error) {
+func writeEntry(tw *tar.Writer, c Copy, owner *remote.Owner, res *archiveResult) (bool, error) {
 	hdr := &tar.Header{Name: c.Name, Mode: int64(c.Mode.Perm()), ModTime: c.MTime.Truncate(time.Second)}
 	if owner != nil {
 		hdr.Uid, hdr.Gid = owner.UID, owner.GID

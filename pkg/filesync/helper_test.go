@@ -16,16 +16,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // helperExec runs this package's scripts as a helper container does
-// (HelperArgv), with a host directory standing for the target's
+// (remote.HelperArgv), with a host directory standing for the target's
 // /proc/PID/root: the root link of process helperPID in a fake /proc.
 type helperExec struct {
 	*localExecutor
 	proc  string
-	owner *Owner
+	owner *remote.Owner
 }
 
 // helperPID and helperStart are the target's main process in the fake
@@ -36,7 +37,7 @@ const (
 )
 
 // newHelperExec returns a helperExec whose target's root is rootfs.
-func newHelperExec(t *testing.T, ex *localExecutor, rootfs string, owner *Owner) *helperExec {
+func newHelperExec(t *testing.T, ex *localExecutor, rootfs string, owner *remote.Owner) *helperExec {
 	t.Helper()
 	proc := fakeProc(t, fakeProcess{pid: helperPID, start: helperStart, root: rootfs})
 	return &helperExec{localExecutor: ex, proc: proc, owner: owner}
@@ -53,12 +54,12 @@ func (h *helperExec) argv(argv []string) []string {
 // rootfs is the target's root as the scripts reach it.
 func (h *helperExec) rootfs() string { return fmt.Sprintf("%s/%d/root", h.proc, helperPID) }
 
-// helperArgvIn is HelperArgv for a target process pid that started at
+// helperArgvIn is remote.HelperArgv for a target process pid that started at
 // start, in the fake /proc at proc.
-func helperArgvIn(proc string, argv []string, pid int, start uint64, owner *Owner) []string {
-	argv = HelperArgv(argv, HelperRoute{PID: pid, Start: start, Owner: owner})
+func helperArgvIn(proc string, argv []string, pid int, start uint64, owner *remote.Owner) []string {
+	argv = remote.HelperArgv(argv, remote.HelperRoute{PID: pid, Start: start, Owner: owner})
 	if len(argv) > 2 {
-		argv[2] = "LIVESYNC_PROC=" + shellWords([]string{proc}) + "\n" + argv[2]
+		argv[2] = "LIVESYNC_PROC=" + shellQuote(proc) + "\n" + argv[2]
 	}
 	return argv
 }
@@ -106,7 +107,7 @@ func fakeProc(t *testing.T, procs ...fakeProcess) string {
 	return proc
 }
 
-func (h *helperExec) Owner(Target) *Owner { return h.owner }
+func (h *helperExec) Owner(Target) *remote.Owner { return h.owner }
 
 // TestHelperArgvStaysInTargetRoot syncs through a helper into a target
 // whose remote root is an absolute symlink (/app -> /srv/app) and holds one
@@ -121,7 +122,7 @@ func TestHelperArgvStaysInTargetRoot(t *testing.T) {
 			writeTree(t, rootfs, map[string]string{"app@/srv/app": "", "srv/app/etc@/etc": "", "etc/": ""})
 			local := t.TempDir()
 			writeTree(t, local, map[string]string{"main.go": "package main", "web/index.html": "<p>", "etc/app.conf": "x=1"})
-			owner := &Owner{UID: 4242, GID: 4343}
+			owner := &remote.Owner{UID: 4242, GID: 4343}
 			if os.Getuid() != 0 {
 				owner = nil // only root restores owners
 			}
@@ -191,33 +192,6 @@ func TestHelperArgvResolve(t *testing.T) {
 	}
 }
 
-func TestParseHelperProbe(t *testing.T) {
-	for _, tc := range []struct {
-		out  string
-		want ProbeResult
-		err  string
-	}{
-		{"P 1 4242 65532 65532 ok\n", ProbeResult{PID: 1, Start: 4242, UID: 65532, GID: 65532, Reachable: true}, ""},
-		{"P 7 0 0 0 denied\n", ProbeResult{PID: 7}, ""},
-		{"N\n", ProbeResult{}, "no process"},
-		{"P 1 0 x 0 ok", ProbeResult{}, "unexpected"},
-		{"P 1 -1 0 0 ok", ProbeResult{}, "unexpected"},
-		{"P 1 0 0 ok", ProbeResult{}, "unexpected"},
-		{"", ProbeResult{}, "unexpected"},
-	} {
-		got, err := ParseHelperProbe(tc.out)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%q: err %v, want %q", tc.out, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("%q = %+v, %v; want %+v", tc.out, got, err, tc.want)
-		}
-	}
-}
-
 // TestHelperOwnsParentsItCreates: a root helper writing for a non-root
 // target makes each directory that apply creates on the way to the remote
 // root the target's, with an exec per batch and through a stream alike, and
@@ -232,7 +206,7 @@ func TestHelperOwnsParentsItCreates(t *testing.T) {
 				rootfs, local := t.TempDir(), t.TempDir()
 				writeTree(t, rootfs, map[string]string{"srv/": ""})
 				writeTree(t, local, map[string]string{"index.html": "<p>"})
-				owner := &Owner{UID: 4242, GID: 4343}
+				owner := &remote.Owner{UID: 4242, GID: 4343}
 				var x Executor = newHelperExec(t, ex, rootfs, owner)
 				if via == "stream" {
 					x, _ = newTestStreams(t, x)
@@ -282,8 +256,8 @@ func TestHelperProbe(t *testing.T) {
 				{"containerd://feed", "N"},
 				{"", "N"},
 			} {
-				argv := HelperProbe(tc.id)
-				argv[2] = "LIVESYNC_PROC=" + shellWords([]string{proc}) + "\n" + argv[2]
+				argv := remote.HelperProbe(tc.id)
+				argv[2] = "LIVESYNC_PROC=" + shellQuote(proc) + "\n" + argv[2]
 				var out, errb bytes.Buffer
 				if err := ex.Run(t.Context(), argv, nil, &out, &errb); err != nil {
 					t.Fatalf("probe %q: %v: %s", tc.id, err, errb.String())
@@ -319,12 +293,12 @@ func TestHelperPinned(t *testing.T) {
 				proc := fakeProc(t, tc.procs...)
 				for _, argv := range [][]string{
 					{"sh", "-c", `livesync_inroot "$1"`, "livesync-test", "/app"},
-					{"sh", "-c", applyScript, "livesync", "/app", "d", "", "0", "0", "0"},
-					{"sh", "-c", onSyncScript, "livesync-on-sync", "/app", "touch " + ran},
+					(&remote.ApplyArgs{Root: "/app"}).Argv(),
+					remote.OnSyncArgv("/app", "touch "+ran),
 				} {
 					var errb bytes.Buffer
 					err := ex.Run(t.Context(), helperArgvIn(proc, argv, 7, 1000, nil), nil, io.Discard, &errb)
-					var ee ExitError
+					var ee remote.ExitError
 					moved := errors.As(err, &ee) && ee.ExitStatus() == 75 && strings.HasPrefix(errb.String(), "livesync: helper target moved")
 					if moved != tc.moved || !tc.moved && err != nil {
 						t.Errorf("%s: %.40q: err %v, stderr %q; want moved %v", tc.name, argv[2], err, errb.String(), tc.moved)
@@ -367,11 +341,11 @@ func TestHelperStreamEndsWhenMoved(t *testing.T) {
 			p, err := plan(m, idx, nil, true)
 			must(t, err)
 			_, err = apply(t.Context(), s, testTarget, m, p, archiveOpts{})
-			if !IsTransient(err) {
+			if !remote.IsTransient(err) {
 				t.Errorf("batch after the process moved: %v, want a transient error", err)
 			}
 			lerr, lstderr := loop.result()
-			var ee ExitError
+			var ee remote.ExitError
 			if !errors.As(lerr, &ee) || ee.ExitStatus() != 75 || !strings.HasPrefix(lstderr, "livesync: helper target moved") {
 				t.Errorf("the loop ended with %v, stderr %q; want status 75 and the marker", lerr, lstderr)
 			}
@@ -391,7 +365,7 @@ type loopEnd struct {
 }
 
 func (l *loopEnd) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(argv) < 3 || argv[2] != streamLoop {
+	if !isStreamLoop(argv) {
 		return l.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
 	}
 	var errb bytes.Buffer

@@ -170,3 +170,11 @@ func waitForWaiters(t *testing.T, fc *clocktesting.FakeClock) {
 		runtime.Gosched()
 	}
 }
+
+// isApply, isList and isStreamLoop tell the remote scripts apart by their $0.
+func isApply(argv []string) bool      { return len(argv) > 4 && argv[3] == "livesync" }
+func isList(argv []string) bool       { return len(argv) > 3 && argv[3] == "livesync-list" }
+func isStreamLoop(argv []string) bool { return len(argv) > 3 && argv[3] == "livesync-stream" }
+
+// shellQuote quotes s as one sh word.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

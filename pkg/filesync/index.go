@@ -7,30 +7,19 @@ import (
 	"io"
 	"io/fs"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
-// EntryType is the kind of a synced entry.
-type EntryType uint8
+// EntryType is the kind of a synced entry (see remote.EntryType).
+type EntryType = remote.EntryType
 
 // Entry types. Anything else (sockets, devices, fifos) is never synced.
 const (
-	TypeFile EntryType = iota + 1
-	TypeDir
-	TypeSymlink
+	TypeFile    = remote.TypeFile
+	TypeDir     = remote.TypeDir
+	TypeSymlink = remote.TypeSymlink
 )
-
-// String returns "file", "dir" or "symlink".
-func (t EntryType) String() string {
-	switch t {
-	case TypeFile:
-		return "file"
-	case TypeDir:
-		return "dir"
-	case TypeSymlink:
-		return "symlink"
-	}
-	return fmt.Sprintf("EntryType(%d)", t)
-}
 
 // Entry is what is known about one synced path: its local metadata at the time
 // the container confirmed it (see Index).

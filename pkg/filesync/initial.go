@@ -131,7 +131,7 @@ func (m *mapping) localRootConflict(t EntryType) error {
 //
 // Local files are hashed only when the container has a file of the same size,
 // so the common cases (new file, edited file) cost no local reads. A root that
-// is a directory on one side only is refused (ErrTypeConflict): replacing it
+// is a directory on one side only is refused (remote.ErrTypeConflict): replacing it
 // would delete a directory, perhaps a volume, or a file nobody asked to lose.
 func planInitial(m *mapping, local *localFiles, l *listing, mode InitialMode) (*Plan, *Index, error) {
 	idx := NewIndex()

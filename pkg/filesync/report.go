@@ -56,7 +56,7 @@ type TargetAdded struct {
 }
 
 // HelperUsed reports that a target is synced through a helper container
-// (see HelperArgv): an ephemeral container of its pod that shares its
+// (see remote.HelperArgv): an ephemeral container of its pod that shares its
 // process namespace. Executors that add helpers (pkg/workload) report it.
 type HelperUsed struct {
 	Target Target
