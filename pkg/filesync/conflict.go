@@ -42,3 +42,15 @@ func conflictError(m *mapping, where string, c conflict) *remote.SyncError {
 	}
 	return se
 }
+
+// localRootConflict refuses a local root whose type no longer fits its
+// mapping: the remote side was made for the other type.
+func (m *mapping) localRootConflict(t EntryType) error {
+	switch {
+	case m.file && t == TypeDir:
+		return conflictError(m, "", localIsDir)
+	case !m.file && t == TypeFile:
+		return conflictError(m, "", localNotDir)
+	}
+	return nil
+}

@@ -1,9 +1,8 @@
-// Package filesync copies local directories into running containers and keeps them
-// in sync: changes are coalesced into batches, each batch is planned against
-// what the target confirmed it holds (by Lstat at batch time, never by event
-// type), turned into one tar stream plus a list of deletes, and applied with a
-// single `sh -c` exec per batch, mapping and target (or a frame of a kept-open
-// stream).
+// Package filesync decides what to send into running containers and when: changes are
+// coalesced into batches, each batch is planned against what the target confirmed it holds
+// (by Lstat at batch time, never by event type), guarded against mass deletes, and turned
+// into one tar stream plus the paths to check, delete and chmod, which pkg/remote applies with
+// apply.sh in the container, over a kept-open stream or an exec per batch.
 //
 // The rule every decision rests on: a target's Index records only what the
 // container confirmed. An apply that did not end in the container's own
@@ -14,7 +13,27 @@
 // container holds the local state", and the index is the ancestor later
 // decisions compare against.
 //
-// The package owns no Kubernetes client: containers are reached through the
-// Executor interface (the pods/exec implementation lives in pkg/workload), and
-// file-system events arrive as Change values (pkg/cmd adapts watch.Event).
+// The package owns neither a Kubernetes client nor the container side: containers are
+// reached through remote.Executor (the pods/exec implementation lives in pkg/workload),
+// everything that runs in them is pkg/remote's, and file-system events arrive as Change
+// values (pkg/session adapts watch.Event).
+//
+// The path a save takes, one line per package:
+//
+//	pkg/watch     sees the file change (the pkg/ignore matcher decides what is watched)
+//	pkg/session   pumps it into the engine as a filesync.Change
+//	pkg/filesync  batches it, plans it per target against the index, guards deletes, builds the tar
+//	pkg/remote    turns the plan's arguments and the tar into apply.sh over a stream or an exec
+//	pkg/workload  runs that exec over pods/exec (or through a helper container)
+//	container     apply.sh checks, deletes, extracts with tar and acks
+//
+// Inside the package the files form layers; each uses only those above it:
+//
+//	paths.go, localfs.go, nofollow_*.go, device_*.go, target.go   mappings, rels, local reads
+//	index.go, plan.go, archive.go, unreadable.go                  the confirmed state, a plan, its tar
+//	guard.go, conflict.go                                         mass-delete holds, root type conflicts
+//	apply.go, listing.go                                          a plan to remote.ApplyArgs, a listing to rels
+//	initial.go                                                    the initial sync's plan against a listing
+//	coalesce*.go, report.go, progress.go                          batching, events
+//	engine.go, worker.go, batch.go, onsync.go, preflight.go, timeouts.go   the engine
 package filesync

@@ -305,3 +305,32 @@ func (e *Engine) ownerOf(t Target) *remote.Owner {
 	}
 	return e.owned.Owner(t)
 }
+
+// adaptiveQuiet returns the adaptive window for an engine that keeps streams
+// and runs with the default quiet window; nil (a fixed window) otherwise: an
+// exec per batch pays a floor per batch, and a window the user chose is kept.
+func (e *Engine) adaptiveQuiet() *adaptiveQuiet {
+	if e.streams == nil || e.cfg.Quiet != DefaultQuiet {
+		return nil
+	}
+	return &adaptiveQuiet{min: minAdaptiveQuiet, max: maxAdaptiveQuiet}
+}
+
+// peekEvery is how often a batch still open hands its new paths to the
+// targets (see coalescePeeking), with streams and the default quiet window:
+// through a stream a batch costs a few milliseconds, so under a long burst
+// (a build writing thousands of files) the stream extracts what is written
+// while the rest still comes, instead of waiting for the batch's cap. Zero
+// (no peeks) otherwise.
+func (e *Engine) peekEvery() time.Duration {
+	if e.adaptiveQuiet() == nil {
+		return 0
+	}
+	return peekInterval
+}
+
+// Default deadlines; see Config.ExecTimeout and Config.OnSyncTimeout.
+const (
+	DefaultExecTimeout   = 30 * time.Second
+	DefaultOnSyncTimeout = 30 * time.Second
+)

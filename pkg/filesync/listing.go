@@ -1,7 +1,11 @@
 package filesync
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"hash"
 	"strings"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
@@ -63,4 +67,37 @@ func remoteRel(m *mapping, name string) (string, bool) {
 		return "", rest == m.remoteName("")
 	}
 	return rest, rest != "" && validRel(rest)
+}
+
+// matchesRemote reports whether the container already has le. Permission bits
+// are compared loosely (group/other write may differ by the remote umask).
+func matchesRemote(m *mapping, rel string, le *Entry, re remoteEntry, alg string) bool {
+	switch le.Type {
+	case TypeSymlink:
+		return le.Link == re.Link
+	case TypeDir:
+		return (le.Mode^re.Mode)&^0o022 == 0
+	}
+	if le.Size != re.Size || (le.Mode^re.Mode)&^0o022 != 0 {
+		return false
+	}
+	var h hash.Hash
+	switch {
+	case re.Sum == nil:
+		return le.MTime.Unix() == re.MTime
+	case alg == "sha256sum":
+		h = sha256.New()
+	case alg == "md5sum":
+		h = md5.New()
+	default:
+		return false
+	}
+	sum, err := hashWith(m.localPath(rel), h)
+	if err != nil || !bytes.Equal(sum, re.Sum) {
+		return false
+	}
+	if alg == "sha256sum" {
+		le.Sum = (*[32]byte)(sum)
+	}
+	return true
 }
