@@ -27,13 +27,19 @@
 //	pkg/workload  runs that exec over pods/exec (or through a helper container)
 //	container     apply.sh checks, deletes, extracts with tar and acks
 //
-// Inside the package the files form layers; each uses only those above it:
+// Inside the package the files form layers; each uses only its own and those above it:
 //
-//	paths.go, localfs.go, nofollow_*.go, device_*.go, target.go   mappings, rels, local reads
-//	index.go, plan.go, archive.go, unreadable.go                  the confirmed state, a plan, its tar
-//	guard.go, conflict.go                                         mass-delete holds, root type conflicts
-//	apply.go, listing.go                                          a plan to remote.ApplyArgs, a listing to rels
-//	initial.go                                                    the initial sync's plan against a listing
-//	coalesce*.go, report.go, progress.go                          batching, events
-//	engine.go, worker.go, batch.go, onsync.go, preflight.go, timeouts.go   the engine
+//	target.go paths.go localfs.go unreadable.go      the local side: mappings, rels, reads that
+//	  nofollow_*.go device_*.go                      never follow a link (a mapping holds its reads)
+//	index.go                                         Entry, Index: what a target confirmed
+//	conflict.go listing.go                           root type conflicts; a remote.Listing as rels
+//	plan.go guard.go                                 the planner and the guards it runs on a plan
+//	archive.go                                       a plan's copies as a tar stream
+//	initial.go apply.go confirm.go                   an initial plan against a listing; a plan as
+//	                                                 remote.ApplyArgs and its apply; what the
+//	                                                 index learns from an apply or a listing
+//	coalesce.go coalesce_adaptive.go report.go       batching; events
+//	  progress.go
+//	engine.go worker.go batch.go held.go onsync.go   the engine: targets, workers, batches, held
+//	  preflight.go                                   deletes, on-sync runs, a dry run's checks
 package filesync

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testtree"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -73,4 +74,14 @@ func waitForNWaiters(t *testing.T, fc *clocktesting.FakeClock, n int) {
 		}
 		runtime.Gosched()
 	}
+}
+
+// writeTree and readTree are testtree's Write and Read.
+func writeTree(t *testing.T, dir string, entries map[string]string) {
+	t.Helper()
+	testtree.Write(t, dir, entries)
+}
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	return testtree.Read(t, dir)
 }
