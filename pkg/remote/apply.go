@@ -17,7 +17,7 @@ const MaxArgBytes = 32 << 10
 // what each step does. Paths are relative to Root, "./"-prefixed.
 type ApplyArgs struct {
 	Root    string   // the remote directory the script works in
-	File    string   // "./name" of a file mapping's one entry; "" for a directory
+	File    string   // "./name": the one entry to write in Root (a file's sync); "" for all of Root
 	Checks  []string // "p./dir", "k./dir", "w./dir", parents first
 	Deletes []string // "./name"
 	Rmdirs  []string // "./dir", deepest first

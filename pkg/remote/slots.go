@@ -29,6 +29,7 @@ func (b *Bounded) Within(l Limit) *Bounded {
 	return &c
 }
 
+// Exec waits for a slot, then runs argv within b's limit (see ExecWithin).
 func (b *Bounded) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	select {
 	case b.sem <- struct{}{}:

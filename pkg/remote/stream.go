@@ -41,7 +41,7 @@ const (
 var errStreamUnavailable = errors.New("stream unavailable")
 
 // streamDeadError is what a batch gets when its stream ended under it; like
-// any transport failure it is transient, so the engine retries the batch on a
+// any transport failure it is transient, so the caller retries the batch on a
 // new stream. It does not unwrap: the stream's own exec may have ended with
 // context.Canceled, which the batch must not take for its own cancellation.
 type streamDeadError struct{ err error }
@@ -63,7 +63,7 @@ type Streams struct {
 	base Executor
 	clk  clock.Clock
 	// ackTimeout bounds the probe and each heartbeat's ack; a batch's ack is
-	// bounded by the engine's per-exec limit, which cancels its context.
+	// bounded by the caller's per-exec limit (see Bounded), which cancels its context.
 	ackTimeout time.Duration
 
 	mu       sync.Mutex
@@ -73,6 +73,9 @@ type Streams struct {
 	opening  map[string]chan struct{}
 }
 
+// NewStreams returns Streams over base, which must keep execs open (see
+// StreamCapable); ackTimeout bounds the probe of a new stream and each
+// heartbeat's ack.
 func NewStreams(base Executor, clk clock.Clock, ackTimeout time.Duration) *Streams {
 	return &Streams{base: base, clk: clk, ackTimeout: ackTimeout,
 		open: map[string]*stream{}, fallback: map[string]bool{}, opening: map[string]chan struct{}{}}
@@ -80,7 +83,7 @@ func NewStreams(base Executor, clk clock.Clock, ackTimeout time.Duration) *Strea
 
 func streamKey(t Target) string { return t.String() + "@" + t.ContainerID }
 
-// isApply says whether argv runs applyScript (as built by scriptArgs.argv).
+// isApply says whether argv runs applyScript (as built by ApplyArgs.Argv).
 func isApply(argv []string) bool {
 	return len(argv) > 4 && argv[0] == "sh" && argv[1] == "-c" && argv[2] == applyScript
 }
@@ -608,7 +611,7 @@ func (st *stream) ping() {
 	}
 }
 
-// StreamCloseGrace is how long the engine waits, when it stops, for the
+// StreamCloseGrace is how long a caller waits, when it stops, for the
 // loops to see EOF and their execs to end.
 const StreamCloseGrace = 2 * time.Second
 
