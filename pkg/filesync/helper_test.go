@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -49,9 +48,6 @@ func (h *helperExec) Exec(ctx context.Context, t Target, argv []string, stdin io
 func (h *helperExec) argv(argv []string) []string {
 	return helperArgvIn(h.proc, argv, helperPID, helperStart, h.owner)
 }
-
-// rootfs is the target's root as the scripts reach it.
-func (h *helperExec) rootfs() string { return fmt.Sprintf("%s/%d/root", h.proc, helperPID) }
 
 // helperArgvIn is remote.HelperArgv for a target process pid that started at
 // start, in the fake /proc at proc.
