@@ -87,7 +87,7 @@ type Engine struct {
 	log     *slog.Logger
 
 	onSyncExec *remote.Bounded // on-sync commands, with slots of their own
-	streams    *remote.Streams // one exec stream per target; nil: an exec per batch (stream.go)
+	streams    *remote.Streams // one exec stream per target; nil: an exec per batch
 	owned      remote.Owned    // the executor, when it writes on behalf of another user
 	streamable bool            // the executor keeps streams (a dry run has none, and says so)
 
@@ -132,7 +132,7 @@ func New(exec Executor, cfg Config, opts ...Option) *Engine {
 	sc, ok := exec.(remote.StreamCapable)
 	e.streamable = ok && sc.PersistentStreams()
 	if e.streamable && !cfg.DryRun {
-		e.streams = remote.NewStreams(exec, e.clk, cfg.ExecTimeout) // stream.go
+		e.streams = remote.NewStreams(exec, e.clk, cfg.ExecTimeout)
 		exec = e.streams
 	}
 	e.exec = remote.NewBounded(exec, cfg.Parallelism, e.clk, remote.Limit{D: cfg.ExecTimeout, Idle: true})
@@ -173,7 +173,7 @@ func (e *Engine) AddTarget(t Target) {
 		e.startLocked(tg)
 	}
 	e.mu.Unlock()
-	transport := e.streams.Intended() // stream.go
+	transport := e.streams.Intended()
 	if e.cfg.DryRun && e.streamable {
 		transport = TransportStream // what a real run would try
 	}
@@ -196,7 +196,7 @@ func (e *Engine) RemoveTarget(t Target) {
 
 func (e *Engine) dropLocked(tg *target) {
 	delete(e.targets, tg.String())
-	e.streams.Close(tg.Target) // stream.go
+	e.streams.Close(tg.Target)
 	if tg.cancel != nil {
 		tg.cancel()
 	}
@@ -256,7 +256,7 @@ func (e *Engine) Run(ctx context.Context, changes <-chan Change) error {
 	}
 	e.mu.Unlock()
 	e.wg.Wait()
-	e.streams.CloseAll(remote.StreamCloseGrace) // stream.go
+	e.streams.CloseAll(remote.StreamCloseGrace)
 	return ctx.Err()
 }
 
@@ -293,7 +293,7 @@ func (e *Engine) Once(ctx context.Context) (bool, error) {
 		})
 	}
 	wg.Wait()
-	e.streams.CloseAll(remote.StreamCloseGrace) // stream.go
+	e.streams.CloseAll(remote.StreamCloseGrace)
 	return ok.Load() && ctx.Err() == nil, ctx.Err()
 }
 

@@ -220,7 +220,7 @@ func (e *Engine) process(tg *target) error {
 func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, error) {
 	start := e.clk.Now()
 	ev := InitialSync{Target: tg.Target}
-	e.streams.Warm(ctx, tg.Target) // stream.go: open it while listing
+	e.streams.Warm(ctx, tg.Target) // open it while listing
 	idxs := make([]*Index, len(e.maps))
 	var (
 		changed []string
@@ -300,7 +300,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 	if err == nil {
 		tg.idx = idxs
 		e.onSync(tg, changed)
-		ev.Transport = e.streams.Transport(ctx, tg.Target) // stream.go
+		ev.Transport = e.streams.Transport(ctx, tg.Target)
 		if checked != "" {
 			ev.Transport = checked
 		}
