@@ -3,7 +3,7 @@
 # package is already installed it touches neither apt nor the network.
 set -euo pipefail
 # git: pkg/ignore compares its matcher with `git check-ignore`. shellcheck: hack/verify.sh checks the
-# scripts in pkg/filesync/scripts.
+# scripts in pkg/remote/scripts.
 pkgs=(containerd runc containernetworking-plugins busybox-static openssl iproute2 iptables curl procps bash-completion git shellcheck)
 
 # pkg/watch runs a test in a new user namespace (to lower its inotify limit); it needs no package,

@@ -34,4 +34,19 @@ only_in() {
 only_in 'github.com/spf13/(cobra|pflag)' pkg/cmd
 only_in 'github.com/rjeczalik/notify' pkg/watch
 only_in 'github.com/google/go-containerregistry' pkg/image
+# pkg/remote is the container side: it knows nothing of what is sent or why.
+module="$(go list -m)"
+if imports="$(go list -f '{{join .Deps "\n"}}{{"\n"}}{{join .TestImports "\n"}}{{"\n"}}{{join .XTestImports "\n"}}' ./pkg/remote |
+  grep -E "^$module/pkg/(filesync|session|cmd|workload)(/|$)")"; then
+  echo "pkg/remote must not import the packages above it, found:"; echo "$imports"; fail=1
+fi
+# Only pkg/remote embeds or runs the scripts that run in containers.
+hits="$(grep -rlE --include='*.go' '^//go:embed .*\.sh|^//go:embed scripts' cmd pkg test | grep -v '^pkg/remote/' || true)"
+if [[ -n "$hits" ]]; then
+  echo "only pkg/remote embeds the container scripts, found in:"; echo "$hits"; fail=1
+fi
+hits="$(find pkg -name '*.sh' -not -path 'pkg/remote/scripts/*' | sort)"
+if [[ -n "$hits" ]]; then
+  echo "container scripts live in pkg/remote/scripts, found:"; echo "$hits"; fail=1
+fi
 exit $fail

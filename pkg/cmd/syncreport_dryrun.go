@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // jsonPreflight is the "preflight" field of a dry-run event: only Error and Hint when the check
@@ -37,7 +38,7 @@ func (r *syncReporter) dryRun(e filesync.DryRun) {
 	case pf == nil:
 	case pf.Err != nil:
 		ev.Preflight = &jsonPreflight{Error: pf.Err.Error()}
-		var se *filesync.SyncError
+		var se *remote.SyncError
 		if errors.As(pf.Err, &se) {
 			ev.Preflight.Hint = se.Hint
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // TestSyncReporterDryRun: a dry run prints one line per target and mapping with what it would
@@ -18,8 +19,8 @@ func TestSyncReporterDryRun(t *testing.T) {
 		f(&pf)
 		return &pf
 	}
-	noHelper := &filesync.SyncError{Kind: filesync.ErrHelper, Msg: `dry run: container "app" of pod "web-1" would be synced through a new helper container, which a dry run does not add`}
-	noSh := &filesync.SyncError{Kind: filesync.ErrTarMissing, Msg: `sh not found in container "app" of pod "web-1"`, Hint: "the image needs sh and tar"}
+	noHelper := &remote.SyncError{Kind: remote.ErrHelper, Msg: `dry run: container "app" of pod "web-1" would be synced through a new helper container, which a dry run does not add`}
+	noSh := &remote.SyncError{Kind: remote.ErrTarMissing, Msg: `sh not found in container "app" of pod "web-1"`, Hint: "the image needs sh and tar"}
 	tests := []struct {
 		name string
 		ev   filesync.DryRun

@@ -8,12 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // archiveResult is what building one tar stream found out.
@@ -35,8 +36,8 @@ type archiveResult struct {
 
 // archiveOpts are how an apply's archive is written.
 type archiveOpts struct {
-	gz    bool   // gzip-compressed (where the listing found gzip)
-	owner *Owner // the uid:gid in every header, restored by a root helper
+	gz    bool          // gzip-compressed (where the listing found gzip)
+	owner *remote.Owner // the uid:gid in every header, restored by a root helper
 }
 
 // streamArchive streams copies as a tar through a pipe, gzip-compressed
@@ -96,7 +97,7 @@ func writeArchive(w io.Writer, copies []Copy) (archiveResult, error) {
 
 // writeArchiveCounted is writeArchive that also counts the tar bytes written
 // so far into n.
-func writeArchiveCounted(w io.Writer, copies []Copy, owner *Owner, n *atomic.Int64) (archiveResult, error) {
+func writeArchiveCounted(w io.Writer, copies []Copy, owner *remote.Owner, n *atomic.Int64) (archiveResult, error) {
 	res := archiveResult{sums: map[string]*[32]byte{}, raced: map[string]struct{}{}, unreadable: map[string]error{}}
 	cw := &countingWriter{w: w, n: n}
 	bw := bufio.NewWriterSize(cw, 64<<10) // one WebSocket frame per Write: keep them large
@@ -146,7 +147,7 @@ func dedupe(copies []Copy) []Copy {
 
 // writeEntry writes one entry, and false if it was skipped or cut short
 // because the local file changed under it.
-func writeEntry(tw *tar.Writer, c Copy, owner *Owner, res *archiveResult) (bool, error) {
+func writeEntry(tw *tar.Writer, c Copy, owner *remote.Owner, res *archiveResult) (bool, error) {
 	hdr := &tar.Header{Name: c.Name, Mode: int64(c.Mode.Perm()), ModTime: c.MTime.Truncate(time.Second)}
 	if owner != nil {
 		hdr.Uid, hdr.Gid = owner.UID, owner.GID
@@ -205,54 +206,6 @@ func writeEntry(tw *tar.Writer, c Copy, owner *Owner, res *archiveResult) (bool,
 	h.Sum(sum[:0])
 	res.sums[c.Rel] = &sum
 	return true, nil
-}
-
-// errNotRegular: a path planned as a regular file is now a FIFO, socket or
-// device, which are never synced.
-var errNotRegular = errors.New("not a regular file")
-
-// errIsDirNow: a path planned as a regular file is a directory now.
-var errIsDirNow = errors.New("is a directory now")
-
-// openRegular opens name for reading if it is a regular file. It never
-// follows a symlink and never blocks: a FIFO's open waits for a writer, and
-// its reads for data, forever if nobody writes.
-func openRegular(name string) (*os.File, fs.FileInfo, error) {
-	f, err := os.OpenFile(name, openFlags, 0)
-	if err != nil {
-		// A socket cannot be opened at all (ENXIO): say what it is.
-		if fi, lerr := os.Lstat(name); lerr == nil && fi.Mode().Type()&^(fs.ModeSymlink|fs.ModeDir) != 0 {
-			return nil, nil, notRegular(name, fi.Mode())
-		}
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	switch {
-	case err != nil:
-	case fi.IsDir():
-		// Replaced by a directory: planned again as one, no warning.
-		err = fmt.Errorf("%q: %w", name, errIsDirNow)
-	case !fi.Mode().IsRegular():
-		err = notRegular(name, fi.Mode())
-	default:
-		err = setBlocking(f)
-	}
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	return f, fi, nil
-}
-
-func notRegular(name string, m fs.FileMode) error {
-	kind := "a device"
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		kind = "a FIFO"
-	case m&fs.ModeSocket != 0:
-		kind = "a socket"
-	}
-	return fmt.Errorf("%q: %w (now %s), so it is not synced", name, errNotRegular, kind)
 }
 
 // maxUSTARSize is the largest size the 11 octal digits of a ustar header

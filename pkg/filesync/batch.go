@@ -4,6 +4,8 @@ import (
 	"path"
 	"slices"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // pending is what a target has yet to compare under one mapping: the paths
@@ -388,8 +390,8 @@ const relistMin = 256
 // all again.
 func (e *Engine) relist(tg *target, i int, m *mapping) error {
 	var l *listing
-	lex := e.exec.within(listLimit(e.cfg.ExecTimeout, treeBytes(tg.idx[i].m)))
-	err := e.retry.do(tg.ctx, e.clk, func() (err error) {
+	lex := e.exec.Within(remote.ListLimit(e.cfg.ExecTimeout, treeBytes(tg.idx[i].m)))
+	err := e.retry.Do(tg.ctx, e.clk, func() (err error) {
 		l, err = listRemote(tg.ctx, lex, tg.Target, m)
 		return err
 	})

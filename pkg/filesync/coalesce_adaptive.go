@@ -38,29 +38,6 @@ func (a *adaptiveQuiet) open(now time.Time) time.Duration {
 // cut records that the current batch was released at now.
 func (a *adaptiveQuiet) cut(now time.Time) { a.lastCut = now }
 
-// adaptiveQuiet returns the adaptive window for an engine that keeps streams
-// and runs with the default quiet window; nil (a fixed window) otherwise: an
-// exec per batch pays a floor per batch, and a window the user chose is kept.
-func (e *Engine) adaptiveQuiet() *adaptiveQuiet {
-	if e.streams == nil || e.cfg.Quiet != DefaultQuiet {
-		return nil
-	}
-	return &adaptiveQuiet{min: minAdaptiveQuiet, max: maxAdaptiveQuiet}
-}
-
-// peekEvery is how often a batch still open hands its new paths to the
-// targets (see coalescePeeking), with streams and the default quiet window:
-// through a stream a batch costs a few milliseconds, so under a long burst
-// (a build writing thousands of files) the stream extracts what is written
-// while the rest still comes, instead of waiting for the batch's cap. Zero
-// (no peeks) otherwise.
-func (e *Engine) peekEvery() time.Duration {
-	if e.adaptiveQuiet() == nil {
-		return 0
-	}
-	return peekInterval
-}
-
 // peekInterval is peekEvery's value: longer than an editor's save, which the
 // quiet window cuts at once (minAdaptiveQuiet), so a save never peeks.
 const peekInterval = 100 * time.Millisecond

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // lostAcks runs every call, and for the next n applies reports a lost
@@ -27,7 +29,7 @@ func (l *lostAcks) Exec(ctx context.Context, t Target, argv []string, stdin io.R
 	switch {
 	case isApply(argv):
 		l.applies.Add(1)
-	case len(argv) > 2 && argv[2] == listScript:
+	case isList(argv):
 		l.lists.Add(1)
 	}
 	if err == nil && isApply(argv) && l.n.Add(-1) >= 0 {
@@ -44,7 +46,7 @@ func lostAckFixture(t *testing.T) (*engineFixture, *lostAcks) {
 	f := newWrappedFixture(t, Config{}, func(ex Executor) Executor {
 		lost = &lostAcks{Executor: ex}
 		return lost
-	}, WithRetry(RetryPolicy{Tries: 1}))
+	}, WithRetry(remote.RetryPolicy{Tries: 1}))
 	f.e.AddTarget(podTarget("web-1"))
 	f.run(t)
 	if ev := wait[InitialSync](t, f.rec); ev.Err != nil {

@@ -1,9 +1,8 @@
-// Package filesync copies local directories into running containers and keeps them
-// in sync: changes are coalesced into batches, each batch is planned against
-// what the target confirmed it holds (by Lstat at batch time, never by event
-// type), turned into one tar stream plus a list of deletes, and applied with a
-// single `sh -c` exec per batch, mapping and target (or a frame of a kept-open
-// stream).
+// Package filesync decides what to send into running containers and when: changes are
+// coalesced into batches, each batch is planned against what the target confirmed it holds
+// (by Lstat at batch time, never by event type), guarded against mass deletes, and turned
+// into one tar stream plus the paths to check, delete and chmod, which pkg/remote applies with
+// apply.sh in the container, over a kept-open stream or an exec per batch.
 //
 // The rule every decision rests on: a target's Index records only what the
 // container confirmed. An apply that did not end in the container's own
@@ -14,7 +13,33 @@
 // container holds the local state", and the index is the ancestor later
 // decisions compare against.
 //
-// The package owns no Kubernetes client: containers are reached through the
-// Executor interface (the pods/exec implementation lives in pkg/workload), and
-// file-system events arrive as Change values (pkg/cmd adapts watch.Event).
+// The package owns neither a Kubernetes client nor the container side: containers are
+// reached through remote.Executor (the pods/exec implementation lives in pkg/workload),
+// everything that runs in them is pkg/remote's, and file-system events arrive as Change
+// values (pkg/session adapts watch.Event).
+//
+// The path a save takes, one line per package:
+//
+//	pkg/watch     sees the file change (the pkg/ignore matcher decides what is watched)
+//	pkg/session   pumps it into the engine as a filesync.Change
+//	pkg/filesync  batches it, plans it per target against the index, guards deletes, builds the tar
+//	pkg/remote    turns the plan's arguments and the tar into apply.sh over a stream or an exec
+//	pkg/workload  runs that exec over pods/exec (or through a helper container)
+//	container     apply.sh checks, deletes, extracts with tar and acks
+//
+// Inside the package the files form layers; each uses only its own and those above it:
+//
+//	target.go paths.go localfs.go unreadable.go      the local side: mappings, rels, reads that
+//	  nofollow_*.go device_*.go                      never follow a link (a mapping holds its reads)
+//	index.go                                         Entry, Index: what a target confirmed
+//	conflict.go listing.go                           root type conflicts; a remote.Listing as rels
+//	plan.go guard.go                                 the planner and the guards it runs on a plan
+//	archive.go                                       a plan's copies as a tar stream
+//	initial.go apply.go confirm.go                   an initial plan against a listing; a plan as
+//	                                                 remote.ApplyArgs and its apply; what the
+//	                                                 index learns from an apply or a listing
+//	coalesce.go coalesce_adaptive.go report.go       batching; events
+//	  progress.go
+//	engine.go worker.go batch.go held.go onsync.go   the engine: targets, workers, batches, held
+//	  preflight.go                                   deletes, on-sync runs, a dry run's checks
 package filesync

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"k8s.io/utils/clock"
 )
 
@@ -40,7 +41,7 @@ type Config struct {
 	OnSyncTimeout time.Duration
 	// ExecTimeout bounds every exec that lists or copies files: one that
 	// moves no byte on any stream for ExecTimeout is cancelled and fails with
-	// ErrTimeout, which is transient (retried, then the target is re-synced).
+	// remote.ErrTimeout, which is transient (retried, then the target is re-synced).
 	// A transfer that keeps moving is never cut off. A listing also gets the
 	// time to hash the local tree at a conservative rate, since it prints
 	// nothing while hashing. Default DefaultExecTimeout.
@@ -66,8 +67,8 @@ func WithClock(c clock.Clock) Option { return func(e *Engine) { e.clk = c } }
 // WithReporter sets where events go; by default they are dropped.
 func WithReporter(r Reporter) Option { return func(e *Engine) { e.rep.r = r } }
 
-// WithRetry sets the retry policy for transient failures; default DefaultRetry.
-func WithRetry(p RetryPolicy) Option { return func(e *Engine) { e.retry = p } }
+// WithRetry sets the retry policy for transient failures; default remote.DefaultRetry.
+func WithRetry(p remote.RetryPolicy) Option { return func(e *Engine) { e.retry = p } }
 
 // WithLogger sets a logger for paths that are dropped and other detail; by
 // default nothing is logged.
@@ -76,19 +77,19 @@ func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 // Engine syncs the mappings into every target: an initial sync per new
 // target, then each batch of changes.
 type Engine struct {
-	exec    *boundedExecutor
+	exec    *remote.Bounded
 	cfg     Config
 	maps    []*mapping
 	initErr error
 	clk     clock.Clock
 	rep     *lockedReporter
-	retry   RetryPolicy
+	retry   remote.RetryPolicy
 	log     *slog.Logger
 
-	onSyncExec *boundedExecutor // on-sync commands, with slots of their own
-	streams    *streams         // one exec stream per target; nil: an exec per batch (stream.go)
-	owned      Owned            // the executor, when it writes on behalf of another user
-	streamable bool             // the executor keeps streams (a dry run has none, and says so)
+	onSyncExec *remote.Bounded // on-sync commands, with slots of their own
+	streams    *remote.Streams // one exec stream per target; nil: an exec per batch
+	owned      remote.Owned    // the executor, when it writes on behalf of another user
+	streamable bool            // the executor keeps streams (a dry run has none, and says so)
 
 	mu       sync.Mutex
 	targets  map[string]*target
@@ -120,24 +121,24 @@ func New(exec Executor, cfg Config, opts ...Option) *Engine {
 		cfg.OnSyncTimeout = DefaultOnSyncTimeout
 	}
 	e := &Engine{
-		cfg: cfg, clk: clock.RealClock{}, rep: &lockedReporter{}, retry: DefaultRetry,
+		cfg: cfg, clk: clock.RealClock{}, rep: &lockedReporter{}, retry: remote.DefaultRetry,
 		log:     slog.New(slog.DiscardHandler),
 		targets: map[string]*target{}, inflight: map[uint64]*batchStat{},
 	}
 	for _, o := range opts {
 		o(e)
 	}
-	e.owned, _ = exec.(Owned)
-	sc, ok := exec.(StreamCapable)
+	e.owned, _ = exec.(remote.Owned)
+	sc, ok := exec.(remote.StreamCapable)
 	e.streamable = ok && sc.PersistentStreams()
 	if e.streamable && !cfg.DryRun {
-		e.streams = newStreams(exec, e.clk, cfg.ExecTimeout) // stream.go
+		e.streams = remote.NewStreams(exec, e.clk, cfg.ExecTimeout)
 		exec = e.streams
 	}
-	e.exec = newBoundedExecutor(exec, cfg.Parallelism, e.clk, limit{d: cfg.ExecTimeout, idle: true})
+	e.exec = remote.NewBounded(exec, cfg.Parallelism, e.clk, remote.Limit{D: cfg.ExecTimeout, Idle: true})
 	// On-sync commands get slots of their own: one that holds its exec open
 	// until its timeout must not hold up file transfers.
-	e.onSyncExec = newBoundedExecutor(exec, cfg.Parallelism, e.clk, limit{d: cfg.OnSyncTimeout})
+	e.onSyncExec = remote.NewBounded(exec, cfg.Parallelism, e.clk, remote.Limit{D: cfg.OnSyncTimeout})
 	for i, m := range cfg.Mappings {
 		var match Matcher
 		if i < len(cfg.Matchers) {
@@ -172,7 +173,7 @@ func (e *Engine) AddTarget(t Target) {
 		e.startLocked(tg)
 	}
 	e.mu.Unlock()
-	transport := e.streams.intended() // stream.go
+	transport := e.streams.Intended()
 	if e.cfg.DryRun && e.streamable {
 		transport = TransportStream // what a real run would try
 	}
@@ -195,7 +196,7 @@ func (e *Engine) RemoveTarget(t Target) {
 
 func (e *Engine) dropLocked(tg *target) {
 	delete(e.targets, tg.String())
-	e.streams.close(tg.Target) // stream.go
+	e.streams.Close(tg.Target)
 	if tg.cancel != nil {
 		tg.cancel()
 	}
@@ -255,7 +256,7 @@ func (e *Engine) Run(ctx context.Context, changes <-chan Change) error {
 	}
 	e.mu.Unlock()
 	e.wg.Wait()
-	e.streams.closeAll(streamCloseGrace) // stream.go
+	e.streams.CloseAll(remote.StreamCloseGrace)
 	return ctx.Err()
 }
 
@@ -292,15 +293,44 @@ func (e *Engine) Once(ctx context.Context) (bool, error) {
 		})
 	}
 	wg.Wait()
-	e.streams.closeAll(streamCloseGrace) // stream.go
+	e.streams.CloseAll(remote.StreamCloseGrace)
 	return ok.Load() && ctx.Err() == nil, ctx.Err()
 }
 
 // ownerOf is whose the files extracted in t must be; nil: the extracting
 // user's, as tar -o leaves them.
-func (e *Engine) ownerOf(t Target) *Owner {
+func (e *Engine) ownerOf(t Target) *remote.Owner {
 	if e.owned == nil {
 		return nil
 	}
 	return e.owned.Owner(t)
 }
+
+// adaptiveQuiet returns the adaptive window for an engine that keeps streams
+// and runs with the default quiet window; nil (a fixed window) otherwise: an
+// exec per batch pays a floor per batch, and a window the user chose is kept.
+func (e *Engine) adaptiveQuiet() *adaptiveQuiet {
+	if e.streams == nil || e.cfg.Quiet != DefaultQuiet {
+		return nil
+	}
+	return &adaptiveQuiet{min: minAdaptiveQuiet, max: maxAdaptiveQuiet}
+}
+
+// peekEvery is how often a batch still open hands its new paths to the
+// targets (see coalescePeeking), with streams and the default quiet window:
+// through a stream a batch costs a few milliseconds, so under a long burst
+// (a build writing thousands of files) the stream extracts what is written
+// while the rest still comes, instead of waiting for the batch's cap. Zero
+// (no peeks) otherwise.
+func (e *Engine) peekEvery() time.Duration {
+	if e.adaptiveQuiet() == nil {
+		return 0
+	}
+	return peekInterval
+}
+
+// Default deadlines; see Config.ExecTimeout and Config.OnSyncTimeout.
+const (
+	DefaultExecTimeout   = 30 * time.Second
+	DefaultOnSyncTimeout = 30 * time.Second
+)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -262,7 +263,7 @@ func TestEngineFailingTargetDoesNotBlockOthers(t *testing.T) {
 }
 
 func TestEngineRetriesAndResyncsDirtyTarget(t *testing.T) {
-	f := newEngineFixture(t, Config{}, WithRetry(RetryPolicy{Tries: 1}))
+	f := newEngineFixture(t, Config{}, WithRetry(remote.RetryPolicy{Tries: 1}))
 	var (
 		mu   sync.Mutex
 		fail = true
@@ -284,7 +285,7 @@ func TestEngineRetriesAndResyncsDirtyTarget(t *testing.T) {
 	if b.Failed != 1 {
 		t.Fatalf("batch = %+v", b)
 	}
-	if errs := f.rec.errors(); len(errs) != 1 || !IsTransient(errs[0].Err) {
+	if errs := f.rec.errors(); len(errs) != 1 || !remote.IsTransient(errs[0].Err) {
 		t.Errorf("errors = %v, want one transient", errs)
 	}
 	// The target is dirty: the next batch compares the whole tree, so the
@@ -385,7 +386,7 @@ func TestEngineEmptyBatchRunsNoExec(t *testing.T) {
 // forbidden, as a restarted apiserver answers until its RBAC cache is warm)
 // is tried again by its backoff timer, with no new change to trigger it.
 func TestEngineRetriesPermanentLookingFailure(t *testing.T) {
-	f := newEngineFixture(t, Config{}, WithRetry(RetryPolicy{Tries: 1}))
+	f := newEngineFixture(t, Config{}, WithRetry(remote.RetryPolicy{Tries: 1}))
 	var forbidden atomic.Bool
 	forbidden.Store(true)
 	f.ex.Fail = func(Target, []string) error {
@@ -396,7 +397,7 @@ func TestEngineRetriesPermanentLookingFailure(t *testing.T) {
 	}
 	f.e.AddTarget(podTarget("web-1"))
 	f.run(t)
-	if ev := wait[InitialSync](t, f.rec); ev.Err == nil || IsTransient(ev.Err) {
+	if ev := wait[InitialSync](t, f.rec); ev.Err == nil || remote.IsTransient(ev.Err) {
 		t.Fatalf("initial sync = %+v, want a permanent-looking failure", ev)
 	}
 	forbidden.Store(false)

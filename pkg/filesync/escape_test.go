@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // escapeFixture is a sandbox standing for a container's file system: the
@@ -140,7 +141,7 @@ func TestRemoteSymlinksNeverEscape(t *testing.T) {
 				f.assertUntouched(t, before)
 				// Stopped, and retried with a fresh listing, which sees the link.
 				assertOneLine(t, is.Err, "became a symlink")
-				if !IsTransient(is.Err) {
+				if !remote.IsTransient(is.Err) {
 					t.Errorf("%v: want transient", is.Err)
 				}
 			})

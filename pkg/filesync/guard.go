@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
-	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -85,18 +82,6 @@ func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string
 		}
 	}
 	p.Deletes, p.Copies, p.Held = nil, copies, h
-}
-
-// underAny reports whether rel or one of its parents is in set.
-func underAny(rel string, set map[string]bool) bool {
-	for a := rel; ; a = parentRel(a) {
-		if set[a] {
-			return true
-		}
-		if a == "" {
-			return false
-		}
-	}
 }
 
 // rootProblem says why the local root cannot vouch for deletes under it, or
@@ -182,202 +167,6 @@ func guardInitial(m *mapping, p *Plan, idx *Index, l *listing) {
 	}
 }
 
-// hold reports a plan's held deletes in tg (for mapping i), once per root
-// problem or distinct mass delete. A root problem's paths stay pending without
-// waking the target: the next batch or rescan decides again, and nothing
-// loops meanwhile. A mass delete is remembered as a heldSet instead. A nil h
-// clears the root problem last said.
-func (e *Engine) hold(tg *target, i int, h *Hold) {
-	m := e.maps[i]
-	id := ""
-	tg.mu.Lock()
-	if tg.held == nil {
-		tg.held = map[int]string{}
-	}
-	var repeat bool
-	switch {
-	case h != nil && h.mass:
-		sum := sha256.Sum256([]byte(fmt.Sprint(i, "\x00", h.same)))
-		id = fmt.Sprintf("%x", sum[:8])
-		// The same set decided again (by more events of the same rm -rf)
-		// is the same question: said once.
-		repeat = tg.redecided[id] || slices.ContainsFunc(tg.mass[i], func(s *heldSet) bool { return s.id == id })
-		if !repeat {
-			if tg.mass == nil {
-				tg.mass = map[int][]*heldSet{}
-			}
-			tg.mass[i] = append(tg.mass[i], newHeldSet(id, h))
-		}
-		tg.held[i] = ""
-	default:
-		key := ""
-		if h != nil {
-			key = h.same
-			for _, rel := range slices.Concat(h.Deletes, h.Copies) {
-				tg.due[i].add(rel)
-			}
-		}
-		repeat = tg.held[i] == key
-		tg.held[i] = key
-	}
-	tg.mu.Unlock()
-	if h == nil || repeat {
-		return
-	}
-	ev := Held{Target: tg.Target, Mapping: m.Mapping, Reason: h.Reason, Hint: h.Hint, Deleted: h.Entries, ID: id}
-	if id != "" {
-		ev.Under = filepath.Join(string(m.Local), filepath.FromSlash(commonRel(h.Deletes)))
-	}
-	for _, d := range h.Deletes[:min(len(h.Deletes), 3)] {
-		ev.Examples = append(ev.Examples, path.Join(string(m.remoteDir()), m.remoteName(d)))
-	}
-	e.rep.Report(ev)
-}
-
-// heldSet is a mass delete a target holds for one mapping. Its paths are not
-// planned again while it is held, whatever a later plan's guard would say of
-// them (the mapping may grow until they are no longer "more than half"): only
-// a local change at or under them (touched) or the user's answer (released,
-// see Engine.Release) has them decided again.
-type heldSet struct {
-	id                string
-	deletes           map[string]bool
-	paths             []string // the held deletes and the copies that wait on them
-	touched, released bool
-}
-
-func newHeldSet(id string, h *Hold) *heldSet {
-	s := &heldSet{id: id, deletes: make(map[string]bool, len(h.Deletes)), paths: slices.Concat(h.Deletes, h.Copies)}
-	for _, d := range h.Deletes {
-		s.deletes[d] = true
-	}
-	return s
-}
-
-// touchHeld marks the sets mapping i holds in tg that a change of one of rels
-// is at or under: the next plan of the mapping decides them again.
-func (tg *target) touchHeld(i int, rels map[string]struct{}) {
-	tg.mu.Lock()
-	defer tg.mu.Unlock()
-	for _, s := range tg.mass[i] {
-		for rel := range rels {
-			if s.touched {
-				break
-			}
-			s.touched = underAny(rel, s.deletes)
-		}
-	}
-}
-
-// heldDecision is what the sets a target holds for a mapping mean for its
-// next plan (see decideHeld).
-type heldDecision struct {
-	kept     map[string]bool // held deletes that stay held
-	again    []string        // paths of touched sets, to plan with the batch
-	released map[string]bool // held deletes the user let through
-	hints    []string        // paths of the released sets
-}
-
-// decideHeld takes the touched and released sets mapping i holds in tg out of
-// it, for the plan about to decide them, and says what the others keep held.
-func (tg *target) decideHeld(i int) heldDecision {
-	tg.mu.Lock()
-	defer tg.mu.Unlock()
-	var (
-		d    heldDecision
-		left []*heldSet
-	)
-	tg.redecided = nil
-	for _, s := range tg.mass[i] {
-		if s.released || s.touched {
-			if tg.redecided == nil {
-				tg.redecided = map[string]bool{}
-			}
-			tg.redecided[s.id] = true
-		}
-		switch {
-		case s.released:
-			if d.released == nil {
-				d.released = map[string]bool{}
-			}
-			maps.Copy(d.released, s.deletes)
-			d.hints = append(d.hints, s.paths...)
-		case s.touched:
-			d.again = append(d.again, s.paths...)
-		default:
-			if d.kept == nil {
-				d.kept = map[string]bool{}
-			}
-			maps.Copy(d.kept, s.deletes)
-			left = append(left, s)
-		}
-	}
-	if len(tg.mass[i]) > 0 {
-		tg.mass[i] = left
-	}
-	slices.Sort(d.hints)
-	return d
-}
-
-// applyReleased plans and applies in tg the held deletes of mapping i that
-// the user let through, checked again against the local tree as it is now: a
-// held path that exists again is not deleted, and every other guard still
-// holds; only the mass-delete verdict is lifted, for those paths alone.
-func (e *Engine) applyReleased(tg *target, i int, m *mapping, d heldDecision, r *unitResult, changed *[]string) error {
-	if d.released == nil {
-		return nil
-	}
-	p, err := planWith(m, tg.idx[i], nil, false, planOpts{kept: d.kept, again: d.hints, released: d.released})
-	if err != nil {
-		return err
-	}
-	e.hold(tg, i, p.Held)
-	e.warn(tg, p.Warnings)
-	return e.applyBatchPlan(tg, i, m, p, r, changed)
-}
-
-// Release lets through the mass delete that Held events with this ID
-// reported, in every target that still holds it: its paths are planned again
-// against the local tree as it is then (a held path that exists again is not
-// deleted), with every other guard in force; only the mass-delete verdict is
-// lifted, and only for deletes at or under the held paths. The outcome is
-// reported as a Batch. It returns how many targets held it. Safe for
-// concurrent use, but not from a Reporter.
-func (e *Engine) Release(id string) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.seq++
-	st := &batchStat{first: e.clk.Now(), waiting: map[string]bool{}}
-	n := 0
-	for key, tg := range e.targets {
-		tg.mu.Lock()
-		found := false
-		for _, sets := range tg.mass {
-			for _, s := range sets {
-				if s.id == id {
-					s.released, found = true, true
-				}
-			}
-		}
-		if found {
-			n++
-			tg.seqHi = e.seq
-			if tg.synced {
-				st.waiting[key] = true
-			}
-		}
-		tg.mu.Unlock()
-		if found {
-			tg.signal()
-		}
-	}
-	st.targets = len(st.waiting)
-	if st.targets > 0 {
-		e.inflight[e.seq] = st
-	}
-	return n
-}
-
 // keep drops p's deletes at or under kept, and the copies at or under kept:
 // what a target holds stays held (see heldSet).
 func (p *Plan) keep(kept map[string]bool) {
@@ -400,21 +189,4 @@ func commonRel(rels []string) string {
 		}
 	}
 	return c
-}
-
-// holding reports whether tg holds deletes back in any mapping.
-func (tg *target) holding() bool {
-	tg.mu.Lock()
-	defer tg.mu.Unlock()
-	for _, k := range tg.held {
-		if k != "" {
-			return true
-		}
-	}
-	for _, sets := range tg.mass {
-		if len(sets) > 0 {
-			return true
-		}
-	}
-	return false
 }

@@ -3,68 +3,27 @@ package filesync
 import (
 	"context"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testtree"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// writeTree creates entries under dir: "name/" is a directory, "name@target"
-// a symlink, anything else a file with the given content.
+// writeTree and readTree are testtree's Write and Read.
 func writeTree(t *testing.T, dir string, entries map[string]string) {
 	t.Helper()
-	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		content := entries[name]
-		switch {
-		case strings.HasSuffix(name, "/"):
-			must(t, os.MkdirAll(filepath.Join(dir, name), 0o755))
-		case strings.Contains(name, "@"):
-			n, target, _ := strings.Cut(name, "@")
-			must(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, n)), 0o755))
-			must(t, os.Symlink(target, filepath.Join(dir, n)))
-		default:
-			must(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
-			must(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
-		}
-	}
+	testtree.Write(t, dir, entries)
 }
-
-// readTree describes every entry under dir: "dir 755", "file 644 <content>",
-// "link <target>".
 func readTree(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			out[rel] = "link " + target
-		case fi.IsDir():
-			out[rel] = "dir " + fi.Mode().Perm().String()
-		default:
-			b, _ := os.ReadFile(p)
-			out[rel] = "file " + fi.Mode().Perm().String() + " " + string(b)
-		}
-		return nil
-	})
-	must(t, err)
-	return out
+	return testtree.Read(t, dir)
 }
 
 // diffTrees reports every entry where got (described by what) differs from
@@ -170,3 +129,8 @@ func waitForWaiters(t *testing.T, fc *clocktesting.FakeClock) {
 		runtime.Gosched()
 	}
 }
+
+// isApply, isList and isStreamLoop tell the remote scripts apart by their $0.
+func isApply(argv []string) bool      { return len(argv) > 4 && argv[3] == "livesync" }
+func isList(argv []string) bool       { return len(argv) > 3 && argv[3] == "livesync-list" }
+func isStreamLoop(argv []string) bool { return len(argv) > 3 && argv[3] == "livesync-stream" }

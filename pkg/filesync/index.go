@@ -7,30 +7,19 @@ import (
 	"io"
 	"io/fs"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
-// EntryType is the kind of a synced entry.
-type EntryType uint8
+// EntryType is the kind of a synced entry (see remote.EntryType).
+type EntryType = remote.EntryType
 
 // Entry types. Anything else (sockets, devices, fifos) is never synced.
 const (
-	TypeFile EntryType = iota + 1
-	TypeDir
-	TypeSymlink
+	TypeFile    = remote.TypeFile
+	TypeDir     = remote.TypeDir
+	TypeSymlink = remote.TypeSymlink
 )
-
-// String returns "file", "dir" or "symlink".
-func (t EntryType) String() string {
-	switch t {
-	case TypeFile:
-		return "file"
-	case TypeDir:
-		return "dir"
-	case TypeSymlink:
-		return "symlink"
-	}
-	return fmt.Sprintf("EntryType(%d)", t)
-}
 
 // Entry is what is known about one synced path: its local metadata at the time
 // the container confirmed it (see Index).
@@ -203,112 +192,6 @@ func (x *Index) Paths() []string {
 	return out
 }
 
-// apply records a successfully applied plan: deletes first, then copies, so a
-// type change leaves the new entry.
-func (x *Index) apply(p *Plan, res archiveResult) {
-	for _, d := range p.Deletes {
-		x.DeleteTree(d)
-	}
-	for _, c := range p.Copies {
-		if _, ok := res.unreadable[c.Rel]; ok {
-			continue // never sent: the target has what it had
-		}
-		e := c.Entry
-		if s, ok := res.sums[c.Rel]; ok {
-			e.Sum = s
-		}
-		if _, raced := res.raced[c.Rel]; raced {
-			e.stale, e.Sum = true, nil
-		}
-		x.Put(c.Rel, e)
-	}
-	for rel, e := range p.Touched {
-		x.Put(rel, e)
-	}
-}
-
-// unconfirm records a plan that was sent but not confirmed: the target may
-// hold any mix of the state before and after it. Every entry a delete would
-// have removed, and every copied path, is marked stale; a copied path the
-// index lacked is recorded stale too, so a local delete meanwhile still
-// reaches the target. A path the plan both deleted and copied (a type
-// change) may now be either type there: only it is kept, marked retype, so
-// the next plan removes it whole before sending what is local then. It
-// returns how many entries it marked.
-func (x *Index) unconfirm(p *Plan) int {
-	n := 0
-	mark := func(rel string) {
-		if e, ok := x.m[rel]; ok && !e.stale {
-			e.stale, e.Sum = true, nil
-			x.m[rel] = e
-			n++
-		}
-	}
-	deleted := make(map[string]bool, len(p.Deletes))
-	for _, d := range p.Deletes {
-		deleted[d] = true
-	}
-	retyped := map[string]bool{}
-	for _, c := range p.Copies {
-		if deleted[c.Rel] {
-			retyped[c.Rel] = true
-			e := c.Entry
-			e.stale, e.retype, e.Sum = true, true, nil
-			x.DeleteTree(c.Rel)
-			x.Put(c.Rel, e)
-			n++
-		}
-	}
-	for _, d := range p.Deletes {
-		if !retyped[d] {
-			x.walk(d, mark)
-		}
-	}
-	for _, c := range p.Copies {
-		if underAny(c.Rel, retyped) {
-			continue
-		}
-		if _, ok := x.m[c.Rel]; ok {
-			mark(c.Rel)
-			continue
-		}
-		e := c.Entry
-		e.stale, e.Sum = true, nil
-		x.Put(c.Rel, e)
-		n++
-	}
-	return n
-}
-
-// reconcile settles x's stale entries against l, a listing of the target
-// taken after an apply whose outcome is unknown: an entry the container
-// lacks is forgotten with what is under it (a local one is then sent as
-// new); one it holds as the local side has it now is confirmed with the
-// local metadata; any other stays stale. Entries that are not stale are the
-// container's confirmed word already and stay as they are.
-func (x *Index) reconcile(m *mapping, l *listing) {
-	for rel, e := range x.m {
-		if !e.stale {
-			continue
-		}
-		re, ok := l.entries[rel]
-		if !ok {
-			if rel != "" {
-				x.DeleteTree(rel)
-			}
-			continue
-		}
-		st := newPlanner(m, x).lstat(rel)
-		le := st.e
-		if st.err != nil || !st.found || le.Type != re.Type || re.Type != e.Type {
-			continue
-		}
-		if matchesRemote(m, rel, &le, re, l.alg) {
-			x.m[rel] = le
-		}
-	}
-}
-
 // hashFile returns the sha256 of the file at name.
 func hashFile(name string) (*[32]byte, error) {
 	sum, err := hashWith(name, sha256.New())
@@ -330,4 +213,15 @@ func hashWith(name string, h hash.Hash) ([]byte, error) {
 		return nil, fmt.Errorf("hashing %q: %w", name, err)
 	}
 	return h.Sum(nil), nil
+}
+
+// treeBytes is the file content of a local tree.
+func treeBytes(tree map[string]Entry) int64 {
+	var n int64
+	for _, e := range tree {
+		if e.Type == TypeFile {
+			n += e.Size
+		}
+	}
+	return n
 }

@@ -1,12 +1,8 @@
 package filesync
 
 import (
-	"bytes"
 	"compress/gzip"
-	"crypto/md5"
-	"crypto/sha256"
 	"fmt"
-	"hash"
 	"io"
 	"maps"
 	"slices"
@@ -113,25 +109,13 @@ func localTree(m *mapping) (*localFiles, []error, error) {
 	return lf, warns, nil
 }
 
-// localRootConflict refuses a local root whose type no longer fits its
-// mapping: the remote side was made for the other type.
-func (m *mapping) localRootConflict(t EntryType) error {
-	switch {
-	case m.file && t == TypeDir:
-		return conflictError(m, "", localIsDir)
-	case !m.file && t == TypeFile:
-		return conflictError(m, "", localNotDir)
-	}
-	return nil
-}
-
 // planInitial compares the local tree with a container listing (nil when the
 // listing failed: everything is sent). It returns the plan and the index of
 // entries that already match; apply the plan's result on top of it.
 //
 // Local files are hashed only when the container has a file of the same size,
 // so the common cases (new file, edited file) cost no local reads. A root that
-// is a directory on one side only is refused (ErrTypeConflict): replacing it
+// is a directory on one side only is refused (remote.ErrTypeConflict): replacing it
 // would delete a directory, perhaps a volume, or a file nobody asked to lose.
 func planInitial(m *mapping, local *localFiles, l *listing, mode InitialMode) (*Plan, *Index, error) {
 	idx := NewIndex()
@@ -222,39 +206,6 @@ func (pl *planner) mirror(local *localFiles, l *listing) []string {
 	slices.Sort(out)
 	slices.Reverse(out) // a child sorts after its parent
 	return out
-}
-
-// matchesRemote reports whether the container already has le. Permission bits
-// are compared loosely (group/other write may differ by the remote umask).
-func matchesRemote(m *mapping, rel string, le *Entry, re remoteEntry, alg string) bool {
-	switch le.Type {
-	case TypeSymlink:
-		return le.Link == re.Link
-	case TypeDir:
-		return (le.Mode^re.Mode)&^0o022 == 0
-	}
-	if le.Size != re.Size || (le.Mode^re.Mode)&^0o022 != 0 {
-		return false
-	}
-	var h hash.Hash
-	switch {
-	case re.Sum == nil:
-		return le.MTime.Unix() == re.MTime
-	case alg == "sha256sum":
-		h = sha256.New()
-	case alg == "md5sum":
-		h = md5.New()
-	default:
-		return false
-	}
-	sum, err := hashWith(m.localPath(rel), h)
-	if err != nil || !bytes.Equal(sum, re.Sum) {
-		return false
-	}
-	if alg == "sha256sum" {
-		le.Sum = (*[32]byte)(sum)
-	}
-	return true
 }
 
 // initialCompressMin is the smallest initial archive sent gzip-compressed.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // The listing tells a directory mapping whose remote root is a file, and
@@ -28,8 +30,8 @@ func TestPlanInitialRootConflict(t *testing.T) {
 		}
 		local, _, err := localTree(m)
 		must(t, err)
-		if _, _, err := planInitial(m, local, l, InitialUpload); !errors.Is(err, ErrTypeConflict) {
-			t.Errorf("%s: planInitial: %v, want ErrTypeConflict", m.Mapping, err)
+		if _, _, err := planInitial(m, local, l, InitialUpload); !errors.Is(err, remote.ErrTypeConflict) {
+			t.Errorf("%s: planInitial: %v, want remote.ErrTypeConflict", m.Mapping, err)
 		}
 	}
 }

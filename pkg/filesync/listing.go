@@ -3,35 +3,18 @@ package filesync
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"io/fs"
-	"strconv"
+	"crypto/md5"
+	"crypto/sha256"
+	"hash"
 	"strings"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
-// listArgv is the exec that runs list.sh for m: over the whole remote
-// directory, or a file mapping's one entry.
-func listArgv(m *mapping) []string {
-	name := ""
-	if m.file {
-		name = m.remoteName("")
-	}
-	return []string{"sh", "-c", listScript, "livesync-list", string(m.remoteDir()), name, listChunkScript}
-}
-
 // remoteEntry is one entry of a container listing.
-type remoteEntry struct {
-	Type  EntryType
-	Mode  fs.FileMode
-	Size  int64
-	MTime int64 // seconds
-	Link  string
-	Sum   []byte
-}
+type remoteEntry = remote.Entry
 
-// listing is what the container has under a mapping's remote path.
+// listing is what the container has under a mapping's remote path, by rel.
 type listing struct {
 	alg     string // "sha256sum", "md5sum" or ""
 	gzip    bool   // `gzip -dc` works: an archive may be sent compressed
@@ -43,136 +26,34 @@ type listing struct {
 	unknown []string
 }
 
-// listRemote runs list.sh in t.
+// listRemote lists m's remote side in t: the whole remote directory, or a
+// file mapping's one entry.
 func listRemote(ctx context.Context, ex Executor, t Target, m *mapping) (*listing, error) {
-	var out bytes.Buffer
-	stderr := &tailBuffer{max: 4 << 10}
-	if err := ex.Exec(ctx, t, listArgv(m), nil, &out, stderr); err != nil {
-		return nil, classify(err, t, "listing files", m.remoteDir(), stderr.String())
+	name := ""
+	if m.file {
+		name = m.remoteName("")
 	}
-	l, err := parseListing(out.Bytes(), m)
+	rl, err := remote.List(ctx, ex, t, string(m.remoteDir()), name)
 	if err != nil {
-		return nil, fmt.Errorf("listing %q in %s: %w", m.Remote, t, err)
+		return nil, err
 	}
-	return l, nil
+	return listingOf(rl, m), nil
 }
 
-type tokens struct{ b []byte }
-
-func (t *tokens) next() (string, bool) {
-	i := bytes.IndexByte(t.b, 0)
-	if i < 0 {
-		return "", false
-	}
-	s := string(t.b[:i])
-	t.b = t.b[i+1:]
-	return s, true
-}
-
-// parseListing parses list.sh's output (its header describes the format);
-// names are turned into rels of m.
-func parseListing(b []byte, m *mapping) (*listing, error) {
-	t := &tokens{b: b}
-	magic, _ := t.next()
-	alg, _ := t.next()
-	gz, _ := t.next()
-	state, ok := t.next()
-	if magic != "LS2" || !ok {
-		return nil, errors.New("unexpected output from the listing script")
-	}
-	l := &listing{alg: alg, gzip: gz == "gzip", exists: state == "dir", notDir: state == "notdir", entries: map[string]remoteEntry{}}
-	for {
-		tok, ok := t.next()
-		switch {
-		case !ok:
-			return nil, errors.New("listing output is truncated")
-		case tok == "END":
-			return l, nil
-		case tok != "C":
-			return nil, fmt.Errorf("unexpected token %q in listing output", tok)
-		}
-		if err := l.parseChunk(t, m); err != nil {
-			return nil, err
-		}
-	}
-}
-
-func (l *listing) parseChunk(t *tokens, m *mapping) error {
-	var names []string
-	for {
-		n, ok := t.next()
-		if !ok {
-			return errors.New("listing output is truncated")
-		}
-		if n == "S" {
-			break
-		}
-		names = append(names, n)
-	}
-	statOut, _ := t.next()
-	got := map[string]remoteEntry{}
-	var files []string
-	parseLines(statOut, names, func(name, fields string) {
-		f := strings.Fields(fields)
-		if len(f) != 3 {
-			return
-		}
-		raw, err1 := strconv.ParseUint(f[0], 16, 32)
-		size, err2 := strconv.ParseInt(f[1], 10, 64)
-		mtime, err3 := strconv.ParseInt(f[2], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			return
-		}
-		e := remoteEntry{Mode: fs.FileMode(raw & 0o777), Size: size, MTime: mtime}
-		switch raw & 0o170000 {
-		case 0o100000:
-			e.Type = TypeFile
-			files = append(files, name)
-		case 0o040000:
-			e.Type = TypeDir
-		case 0o120000:
-			e.Type = TypeSymlink
-		default:
-			return
-		}
-		got[name] = e
-	})
-	if tok, _ := t.next(); tok != "L" {
-		return errors.New("listing output: missing link section")
-	}
-	for {
-		n, ok := t.next()
-		if !ok {
-			return errors.New("listing output is truncated")
-		}
-		if n == "H" {
-			break
-		}
-		target, _ := t.next()
-		if e, ok := got[n]; ok && e.Type == TypeSymlink {
-			e.Link = strings.TrimSuffix(target, "\n")
-			got[n] = e
-		}
-	}
-	hashOut, _ := t.next()
-	parseHashes(hashOut, files, func(name string, sum []byte) {
-		e := got[name]
-		e.Sum = sum
-		got[name] = e
-	})
-	for name, e := range got {
+// listingOf keeps what rl lists that belongs to m, by rel.
+func listingOf(rl *remote.Listing, m *mapping) *listing {
+	l := &listing{alg: rl.Alg, gzip: rl.Gzip, exists: rl.Exists, notDir: rl.NotDir, entries: map[string]remoteEntry{}}
+	for name, e := range rl.Names {
 		if rel, ok := remoteRel(m, name); ok {
 			l.entries[rel] = e
 		}
 	}
-	for _, name := range names {
-		if _, ok := got[name]; !ok {
-			if rel, ok := remoteRel(m, name); ok {
-				l.unknown = append(l.unknown, rel)
-			}
+	for _, name := range rl.Unknown {
+		if rel, ok := remoteRel(m, name); ok {
+			l.unknown = append(l.unknown, rel)
 		}
 	}
-	return nil
+	return l
 }
 
 // remoteRel turns a listed "./name" into a rel of m; false for anything that
@@ -188,75 +69,35 @@ func remoteRel(m *mapping, name string) (string, bool) {
 	return rest, rest != "" && validRel(rest)
 }
 
-// parseLines walks "<fields> <name>\n" lines, where name is known to be one
-// of names, in order; names missing from out (stat failed) are skipped.
-func parseLines(out string, names []string, fn func(name, fields string)) {
-	for _, name := range names {
-		if out == "" {
-			return
-		}
-		// fields are "%f %s %Y": three space-terminated tokens.
-		i, sp := 0, 0
-		for ; i < len(out) && sp < 3; i++ {
-			if out[i] == ' ' {
-				sp++
-			} else if out[i] == '\n' {
-				break
-			}
-		}
-		if sp < 3 {
-			return
-		}
-		if rest, ok := strings.CutPrefix(out[i:], name+"\n"); ok {
-			fn(name, out[:i-1])
-			out = rest
-		}
+// matchesRemote reports whether the container already has le. Permission bits
+// are compared loosely (group/other write may differ by the remote umask).
+func matchesRemote(m *mapping, rel string, le *Entry, re remoteEntry, alg string) bool {
+	switch le.Type {
+	case TypeSymlink:
+		return le.Link == re.Link
+	case TypeDir:
+		return (le.Mode^re.Mode)&^0o022 == 0
 	}
-}
-
-// parseHashes reads `sha256sum`/`md5sum` output for files, in order. Busybox
-// prints names raw; GNU escapes names holding "\" or a newline and marks the
-// line with a leading backslash.
-func parseHashes(out string, files []string, fn func(name string, sum []byte)) {
-	for len(out) > 0 && len(files) > 0 {
-		escaped := out[0] == '\\'
-		if escaped {
-			out = out[1:]
-		}
-		sep := strings.Index(out, "  ")
-		if sep < 0 {
-			return
-		}
-		sum, err := hex.DecodeString(out[:sep])
-		if err != nil {
-			return
-		}
-		out = out[sep+2:]
-		var line string
-		if escaped {
-			end := strings.IndexByte(out, '\n')
-			if end < 0 {
-				return
-			}
-			line, out = unescapeGNU(out[:end]), out[end+1:]
-		}
-		for len(files) > 0 {
-			name := files[0]
-			files = files[1:]
-			if escaped && line == name {
-				fn(name, sum)
-				break
-			}
-			if rest, ok := strings.CutPrefix(out, name+"\n"); !escaped && ok {
-				fn(name, sum)
-				out = rest
-				break
-			}
-		}
+	if le.Size != re.Size || (le.Mode^re.Mode)&^0o022 != 0 {
+		return false
 	}
-}
-
-func unescapeGNU(s string) string {
-	r := strings.NewReplacer(`\\`, `\`, `\n`, "\n", `\r`, "\r")
-	return r.Replace(s)
+	var h hash.Hash
+	switch {
+	case re.Sum == nil:
+		return le.MTime.Unix() == re.MTime
+	case alg == "sha256sum":
+		h = sha256.New()
+	case alg == "md5sum":
+		h = md5.New()
+	default:
+		return false
+	}
+	sum, err := hashWith(m.localPath(rel), h)
+	if err != nil || !bytes.Equal(sum, re.Sum) {
+		return false
+	}
+	if alg == "sha256sum" {
+		le.Sum = (*[32]byte)(sum)
+	}
+	return true
 }

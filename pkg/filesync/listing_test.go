@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 func TestListRemote(t *testing.T) {
@@ -101,12 +103,13 @@ func TestParseListingRejectsUnsafeNames(t *testing.T) {
 	m := testMapping(t, t.TempDir(), "/app", nil)
 	out := "LS2\x00\x00\x00dir\x00C\x00./ok\x00./a/../../etc\x00/abs\x00S\x00" +
 		"81a4 1 0 ./ok\n81a4 1 0 ./a/../../etc\n81a4 1 0 /abs\n\x00L\x00H\x00\x00END\x00"
-	l, err := parseListing([]byte(out), m)
+	rl, err := remote.ParseListing([]byte(out))
 	must(t, err)
+	l := listingOf(rl, m)
 	if len(l.entries) != 1 {
 		t.Errorf("entries = %v, want only ok", l.entries)
 	}
-	if _, err := parseListing([]byte("LS2\x00\x00\x00dir\x00C\x00./ok\x00S\x00"), m); err == nil {
+	if _, err := remote.ParseListing([]byte("LS2\x00\x00\x00dir\x00C\x00./ok\x00S\x00")); err == nil {
 		t.Error("truncated listing parsed")
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // OnSync reports one run of the on-sync command in a target.
@@ -18,7 +20,7 @@ type OnSync struct {
 	// nil), else -1.
 	ExitCode int
 	// Err says why the command did not run to its end: it timed out
-	// (errors.Is ErrTimeout), or the exec failed.
+	// (errors.Is remote.ErrTimeout), or the exec failed.
 	Err      error
 	Duration time.Duration
 	// Output is the tail of stdout and stderr together, at most
@@ -149,19 +151,17 @@ func (r *onSyncRunner) run(paths []string) {
 		}
 		list = strings.Join(dirs, "\n")
 	}
-	argv := []string{"sh", "-c", onSyncScript, "livesync-on-sync", list, e.cfg.OnSync}
-	out := &tailBuffer{max: onSyncOutputMax}
 	start := e.clk.Now()
-	err := e.onSyncExec.Exec(r.ctx, r.t, argv, nil, out, out)
+	out, err := remote.RunOnSync(r.ctx, e.onSyncExec, r.t, list, e.cfg.OnSync, onSyncOutputMax)
 	if r.ctx.Err() != nil {
 		return // removed or shutting down: nothing to report
 	}
-	ev := OnSync{Target: r.t, ExitCode: -1, Duration: e.clk.Since(start), Output: tailLines(out)}
-	var ee ExitError
+	ev := OnSync{Target: r.t, ExitCode: -1, Duration: e.clk.Since(start), Output: out}
+	var ee remote.ExitError
 	switch {
 	case err == nil:
 		ev.ExitCode = 0
-	case errors.Is(err, ErrTimeout):
+	case errors.Is(err, remote.ErrTimeout):
 		ev.Err = fmt.Errorf("on-sync command %w and was left running in the container, with any background process it started; "+
 			"a background process that keeps the command's output open holds it until the timeout: redirect its output, e.g. 'node app.js >/tmp/app.log 2>&1 &'", err)
 	case errors.As(err, &ee):
@@ -170,17 +170,4 @@ func (r *onSyncRunner) run(paths []string) {
 		ev.Err = fmt.Errorf("running the on-sync command: %w", err)
 	}
 	e.rep.Report(ev)
-}
-
-// tailLines returns what t holds, without a partial first line when the
-// start was cut.
-func tailLines(t *tailBuffer) string {
-	s := t.String()
-	if !t.truncated() {
-		return s
-	}
-	if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
-		return s[i+1:]
-	}
-	return s
 }

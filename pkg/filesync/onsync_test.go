@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // hangOnce runs the first apply that extracts a tar once armed as script
@@ -86,7 +87,7 @@ func TestEngineStalledExecTimesOutAndResyncs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &hangOnce{script: tt.script, readStdin: tt.readStdin, started: make(chan struct{}), drained: make(chan struct{})}
-			f := newWrappedFixture(t, Config{}, func(ex Executor) Executor { h.Executor = ex; return h }, WithRetry(RetryPolicy{Tries: 1}))
+			f := newWrappedFixture(t, Config{}, func(ex Executor) Executor { h.Executor = ex; return h }, WithRetry(remote.RetryPolicy{Tries: 1}))
 			f.e.AddTarget(podTarget("web-1"))
 			f.run(t)
 			if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
@@ -108,7 +109,7 @@ func TestEngineStalledExecTimesOutAndResyncs(t *testing.T) {
 			}
 			errs := f.rec.errors()
 			want := `copying files in container "app" of pod "web-1" timed out after 30s (no progress): the container may be frozen or overloaded; livesync will retry and re-sync`
-			if len(errs) != 1 || errs[0].Err.Error() != want || !IsTransient(errs[0].Err) || !errors.Is(errs[0].Err, ErrTimeout) {
+			if len(errs) != 1 || errs[0].Err.Error() != want || !remote.IsTransient(errs[0].Err) || !errors.Is(errs[0].Err, remote.ErrTimeout) {
 				t.Fatalf("errors = %v, want one transient %q", errs, want)
 			}
 			// The target is dirty: the next batch (or its own retry timer)
@@ -205,7 +206,7 @@ func TestEngineOnSyncBackgroundChildDoesNotBlock(t *testing.T) {
 	assertSameTree(t, f.local, f.remote("web-1"))
 	f.fc.Step(DefaultOnSyncTimeout)
 	ev := waitCount[OnSync](t, f.rec, 1)[0]
-	if !errors.Is(ev.Err, ErrTimeout) || ev.ExitCode != -1 ||
+	if !errors.Is(ev.Err, remote.ErrTimeout) || ev.ExitCode != -1 ||
 		!strings.HasPrefix(ev.Err.Error(), "on-sync command timed out after 30s and was left running in the container") {
 		t.Errorf("on-sync = %+v", ev)
 	}

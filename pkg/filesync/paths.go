@@ -187,3 +187,15 @@ func (m *mapping) ignored(rel string, isDir bool) bool {
 	}
 	return false
 }
+
+// underAny reports whether rel or one of its parents is in set.
+func underAny(rel string, set map[string]bool) bool {
+	for a := rel; ; a = parentRel(a) {
+		if set[a] {
+			return true
+		}
+		if a == "" {
+			return false
+		}
+	}
+}

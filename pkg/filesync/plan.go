@@ -379,3 +379,12 @@ func (pl *planner) deletedAncestor(rel string) bool {
 	}
 	return false
 }
+
+// planBytes is the file content a plan sends.
+func planBytes(p *Plan) int64 {
+	var n int64
+	for _, c := range p.Copies {
+		n += c.Size
+	}
+	return n
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // keepsStreams is an Executor that keeps streams, as pods/exec does.
@@ -65,49 +66,49 @@ func TestPreflight(t *testing.T) {
 	uid, gid := strconv.Itoa(os.Getuid()), strconv.Itoa(os.Getgid())
 	for name, ex := range executors(t) {
 		t.Run(name, func(t *testing.T) {
-			local, remote := t.TempDir(), t.TempDir()
+			local, rdir := t.TempDir(), t.TempDir()
 			writeTree(t, local, map[string]string{"a.txt": "a", "sub/b.txt": "b"})
-			writeTree(t, remote, map[string]string{"same/a.txt": "a", "same/sub/b.txt": "b", "file": "x", "ro/": ""})
-			must(t, os.Chmod(filepath.Join(remote, "ro"), 0o555))
-			t.Cleanup(func() { os.Chmod(filepath.Join(remote, "ro"), 0o755) })
-			before := snapshot(t, local, remote)
+			writeTree(t, rdir, map[string]string{"same/a.txt": "a", "same/sub/b.txt": "b", "file": "x", "ro/": ""})
+			must(t, os.Chmod(filepath.Join(rdir, "ro"), 0o555))
+			t.Cleanup(func() { os.Chmod(filepath.Join(rdir, "ro"), 0o755) })
+			before := snapshot(t, local, rdir)
 			mappings := []Mapping{
-				{Local: LocalPath(local), Remote: RemotePath(remote + "/same")},
-				{Local: LocalPath(local), Remote: RemotePath(remote + "/new/deep")},
-				{Local: LocalPath(local), Remote: RemotePath(remote + "/ro")},
-				{Local: LocalPath(local), Remote: RemotePath(remote + "/ro/new")},
-				{Local: LocalPath(local), Remote: RemotePath(remote + "/file/new")},
+				{Local: LocalPath(local), Remote: RemotePath(rdir + "/same")},
+				{Local: LocalPath(local), Remote: RemotePath(rdir + "/new/deep")},
+				{Local: LocalPath(local), Remote: RemotePath(rdir + "/ro")},
+				{Local: LocalPath(local), Remote: RemotePath(rdir + "/ro/new")},
+				{Local: LocalPath(local), Remote: RemotePath(rdir + "/file/new")},
 			}
 			evs := dryRun(t, keepsStreams{ex}, Config{Mappings: mappings, Initial: InitialMirror})
 			for _, tc := range []struct {
-				remote   string
+				rdir     string
 				root     string
 				writable bool
 				copies   int
 				hint     string
 			}{
-				{remote: "/same", root: RootDir, writable: true},
-				{remote: "/new/deep", root: RootMissing, writable: true, copies: 3},
-				{remote: "/ro", root: RootDir, copies: 3, hint: "--helper ephemeral"},
-				{remote: "/ro/new", root: RootMissing, copies: 3, hint: "--helper ephemeral"},
-				{remote: "/file/new", root: RootMissing, copies: 3, hint: "--helper ephemeral"}, // mkdir -p fails on the file
+				{rdir: "/same", root: RootDir, writable: true},
+				{rdir: "/new/deep", root: RootMissing, writable: true, copies: 3},
+				{rdir: "/ro", root: RootDir, copies: 3, hint: "--helper ephemeral"},
+				{rdir: "/ro/new", root: RootMissing, copies: 3, hint: "--helper ephemeral"},
+				{rdir: "/file/new", root: RootMissing, copies: 3, hint: "--helper ephemeral"}, // mkdir -p fails on the file
 			} {
-				ev := evs[RemotePath(remote+tc.remote)]
+				ev := evs[RemotePath(rdir+tc.rdir)]
 				pf := ev.Preflight
 				if pf == nil || pf.Err != nil {
-					t.Fatalf("%s: preflight %+v", tc.remote, pf)
+					t.Fatalf("%s: preflight %+v", tc.rdir, pf)
 				}
 				if pf.UID != uid || pf.GID != gid || pf.Transport != TransportStream || pf.Helper || !pf.Tar {
-					t.Errorf("%s: preflight %+v, want uid %s gid %s via stream with tar", tc.remote, pf, uid, gid)
+					t.Errorf("%s: preflight %+v, want uid %s gid %s via stream with tar", tc.rdir, pf, uid, gid)
 				}
 				if pf.Root != tc.root || pf.Writable != tc.writable || !strings.Contains(pf.Hint, tc.hint) || (tc.hint == "") != (pf.Hint == "") {
-					t.Errorf("%s: root %q writable %v hint %q; want %q %v %q", tc.remote, pf.Root, pf.Writable, pf.Hint, tc.root, tc.writable, tc.hint)
+					t.Errorf("%s: root %q writable %v hint %q; want %q %v %q", tc.rdir, pf.Root, pf.Writable, pf.Hint, tc.root, tc.writable, tc.hint)
 				}
 				if len(ev.Copy) != tc.copies {
-					t.Errorf("%s: would copy %v, want %d entries", tc.remote, ev.Copy, tc.copies)
+					t.Errorf("%s: would copy %v, want %d entries", tc.rdir, ev.Copy, tc.copies)
 				}
 			}
-			if after := snapshot(t, local, remote); !maps.Equal(after, before) {
+			if after := snapshot(t, local, rdir); !maps.Equal(after, before) {
 				t.Errorf("a dry run changed things:\nbefore %q\nafter  %q", before, after)
 			}
 		})
@@ -117,17 +118,17 @@ func TestPreflight(t *testing.T) {
 // A file mapping's preflight checks the directory that holds the file.
 func TestPreflightFileMapping(t *testing.T) {
 	ex := busybox(t)
-	local, remote := t.TempDir(), t.TempDir()
+	local, rdir := t.TempDir(), t.TempDir()
 	writeTree(t, local, map[string]string{"a.txt": "a"})
-	writeTree(t, remote, map[string]string{"dir/": "", "file": "x"})
+	writeTree(t, rdir, map[string]string{"dir/": "", "file": "x"})
 	evs := dryRun(t, ex, Config{Mappings: []Mapping{
-		{Local: LocalPath(filepath.Join(local, "a.txt")), Remote: RemotePath(remote + "/dir/a.txt")},
-		{Local: LocalPath(filepath.Join(local, "a.txt")), Remote: RemotePath(remote + "/file/a.txt")},
+		{Local: LocalPath(filepath.Join(local, "a.txt")), Remote: RemotePath(rdir + "/dir/a.txt")},
+		{Local: LocalPath(filepath.Join(local, "a.txt")), Remote: RemotePath(rdir + "/file/a.txt")},
 	}})
-	if pf := evs[RemotePath(remote+"/dir")].Preflight; pf.Root != RootDir || !pf.Writable {
+	if pf := evs[RemotePath(rdir+"/dir")].Preflight; pf.Root != RootDir || !pf.Writable {
 		t.Errorf("into a directory: %+v", pf)
 	}
-	if pf := evs[RemotePath(remote+"/file")].Preflight; pf.Root != RootNotDir || pf.Writable || !strings.Contains(pf.Hint, "must be a directory") {
+	if pf := evs[RemotePath(rdir+"/file")].Preflight; pf.Root != RootNotDir || pf.Writable || !strings.Contains(pf.Hint, "must be a directory") {
 		t.Errorf("into a file: %+v", pf)
 	}
 }
@@ -136,9 +137,9 @@ func TestPreflightFileMapping(t *testing.T) {
 // copied, and without id the user is unknown; an executor that keeps no
 // streams never streams.
 func TestPreflightMissingTools(t *testing.T) {
-	local, remote := t.TempDir(), t.TempDir()
+	local, rdir := t.TempDir(), t.TempDir()
 	writeTree(t, local, map[string]string{"a.txt": "a"})
-	cfg := Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}}}
+	cfg := Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(rdir)}}}
 	for _, tc := range []struct {
 		name      string
 		ex        Executor
@@ -152,18 +153,18 @@ func TestPreflightMissingTools(t *testing.T) {
 		{"no streams", busybox(t), TransportExec, true, strconv.Itoa(os.Getuid())},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pf := dryRun(t, tc.ex, cfg)[RemotePath(remote)].Preflight
+			pf := dryRun(t, tc.ex, cfg)[RemotePath(rdir)].Preflight
 			if pf.Err != nil || pf.Transport != tc.transport || pf.Tar != tc.tar || pf.UID != tc.uid || !pf.Writable {
 				t.Errorf("preflight %+v; want transport %s, tar %v, uid %s", pf, tc.transport, tc.tar, tc.uid)
 			}
-			if !tc.tar && pf.Hint != hintNoTar {
-				t.Errorf("hint %q, want %q", pf.Hint, hintNoTar)
+			if !tc.tar && pf.Hint != remote.HintNoTar {
+				t.Errorf("hint %q, want %q", pf.Hint, remote.HintNoTar)
 			}
 		})
 	}
 }
 
-// Through a helper (HelperArgv) the remote root is resolved inside the
+// Through a helper (remote.HelperArgv) the remote root is resolved inside the
 // target's root: /app -> /srv/app is a directory there, /data -> /srv/file
 // a file, though neither exists on this machine, and /tmp is missing there.
 func TestPreflightInHelper(t *testing.T) {
@@ -199,19 +200,19 @@ func TestPreflightInHelper(t *testing.T) {
 // empty plan still reports its preflight, and so does --initial none.
 func TestPreflightFailsOrHasNothingToDo(t *testing.T) {
 	ex := busybox(t)
-	local, remote := t.TempDir(), t.TempDir()
+	local, rdir := t.TempDir(), t.TempDir()
 	writeTree(t, local, map[string]string{"a.txt": "a", "b.txt": "b"})
-	writeTree(t, remote, map[string]string{"a.txt": "a", "b.txt": "b"})
-	cfg := Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}}}
+	writeTree(t, rdir, map[string]string{"a.txt": "a", "b.txt": "b"})
+	cfg := Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(rdir)}}}
 
-	ev := dryRun(t, ex, cfg)[RemotePath(remote)]
+	ev := dryRun(t, ex, cfg)[RemotePath(rdir)]
 	if len(ev.Copy)+len(ev.Delete) != 0 || ev.Preflight.Err != nil || !ev.Preflight.Writable {
 		t.Errorf("in sync: %+v %+v", ev, ev.Preflight)
 	}
 
 	none := cfg
 	none.Initial = InitialNone
-	if pf := dryRun(t, ex, none)[RemotePath(remote)].Preflight; pf.Err != nil || pf.Root != RootDir {
+	if pf := dryRun(t, ex, none)[RemotePath(rdir)].Preflight; pf.Err != nil || pf.Root != RootDir {
 		t.Errorf("--initial none: %+v", pf)
 	}
 
@@ -225,8 +226,8 @@ func TestPreflightFailsOrHasNothingToDo(t *testing.T) {
 		}
 		return nil
 	}
-	ev = dryRun(t, ex, cfg)[RemotePath(remote)]
-	if err := ev.Preflight.Err; !errors.Is(err, ErrTarMissing) || ev.Preflight.UID != "" {
+	ev = dryRun(t, ex, cfg)[RemotePath(rdir)]
+	if err := ev.Preflight.Err; !errors.Is(err, remote.ErrTarMissing) || ev.Preflight.UID != "" {
 		t.Errorf("preflight %+v, want ErrTarMissing", ev.Preflight)
 	}
 	assertOneLine(t, ev.Preflight.Err, "sh not found", "--helper")
@@ -235,26 +236,12 @@ func TestPreflightFailsOrHasNothingToDo(t *testing.T) {
 	}
 }
 
-func TestParsePreflight(t *testing.T) {
-	good := "uid=1000\ngid=1000\nstream=yes\ntar=yes\nroot=missing\nwritable=no\nhelper=no\n"
-	pf, stream, err := parsePreflight(good)
-	if err != nil || !stream || *pf != (Preflight{UID: "1000", GID: "1000", Tar: true, Root: RootMissing}) {
-		t.Errorf("parsePreflight(%q) = %+v, %v, %v", good, pf, stream, err)
-	}
-	for _, bad := range []string{"", "uid=0\n", strings.Replace(good, "root=missing", "root=what", 1),
-		strings.Replace(good, "tar=yes", "tar=", 1), "sh: oops\n" + good} {
-		if _, _, err := parsePreflight(bad); err == nil || !strings.Contains(err.Error(), "unexpected preflight output") {
-			t.Errorf("parsePreflight(%q): err %v", bad, err)
-		}
-	}
-}
-
 // Under DryRun the target's events say the transport a real run would use,
 // as its preflight found it, though a dry run keeps no stream.
 func TestPreflightTransportOnTargetEvents(t *testing.T) {
-	local, remote := t.TempDir(), t.TempDir()
+	local, rdir := t.TempDir(), t.TempDir()
 	writeTree(t, local, map[string]string{"a.txt": "a"})
-	cfg := Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}}, DryRun: true}
+	cfg := Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(rdir)}}, DryRun: true}
 	for _, tc := range []struct {
 		name           string
 		ex             Executor

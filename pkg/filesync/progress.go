@@ -71,12 +71,3 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	}
 	return n, err
 }
-
-// planBytes is the file content a plan sends.
-func planBytes(p *Plan) int64 {
-	var n int64
-	for _, c := range p.Copies {
-		n += c.Size
-	}
-	return n
-}

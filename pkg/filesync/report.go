@@ -3,6 +3,8 @@ package filesync
 import (
 	"sync"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // Reporter receives what the engine does. The engine serializes calls, so
@@ -56,7 +58,7 @@ type TargetAdded struct {
 }
 
 // HelperUsed reports that a target is synced through a helper container
-// (see HelperArgv): an ephemeral container of its pod that shares its
+// (see remote.HelperArgv): an ephemeral container of its pod that shares its
 // process namespace. Executors that add helpers (pkg/workload) report it.
 type HelperUsed struct {
 	Target Target
@@ -174,3 +176,36 @@ type Restarting struct {
 
 func (Waiting) event()    {}
 func (Restarting) event() {}
+
+// Preflight is what a dry run found out about how a real run would sync one
+// mapping into one target: the initial sync's DryRun events carry it.
+type Preflight struct {
+	// UID and GID are whom the target's execs run as ("unknown" without id).
+	UID, GID string
+	// Transport is how batches would go: TransportStream where the
+	// container's dd reads exactly one block from a pipe and the executor
+	// keeps streams (see remote.StreamCapable), else TransportExec.
+	Transport string
+	// Helper: the execs run in a helper container (see remote.HelperArgv).
+	Helper bool
+	// Tar: tar was found; without it nothing can be copied.
+	Tar bool
+	// Root is what the mapping's remote directory is: RootDir, RootMissing
+	// or RootNotDir.
+	Root string
+	// Writable: Root is a directory the user may create entries in, or is
+	// missing and its nearest existing ancestor is one (the sync creates it).
+	Writable bool
+	// Hint says what to do when Writable or Tar is false.
+	Hint string
+	// Err is why the check could not run, one line (e.g. a helper that only
+	// a real run adds); the other fields are then zero.
+	Err error
+}
+
+// What a mapping's remote directory is (Preflight.Root).
+const (
+	RootDir     = remote.RootDir
+	RootMissing = remote.RootMissing
+	RootNotDir  = remote.RootNotDir
+)

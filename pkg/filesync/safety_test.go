@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // onceSync runs the initial sync of cfg into testTarget as --once does,
@@ -15,7 +17,7 @@ import (
 func onceSync(t *testing.T, ex Executor, cfg Config) (InitialSync, *recorder) {
 	t.Helper()
 	rec := newRecorder()
-	e := New(ex, cfg, WithReporter(rec), WithRetry(RetryPolicy{Tries: 1}))
+	e := New(ex, cfg, WithReporter(rec), WithRetry(remote.RetryPolicy{Tries: 1}))
 	e.AddTarget(testTarget)
 	_, err := e.Once(context.Background())
 	must(t, err)
@@ -108,8 +110,8 @@ func TestRootTypeConflict(t *testing.T) {
 					for _, mode := range []InitialMode{InitialUpload, InitialMirror} {
 						is, _ := onceSync(t, ex, Config{Mappings: []Mapping{tc.m}, Initial: mode})
 						assertOneLine(t, is.Err, tc.want...)
-						if !errors.Is(is.Err, ErrTypeConflict) || IsTransient(is.Err) {
-							t.Errorf("%s: %v: want a non-transient ErrTypeConflict", mode, is.Err)
+						if !errors.Is(is.Err, remote.ErrTypeConflict) || remote.IsTransient(is.Err) {
+							t.Errorf("%s: %v: want a non-transient remote.ErrTypeConflict", mode, is.Err)
 						}
 						if after := readTree(t, dir); !maps.Equal(before, after) {
 							t.Fatalf("%s: the container changed: %q, was %q", mode, after, before)
@@ -122,8 +124,8 @@ func TestRootTypeConflict(t *testing.T) {
 					must(t, err)
 					_, err = apply(context.Background(), ex, testTarget, m, p, archiveOpts{})
 					assertOneLine(t, err, tc.want...)
-					if !errors.Is(err, ErrTypeConflict) || IsTransient(err) {
-						t.Errorf("apply: %v: want a non-transient ErrTypeConflict", err)
+					if !errors.Is(err, remote.ErrTypeConflict) || remote.IsTransient(err) {
+						t.Errorf("apply: %v: want a non-transient remote.ErrTypeConflict", err)
 					}
 					if after := readTree(t, dir); !maps.Equal(before, after) {
 						t.Fatalf("apply: the container changed: %q, was %q", after, before)
@@ -150,7 +152,7 @@ func TestPlanRootTypeChange(t *testing.T) {
 		t.Fatalf("planned %+v", p)
 	}
 	assertOneLine(t, err, "is now a directory")
-	if !errors.Is(err, ErrTypeConflict) || IsTransient(err) {
-		t.Errorf("%v: want a non-transient ErrTypeConflict", err)
+	if !errors.Is(err, remote.ErrTypeConflict) || remote.IsTransient(err) {
+		t.Errorf("%v: want a non-transient remote.ErrTypeConflict", err)
 	}
 }

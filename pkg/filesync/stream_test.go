@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -28,7 +29,7 @@ type streamCounter struct {
 
 func (c *streamCounter) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	c.mu.Lock()
-	if len(argv) > 2 && argv[2] == streamLoop {
+	if isStreamLoop(argv) {
 		c.loops++
 	} else {
 		c.others++
@@ -44,11 +45,11 @@ func (c *streamCounter) counts() (loops, others int) {
 }
 
 // newTestStreams returns streams over ex on the real clock, closed with the test.
-func newTestStreams(t *testing.T, ex Executor) (*streams, *streamCounter) {
+func newTestStreams(t *testing.T, ex Executor) (*remote.Streams, *streamCounter) {
 	t.Helper()
 	c := &streamCounter{Executor: ex}
-	s := newStreams(c, clock.RealClock{}, 30*time.Second)
-	t.Cleanup(func() { s.closeAll(10 * time.Second) })
+	s := remote.NewStreams(c, clock.RealClock{}, 30*time.Second)
+	t.Cleanup(func() { s.CloseAll(10 * time.Second) })
 	return s, c
 }
 
@@ -61,7 +62,7 @@ func TestStreamApply(t *testing.T) {
 			if loops, others := c.counts(); loops != 1 || others != 0 {
 				t.Errorf("%d stream execs and %d other execs, want 1 and 0", loops, others)
 			}
-			if got := s.transport(context.Background(), testTarget); got != TransportStream {
+			if got := s.Transport(context.Background(), testTarget); got != TransportStream {
 				t.Errorf("transport %q, want %q", got, TransportStream)
 			}
 		})
@@ -75,10 +76,10 @@ func TestStreamReplacedSymlink(t *testing.T) {
 	for name, ex := range executors(t) {
 		t.Run(name, func(t *testing.T) {
 			s, _ := newTestStreams(t, ex)
-			local, remote, outside := t.TempDir(), t.TempDir(), t.TempDir()
+			local, rdir, outside := t.TempDir(), t.TempDir(), t.TempDir()
 			writeTree(t, local, map[string]string{"etc/passwd": "mine"})
-			must(t, os.Symlink(outside, filepath.Join(remote, "etc")))
-			m := testMapping(t, local, remote, nil)
+			must(t, os.Symlink(outside, filepath.Join(rdir, "etc")))
+			m := testMapping(t, local, rdir, nil)
 			p, err := plan(m, NewIndex(), nil, true)
 			must(t, err)
 			res, err := apply(context.Background(), s, testTarget, m, p, archiveOpts{})
@@ -89,7 +90,7 @@ func TestStreamReplacedSymlink(t *testing.T) {
 			if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 				t.Errorf("wrote through the symlink: %v", entries)
 			}
-			assertSameTree(t, local, remote)
+			assertSameTree(t, local, rdir)
 		})
 	}
 }
@@ -110,19 +111,19 @@ func failingBatch(t *testing.T, ex Executor, size int) {
 	s, c := newTestStreams(t, ex)
 	local, parent := t.TempDir(), t.TempDir()
 	writeTree(t, local, map[string]string{"a": strings.Repeat("a", size)})
-	remote := filepath.Join(parent, "app")
-	must(t, os.WriteFile(remote, []byte("a file where the root goes"), 0o600))
-	m := testMapping(t, local, remote, nil)
+	root := filepath.Join(parent, "app")
+	must(t, os.WriteFile(root, []byte("a file where the root goes"), 0o600))
+	m := testMapping(t, local, root, nil)
 	p, err := plan(m, NewIndex(), nil, true)
 	must(t, err)
 	_, err = apply(context.Background(), s, testTarget, m, p, archiveOpts{})
-	if !errors.Is(err, ErrTypeConflict) {
+	if !errors.Is(err, remote.ErrTypeConflict) {
 		t.Fatalf("apply over a file: %v, want a type conflict", err)
 	}
-	must(t, os.Remove(remote))
+	must(t, os.Remove(root))
 	idx := NewIndex()
 	syncOnce(t, s, m, idx)
-	assertSameTree(t, local, remote)
+	assertSameTree(t, local, root)
 	if loops, _ := c.counts(); loops != 1 {
 		t.Errorf("%d stream execs, want 1: the failure must not end the stream", loops)
 	}
@@ -133,50 +134,18 @@ func TestStreamFallback(t *testing.T) {
 	s, c := newTestStreams(t, busybox(t, "dd"))
 	local := t.TempDir()
 	writeTree(t, local, map[string]string{"a": "a"})
-	remote := t.TempDir()
-	m := testMapping(t, local, remote, nil)
+	rdir := t.TempDir()
+	m := testMapping(t, local, rdir, nil)
 	idx := NewIndex()
 	syncOnce(t, s, m, idx)
 	writeTree(t, local, map[string]string{"b": "b"})
 	syncOnce(t, s, m, idx)
-	assertSameTree(t, local, remote)
+	assertSameTree(t, local, rdir)
 	if loops, others := c.counts(); loops != 1 || others != 2 {
 		t.Errorf("%d stream execs and %d other execs, want 1 probe and 2 execs", loops, others)
 	}
-	if got := s.transport(context.Background(), testTarget); got != TransportExec {
+	if got := s.Transport(context.Background(), testTarget); got != TransportExec {
 		t.Errorf("transport %q, want %q", got, TransportExec)
-	}
-}
-
-// The loop ends on stdin EOF; a stream that died is replaced by the next
-// batch, which a retry re-applies.
-func TestStreamEOFAndReconnect(t *testing.T) {
-	for name, ex := range executors(t) {
-		t.Run(name, func(t *testing.T) {
-			s, c := newTestStreams(t, ex)
-			local, remote := t.TempDir(), t.TempDir()
-			writeTree(t, local, map[string]string{"a": "a"})
-			m := testMapping(t, local, remote, nil)
-			idx := NewIndex()
-			syncOnce(t, s, m, idx)
-			st, err := s.get(context.Background(), testTarget)
-			must(t, err)
-			s.close(testTarget)
-			select {
-			case <-st.ended:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the loop did not end on EOF")
-			}
-			if err := st.apply(context.Background(), []string{"x"}, nil, io.Discard, io.Discard); !IsTransient(classify(err, testTarget, "copying files", "/x", "")) {
-				t.Errorf("a batch on a closed stream: %v, want a transient error", err)
-			}
-			writeTree(t, local, map[string]string{"b": "b"})
-			syncOnce(t, s, m, idx)
-			assertSameTree(t, local, remote)
-			if loops, _ := c.counts(); loops != 2 {
-				t.Errorf("%d stream execs, want 2", loops)
-			}
-		})
 	}
 }
 
@@ -184,8 +153,8 @@ func TestStreamEOFAndReconnect(t *testing.T) {
 // leave it out of step; the next batch gets a new one.
 func TestStreamCancelledBatch(t *testing.T) {
 	s, c := newTestStreams(t, busybox(t))
-	local, remote := t.TempDir(), t.TempDir()
-	m := testMapping(t, local, remote, nil)
+	local, rdir := t.TempDir(), t.TempDir()
+	m := testMapping(t, local, rdir, nil)
 	writeTree(t, local, map[string]string{"a": "a"})
 	idx := NewIndex()
 	syncOnce(t, s, m, idx)
@@ -193,7 +162,7 @@ func TestStreamCancelledBatch(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Exec(ctx, testTarget, (&scriptArgs{tar: true}).argv(m), pr, io.Discard, io.Discard)
+		done <- s.Exec(ctx, testTarget, (&remote.ApplyArgs{Root: string(m.remoteDir()), Tar: true}).Argv(), pr, io.Discard, io.Discard)
 	}()
 	_, _ = pw.Write(bytes.Repeat([]byte{0}, 100)) // half a tar header, then silence
 	cancel()
@@ -203,88 +172,9 @@ func TestStreamCancelledBatch(t *testing.T) {
 	_ = pw.Close()
 	writeTree(t, local, map[string]string{"b": "b"})
 	syncOnce(t, s, m, idx)
-	assertSameTree(t, local, remote)
+	assertSameTree(t, local, rdir)
 	if loops, _ := c.counts(); loops != 2 {
 		t.Errorf("%d stream execs, want 2", loops)
-	}
-}
-
-// Idle streams send a heartbeat every heartbeatEvery; one whose ack does not
-// come within the ack timeout is shut down.
-func TestStreamHeartbeat(t *testing.T) {
-	fc := clocktesting.NewFakeClock(time.Now())
-	hung := make(chan struct{})
-	var pings sync.WaitGroup
-	pings.Add(1)
-	ex := &scriptedLoop{onPing: func(seq string) bool {
-		if seq == "1" {
-			pings.Done()
-			return true
-		}
-		close(hung)
-		return false // never ack the second
-	}}
-	// The clock only moves while the stream waits for its next heartbeat:
-	// stepping it while a ping waits for its ack would time the ack out
-	// (a slow ack under -race and load did, and the stream then never sent
-	// the second ping).
-	const ackTimeout = time.Hour
-	s := newStreams(ex, fc, ackTimeout)
-	defer s.closeAll(0)
-	st, err := s.get(context.Background(), testTarget)
-	must(t, err)
-	waitForNWaiters(t, fc, 1) // the heartbeat's timer
-	fc.Step(heartbeatEvery)
-	pings.Wait()
-	// The first ping's ack is in once st.last moved to now (ping sets it
-	// under st.batch); its ack timer is stopped before st.batch is free.
-	deadline := time.Now().Add(20 * time.Second)
-	for acked := false; !acked; {
-		if st.batch.TryLock() {
-			acked = st.last.Equal(fc.Now())
-			st.batch.Unlock()
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first heartbeat was not acked")
-		}
-		runtime.Gosched()
-	}
-	waitForNWaiters(t, fc, 1) // the next heartbeat's timer
-	fc.Step(heartbeatEvery)
-	select {
-	case <-hung:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no second heartbeat")
-	}
-	select {
-	case <-st.dead:
-		t.Fatal("shut down before the ack timeout")
-	default:
-	}
-	fc.Step(ackTimeout) // the hung ping's ack timer exists before it is sent
-	select {
-	case <-st.dead:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a stream whose heartbeat was not acked stayed open")
-	}
-}
-
-// scriptedLoop plays streamLoop's part for heartbeats: it answers the probe
-// and acks pings onPing approves.
-type scriptedLoop struct{ onPing func(seq string) bool }
-
-func (l *scriptedLoop) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	_, _ = io.WriteString(stdout, "Y\x00")
-	buf := make([]byte, 64)
-	for {
-		n, err := stdin.Read(buf)
-		if err != nil {
-			return nil
-		}
-		seq := strings.TrimSpace(string(buf[:n]))
-		if l.onPing(seq) {
-			_, _ = io.WriteString(stdout, "K"+seq+" 0\x00")
-		}
 	}
 }
 
@@ -301,7 +191,7 @@ type killableLoops struct {
 func (k *killableLoops) PersistentStreams() bool { return true }
 
 func (k *killableLoops) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(argv) > 2 && argv[2] == streamLoop {
+	if isStreamLoop(argv) {
 		k.mu.Lock()
 		k.loops++
 		k.mu.Unlock()
@@ -335,13 +225,13 @@ func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 // it stops.
 func TestEngineStream(t *testing.T) {
 	ex := &killableLoops{localExecutor: busybox(t)}
-	local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app")
+	local, rdir := t.TempDir(), filepath.Join(t.TempDir(), "app")
 	writeTree(t, local, map[string]string{"a": "a", "with space/ü": "u"})
 	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	rec := newRecorder()
 	// The clock is stepped blindly below, while batches run: deadlines far
 	// beyond those steps keep them from timing out.
-	e := New(ex, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}}, ExecTimeout: 24 * time.Hour},
+	e := New(ex, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(rdir)}}, ExecTimeout: 24 * time.Hour},
 		WithClock(fc), WithReporter(rec))
 	tg := podTarget("web-1")
 	e.AddTarget(tg)
@@ -355,7 +245,7 @@ func TestEngineStream(t *testing.T) {
 	if ev := wait[InitialSync](t, rec); ev.Err != nil || ev.Transport != TransportStream {
 		t.Fatalf("initial sync = %+v, want success via the stream", ev)
 	}
-	assertSameTree(t, local, remote)
+	assertSameTree(t, local, rdir)
 
 	// step releases a change through the quiet window, and the retry's
 	// backoff if the batch fails once, until its Batch event comes.
@@ -382,7 +272,7 @@ func TestEngineStream(t *testing.T) {
 	if b := step(Change{Path: filepath.Join(local, "a")}); b.Failed != 0 || b.Changed != 1 {
 		t.Errorf("batch = %+v", b)
 	}
-	assertSameTree(t, local, remote)
+	assertSameTree(t, local, rdir)
 	if n := ex.count(); n != 1 {
 		t.Errorf("%d streams after a batch, want 1", n)
 	}
@@ -392,7 +282,7 @@ func TestEngineStream(t *testing.T) {
 	if b := step(Change{Path: filepath.Join(local, "b")}); b.Failed != 0 || b.Changed != 1 {
 		t.Errorf("batch re-applied on a new stream = %+v; errors %v", b, rec.errors())
 	}
-	assertSameTree(t, local, remote)
+	assertSameTree(t, local, rdir)
 	if n := ex.count(); n != 2 {
 		t.Errorf("%d streams, want 2 (one replaced)", n)
 	}
@@ -402,123 +292,10 @@ func TestEngineStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	e.streams.mu.Lock()
-	left := len(e.streams.open)
-	e.streams.mu.Unlock()
-	if left != 0 {
+	if left := e.streams.Len(); left != 0 {
 		t.Errorf("%d streams open after Run returned", left)
 	}
 }
-
-// shellWords survives the loop's read and eval in busybox sh and dash.
-func TestShellWordsRoundTrip(t *testing.T) {
-	args := []string{"plain", "with space", "it's", `"$nl" $(echo no) \n`, "new\nline\n", "\xff\xfe", "\ttab ", ""}
-	for name, ex := range executors(t) {
-		t.Run(name, func(t *testing.T) {
-			script := `nl='
-'
-read -r seq words; eval "set -- $words"; printf '%s\0' "$@"`
-			var out, errb bytes.Buffer
-			in := strings.NewReader("7 " + shellWords(args) + "\n")
-			must(t, ex.Exec(context.Background(), testTarget, []string{"sh", "-c", script}, in, &out, &errb))
-			got := strings.Split(strings.TrimSuffix(out.String(), "\x00"), "\x00")
-			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", args) {
-				t.Errorf("got %q, want %q (stderr %q)", got, args, errb.String())
-			}
-		})
-	}
-}
-
-// TestReadAhead checks that readAhead hands out what it read in order, in
-// chunks of minChunk to chunkSize (the last one shorter), and the error that
-// ended the reading after the data before it.
-func TestReadAhead(t *testing.T) {
-	data := bytes.Repeat([]byte("0123456789abcdef"), (3*chunkSize+minChunk/2)/16)
-	boom := errors.New("boom")
-	for _, tt := range []struct {
-		name    string
-		r       io.Reader
-		want    []byte
-		wantErr error
-	}{
-		{name: "whole archive", r: bytes.NewReader(data), want: data, wantErr: io.EOF},
-		{name: "small archive", r: strings.NewReader("tiny"), want: []byte("tiny"), wantErr: io.EOF},
-		{name: "empty archive", r: strings.NewReader(""), want: nil, wantErr: io.EOF},
-		{name: "read error", r: io.MultiReader(bytes.NewReader(data), &errReader{boom}), want: data, wantErr: boom},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			ra := newReadAhead(tt.r)
-			defer ra.close()
-			var got []byte
-			for {
-				chunk, err := ra.next()
-				if len(chunk) > chunkSize {
-					t.Fatalf("chunk of %d bytes, want at most %d", len(chunk), chunkSize)
-				}
-				got = append(got, chunk...)
-				if err != nil {
-					if !errors.Is(err, tt.wantErr) {
-						t.Fatalf("ended with %v, want %v", err, tt.wantErr)
-					}
-					break
-				}
-				if len(chunk) < minChunk {
-					t.Fatalf("chunk of %d bytes before the end, want at least %d", len(chunk), minChunk)
-				}
-			}
-			if !bytes.Equal(got, tt.want) {
-				t.Fatalf("got %d bytes, want %d, or they differ", len(got), len(tt.want))
-			}
-		})
-	}
-}
-
-// TestReadAheadAhead checks that the archive is read while a chunk is out:
-// the reader gets the next chunk's bytes before the consumer asks for it,
-// and stops at two chunks ahead.
-func TestReadAheadAhead(t *testing.T) {
-	pr, pw := io.Pipe()
-	ra := newReadAhead(pr)
-	defer ra.close()
-	written := make(chan int, 1)
-	go func() {
-		n := 0
-		block := make([]byte, 64<<10)
-		for n < 4*chunkSize {
-			if _, err := pw.Write(block); err != nil {
-				break
-			}
-			n += len(block)
-		}
-		written <- n
-	}()
-	if _, err := ra.next(); err != nil {
-		t.Fatal(err)
-	}
-	// Nobody asks for more: the reading goes on up to two chunks ahead,
-	// then waits. Closing the pipe under it ends the writer.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ra.mu.Lock()
-		n := len(ra.buf)
-		ra.mu.Unlock()
-		if n >= 2*chunkSize {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("read ahead %d bytes, want %d", n, 2*chunkSize)
-		}
-		runtime.Gosched()
-	}
-	_ = pr.CloseWithError(io.ErrClosedPipe)
-	if n := <-written; n >= 4*chunkSize {
-		t.Fatalf("the reader took all %d bytes; want it to stop two chunks ahead", n)
-	}
-}
-
-type errReader struct{ err error }
-
-func (r *errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // writeCounter counts the reads of each stream loop's stdin: an io.Pipe read
 // never spans two writes, so with a buffer larger than any write, a read is
@@ -530,7 +307,7 @@ type writeCounter struct {
 }
 
 func (c *writeCounter) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(argv) > 2 && argv[2] == streamLoop {
+	if isStreamLoop(argv) {
 		in := stdin
 		stdin = readerFunc(func(p []byte) (int, error) {
 			n, err := in.Read(p)
@@ -548,9 +325,9 @@ func (c *writeCounter) Exec(ctx context.Context, t Target, argv []string, stdin 
 func TestStreamSmallBatchOneWrite(t *testing.T) {
 	c := &writeCounter{Executor: &localExecutor{}}
 	s, _ := newTestStreams(t, c)
-	local, remote := t.TempDir(), t.TempDir()
+	local, rdir := t.TempDir(), t.TempDir()
 	writeTree(t, local, map[string]string{"a.txt": "one", "d/b.txt": "two"})
-	m := testMapping(t, local, remote, nil)
+	m := testMapping(t, local, rdir, nil)
 	idx := NewIndex()
 	syncOnce(t, s, m, idx)
 	for i := range 3 {
@@ -560,6 +337,6 @@ func TestStreamSmallBatchOneWrite(t *testing.T) {
 		if n := c.reads.Load() - before; n != 1 {
 			t.Errorf("edit %d: %d writes on the stream, want 1", i, n)
 		}
-		assertSameTree(t, local, remote)
+		assertSameTree(t, local, rdir)
 	}
 }

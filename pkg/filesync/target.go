@@ -1,49 +1,22 @@
 package filesync
 
-import (
-	"context"
-	"io"
-)
+import "github.com/livesync-dev/kubectl-livesync/pkg/remote"
 
-// Target is one container that receives the synced files. A new ContainerID
-// for the same Namespace/Pod/Container is a fresh writable layer and is synced
-// from scratch.
-type Target struct {
-	Namespace, Pod, Container, ContainerID string
-}
+// Target is one container that receives the synced files (see remote.Target).
+type Target = remote.Target
 
-// String returns "namespace/pod/container".
-func (t Target) String() string { return t.Namespace + "/" + t.Pod + "/" + t.Container }
-
-// Executor runs argv in a target container, streaming stdin (which may be nil)
-// to it. The pods/exec implementation lives in pkg/workload; tests use
-// pkg/internal/fakeexec (recorded calls) or pkg/internal/localexec (the real
-// scripts on this machine).
-type Executor interface {
-	Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error
-}
-
-// Owned is an Executor that writes as root on behalf of a target running as
-// another user (a helper container, see pkg/workload): Owner says whose the
-// extracted files must be. Archives for t then carry that uid:gid in every
-// header, and the Executor has apply.sh restore it (LIVESYNC_OWNER).
-type Owned interface {
-	Owner(t Target) *Owner
-}
-
-// Owner is a numeric uid:gid.
-type Owner struct{ UID, GID int }
-
-// ExitError is an Executor error that carries the remote command's exit code
-// (client-go's exec.CodeExitError satisfies it). Any other Executor error is
-// treated as a transport failure.
-type ExitError interface {
-	error
-	ExitStatus() int
-}
+// Executor runs argv in a target container (see remote.Executor).
+type Executor = remote.Executor
 
 // Matcher says which paths not to sync. rel is slash-separated and relative to
 // the mapping's local root; pkg/ignore implements it.
 type Matcher interface {
 	Match(rel string, isDir bool) bool
 }
+
+// Transports a target can use, as reported in TargetAdded and InitialSync
+// (see remote.Streams).
+const (
+	TransportStream = remote.TransportStream
+	TransportExec   = remote.TransportExec
+)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -101,4 +102,52 @@ func unreadableOpen(err error) bool {
 		return false
 	}
 	return true
+}
+
+// errNotRegular: a path planned as a regular file is now a FIFO, socket or
+// device, which are never synced.
+var errNotRegular = errors.New("not a regular file")
+
+// errIsDirNow: a path planned as a regular file is a directory now.
+var errIsDirNow = errors.New("is a directory now")
+
+// openRegular opens name for reading if it is a regular file. It never
+// follows a symlink and never blocks: a FIFO's open waits for a writer, and
+// its reads for data, forever if nobody writes.
+func openRegular(name string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(name, openFlags, 0)
+	if err != nil {
+		// A socket cannot be opened at all (ENXIO): say what it is.
+		if fi, lerr := os.Lstat(name); lerr == nil && fi.Mode().Type()&^(fs.ModeSymlink|fs.ModeDir) != 0 {
+			return nil, nil, notRegular(name, fi.Mode())
+		}
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case fi.IsDir():
+		// Replaced by a directory: planned again as one, no warning.
+		err = fmt.Errorf("%q: %w", name, errIsDirNow)
+	case !fi.Mode().IsRegular():
+		err = notRegular(name, fi.Mode())
+	default:
+		err = setBlocking(f)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+func notRegular(name string, m fs.FileMode) error {
+	kind := "a device"
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a FIFO"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	}
+	return fmt.Errorf("%q: %w (now %s), so it is not synced", name, errNotRegular, kind)
 }

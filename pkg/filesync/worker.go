@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"k8s.io/utils/clock"
 )
 
@@ -219,7 +220,7 @@ func (e *Engine) process(tg *target) error {
 func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, error) {
 	start := e.clk.Now()
 	ev := InitialSync{Target: tg.Target}
-	e.streams.warm(ctx, tg.Target) // stream.go: open it while listing
+	e.streams.Warm(ctx, tg.Target) // open it while listing
 	idxs := make([]*Index, len(e.maps))
 	var (
 		changed []string
@@ -257,8 +258,8 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				// does not add would be asked for again.
 				err = pf.Err
 			} else {
-				lex := e.exec.within(listLimit(e.cfg.ExecTimeout, treeBytes(local.entries)))
-				err = e.retry.do(ctx, e.clk, func() (err error) {
+				lex := e.exec.Within(remote.ListLimit(e.cfg.ExecTimeout, treeBytes(local.entries)))
+				err = e.retry.Do(ctx, e.clk, func() (err error) {
 					l, err = listRemote(ctx, lex, tg.Target, m)
 					return err
 				})
@@ -299,7 +300,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 	if err == nil {
 		tg.idx = idxs
 		e.onSync(tg, changed)
-		ev.Transport = e.streams.transport(ctx, tg.Target) // stream.go
+		ev.Transport = e.streams.Transport(ctx, tg.Target)
 		if checked != "" {
 			ev.Transport = checked
 		}
@@ -323,7 +324,7 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mappin
 		res      applyResult
 		replaced []string
 	)
-	err := e.retry.do(ctx, e.clk, func() (err error) {
+	err := e.retry.Do(ctx, e.clk, func() (err error) {
 		res, err = apply(ctx, ex, t, m, p, archiveOpts{gz: gz, owner: e.ownerOf(t)})
 		replaced = append(replaced, res.replaced...) // failed attempts' too
 		return err
@@ -372,7 +373,7 @@ func (e *Engine) reportErr(tg *target, err error, initial bool) {
 		e.rep.Report(InitialSync{Target: tg.Target, Err: err})
 	default:
 		ev := Error{Target: tg.Target, Err: err}
-		var se *SyncError
+		var se *remote.SyncError
 		if errors.As(err, &se) {
 			ev.Hint = se.Hint
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/go-logr/logr"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -14,8 +15,6 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/klog/v2"
 	"k8s.io/streaming/pkg/httpstream"
-
-	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
 // PodExecutor runs commands in containers through the API server's pods/exec: WebSocket
@@ -29,7 +28,7 @@ type PodExecutor struct {
 }
 
 // PersistentStreams says the sync engine may keep one exec per container open
-// and send it every batch (filesync.StreamCapable): a pods/exec stream lives as
+// and send it every batch (remote.StreamCapable): a pods/exec stream lives as
 // long as its connection, and its stdin is closed, ending the remote loop, when
 // the client closes it or the connection drops.
 func (x *PodExecutor) PersistentStreams() bool { return !x.ExecPerBatch }
@@ -40,7 +39,7 @@ func (x *PodExecutor) PersistentStreams() bool { return !x.ExecPerBatch }
 // (StreamWithContext returns on ctx.Done and closes the connection); the sync engine's
 // deadlines rely on that. A copy goroutine may outlive the call until stdin yields or the
 // connection error reaches it; the engine drops its late output.
-func (x *PodExecutor) Exec(ctx context.Context, t filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func (x *PodExecutor) Exec(ctx context.Context, t remote.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	req := x.Client.CoreV1().RESTClient().Post().
 		Resource("pods").Namespace(t.Namespace).Name(t.Pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{

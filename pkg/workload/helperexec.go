@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // HelperMode is --helper: when a target is synced through a helper container.
@@ -41,13 +42,13 @@ func ParseHelperMode(s string) (HelperMode, error) {
 // HelperExecutor is the Executor of a session: it execs into each target
 // itself or, per Mode, through a helper container (Helpers) that shares the
 // target's process namespace and reaches its files through /proc/PID/root
-// (filesync.HelperArgv). The choice is made once per container instance
+// (remote.HelperArgv). The choice is made once per container instance
 // (ContainerID), at its first exec.
 type HelperExecutor struct {
 	// Pods execs into containers: a *PodExecutor.
 	Pods interface {
-		filesync.Executor
-		filesync.StreamCapable
+		remote.Executor
+		remote.StreamCapable
 	}
 	Helpers *Helpers
 	Mode    HelperMode
@@ -56,7 +57,7 @@ type HelperExecutor struct {
 	Reporter filesync.Reporter
 
 	mu     sync.Mutex
-	routes map[filesync.Target]*route
+	routes map[remote.Target]*route
 	// tools caches lacksTar's answer by the container's imageID: a restarted
 	// container, or another replica, runs the same image.
 	tools map[string]bool
@@ -67,7 +68,7 @@ type route struct {
 	ready  chan struct{}
 	err    error
 	helper *Helper
-	at     filesync.HelperRoute
+	at     remote.HelperRoute
 }
 
 // PersistentStreams: a helper's stream is an exec like any other.
@@ -76,11 +77,11 @@ func (x *HelperExecutor) PersistentStreams() bool { return x.Pods.PersistentStre
 // Exec runs argv in t, or in t's helper with argv made to work on t's files.
 //
 // An exec through the helper that finds t's process gone or replaced
-// (filesync.HelperMovedStatus) drops the route, so that the next one
+// (remote.HelperMovedStatus) drops the route, so that the next one
 // probes t again. Without stdin that happens at once and argv runs again,
 // once; an exec with stdin returns a transient error instead: what it
 // consumed of stdin is lost, and the engine sends the batch again.
-func (x *HelperExecutor) Exec(ctx context.Context, t filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func (x *HelperExecutor) Exec(ctx context.Context, t remote.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if x.Mode == HelperNever || x.Mode == "" {
 		return x.Pods.Exec(ctx, t, argv, stdin, stdout, stderr)
 	}
@@ -93,9 +94,9 @@ func (x *HelperExecutor) Exec(ctx context.Context, t filesync.Target, argv []str
 			return x.Pods.Exec(ctx, t, argv, stdin, stdout, stderr)
 		}
 		gate := &movedGate{w: stderr}
-		err = x.Pods.Exec(ctx, helperTarget(t, r.helper), filesync.HelperArgv(argv, r.at), stdin, stdout, gate)
+		err = x.Pods.Exec(ctx, helperTarget(t, r.helper), remote.HelperArgv(argv, r.at), stdin, stdout, gate)
 		moved := gate.end(err)
-		var ee filesync.ExitError
+		var ee remote.ExitError
 		switch {
 		case moved:
 			x.forget(t, r)
@@ -116,7 +117,7 @@ func (x *HelperExecutor) Exec(ctx context.Context, t filesync.Target, argv []str
 // replaced. It is no ExitError, so that filesync retries it (IsTransient),
 // by which time the route is probed anew.
 type movedError struct {
-	t      filesync.Target
+	t      remote.Target
 	helper string
 	pid    int
 }
@@ -126,7 +127,7 @@ func (e *movedError) Error() string {
 }
 
 // movedGate passes an exec's stderr on, but holds back what starts with
-// filesync.HelperMovedMarker: the script's check came first, wrote only
+// remote.HelperMovedMarker: the script's check came first, wrote only
 // that, and the exec runs again or fails with its own error. end says
 // whether the exec failed that way, and passes on what was held otherwise.
 // Writes come from one goroutine at a time, and end after the exec.
@@ -140,7 +141,7 @@ func (g *movedGate) Write(p []byte) (int, error) {
 	if g.pass {
 		return g.w.Write(p)
 	}
-	const m = filesync.HelperMovedMarker
+	const m = remote.HelperMovedMarker
 	if len(g.head) < 4<<10 {
 		g.head = append(g.head, p...)
 	}
@@ -156,8 +157,8 @@ func (g *movedGate) Write(p []byte) (int, error) {
 }
 
 func (g *movedGate) end(err error) bool {
-	var ee filesync.ExitError
-	if !g.pass && errors.As(err, &ee) && ee.ExitStatus() == filesync.HelperMovedStatus && strings.HasPrefix(string(g.head), filesync.HelperMovedMarker) {
+	var ee remote.ExitError
+	if !g.pass && errors.As(err, &ee) && ee.ExitStatus() == remote.HelperMovedStatus && strings.HasPrefix(string(g.head), remote.HelperMovedMarker) {
 		return true
 	}
 	if !g.pass && len(g.head) > 0 {
@@ -168,7 +169,7 @@ func (g *movedGate) end(err error) bool {
 
 // Owner is whose the files extracted in t must be: the target's user, when
 // a root helper writes them.
-func (x *HelperExecutor) Owner(t filesync.Target) *filesync.Owner {
+func (x *HelperExecutor) Owner(t remote.Target) *remote.Owner {
 	x.mu.Lock()
 	r := x.routes[t]
 	x.mu.Unlock()
@@ -185,7 +186,7 @@ func (x *HelperExecutor) Owner(t filesync.Target) *filesync.Owner {
 	return nil
 }
 
-func helperTarget(t filesync.Target, h *Helper) filesync.Target {
+func helperTarget(t remote.Target, h *Helper) remote.Target {
 	t.Container, t.ContainerID = h.Name, ""
 	return t
 }
@@ -193,10 +194,10 @@ func helperTarget(t filesync.Target, h *Helper) filesync.Target {
 // route returns how t is reached, deciding it at the first call; calls
 // meanwhile wait for that decision. A decision that failed transiently is
 // made again next time; one that can't succeed is kept.
-func (x *HelperExecutor) route(ctx context.Context, t filesync.Target) (*route, error) {
+func (x *HelperExecutor) route(ctx context.Context, t remote.Target) (*route, error) {
 	x.mu.Lock()
 	if x.routes == nil {
-		x.routes = map[filesync.Target]*route{}
+		x.routes = map[remote.Target]*route{}
 	}
 	r := x.routes[t]
 	if r != nil {
@@ -214,7 +215,7 @@ func (x *HelperExecutor) route(ctx context.Context, t filesync.Target) (*route, 
 	r.err = x.decide(ctx, t, r)
 	transient := r.err != nil && transientAPI(r.err)
 	if r.err != nil && !transient {
-		r.err = filesync.HelperError(r.err)
+		r.err = remote.HelperError(r.err)
 	}
 	close(r.ready)
 	if transient {
@@ -226,7 +227,7 @@ func (x *HelperExecutor) route(ctx context.Context, t filesync.Target) (*route, 
 	return r, r.err
 }
 
-func (x *HelperExecutor) forget(t filesync.Target, r *route) {
+func (x *HelperExecutor) forget(t remote.Target, r *route) {
 	x.mu.Lock()
 	if x.routes[t] == r {
 		delete(x.routes, t)
@@ -236,7 +237,7 @@ func (x *HelperExecutor) forget(t filesync.Target, r *route) {
 
 // decide fills r: direct, unless Mode or a container without sh or tar asks
 // for a helper.
-func (x *HelperExecutor) decide(ctx context.Context, t filesync.Target, r *route) error {
+func (x *HelperExecutor) decide(ctx context.Context, t remote.Target, r *route) error {
 	why := "--helper ephemeral"
 	if x.Mode == HelperAuto {
 		need, err := x.lacksTar(ctx, t)
@@ -270,15 +271,15 @@ func (x *HelperExecutor) decide(ctx context.Context, t filesync.Target, r *route
 	if !p.Reachable {
 		return unreachable(t, h, p)
 	}
-	r.helper, r.at = h, filesync.HelperRoute{PID: p.PID, Start: p.Start}
+	r.helper, r.at = h, remote.HelperRoute{PID: p.PID, Start: p.Start}
 	if h.Profile == HelperRootPtrace && p.UID != 0 {
-		r.at.Owner = &filesync.Owner{UID: p.UID, GID: p.GID}
+		r.at.Owner = &remote.Owner{UID: p.UID, GID: p.GID}
 	}
 	x.report(t, h, why, &p, r.at.Owner)
 	return nil
 }
 
-func (x *HelperExecutor) report(t filesync.Target, h *Helper, why string, p *filesync.ProbeResult, owner *filesync.Owner) {
+func (x *HelperExecutor) report(t remote.Target, h *Helper, why string, p *remote.ProbeResult, owner *remote.Owner) {
 	if x.Reporter == nil {
 		return
 	}
@@ -293,7 +294,7 @@ func (x *HelperExecutor) report(t filesync.Target, h *Helper, why string, p *fil
 // unreachable says why a helper can't open the target's files: the kernel
 // lets a process read another's /proc/PID/root only as the same uid and gid,
 // or with CAP_SYS_PTRACE.
-func unreachable(t filesync.Target, h *Helper, p filesync.ProbeResult) error {
+func unreachable(t remote.Target, h *Helper, p remote.ProbeResult) error {
 	as := "root without CAP_SYS_PTRACE"
 	if h.UID != nil && *h.UID != 0 {
 		as = fmt.Sprintf("uid %d", *h.UID)
@@ -310,7 +311,7 @@ func unreachable(t filesync.Target, h *Helper, p filesync.ProbeResult) error {
 
 // lacksTar says whether t has no sh or no tar: one exec of `sh -c 'command -v tar'` per
 // image (by the imageID the pod's status gives for t; every time where it gives none).
-func (x *HelperExecutor) lacksTar(ctx context.Context, t filesync.Target) (bool, error) {
+func (x *HelperExecutor) lacksTar(ctx context.Context, t remote.Target) (bool, error) {
 	imageID := ""
 	if p, err := x.Helpers.Client.CoreV1().Pods(t.Namespace).Get(ctx, t.Pod, metav1.GetOptions{}); err == nil {
 		if st := ContainerStatus(p, t.Container, false); st != nil && st.ContainerID == t.ContainerID {
@@ -335,10 +336,10 @@ func (x *HelperExecutor) lacksTar(ctx context.Context, t filesync.Target) (bool,
 	return lacks, err
 }
 
-func (x *HelperExecutor) execLacksTar(ctx context.Context, t filesync.Target) (bool, error) {
+func (x *HelperExecutor) execLacksTar(ctx context.Context, t remote.Target) (bool, error) {
 	var errb bytes.Buffer
 	err := x.Pods.Exec(ctx, t, []string{"sh", "-c", "command -v tar >/dev/null 2>&1 || exit 127"}, nil, io.Discard, &errb)
-	var ee filesync.ExitError
+	var ee remote.ExitError
 	switch {
 	case err == nil:
 		return false, nil
@@ -350,12 +351,12 @@ func (x *HelperExecutor) execLacksTar(ctx context.Context, t filesync.Target) (b
 }
 
 // probe finds t's process from helper h and whether h may reach its files.
-func (x *HelperExecutor) probe(ctx context.Context, t filesync.Target, h *Helper) (filesync.ProbeResult, error) {
+func (x *HelperExecutor) probe(ctx context.Context, t remote.Target, h *Helper) (remote.ProbeResult, error) {
 	var out, errb bytes.Buffer
-	if err := x.Pods.Exec(ctx, helperTarget(t, h), filesync.HelperProbe(t.ContainerID), nil, &out, &errb); err != nil {
-		return filesync.ProbeResult{}, fmt.Errorf("probing container %q of pod %q from helper %q: %w: %s", t.Container, t.Pod, h.Name, err, strings.TrimSpace(errb.String()))
+	if err := x.Pods.Exec(ctx, helperTarget(t, h), remote.HelperProbe(t.ContainerID), nil, &out, &errb); err != nil {
+		return remote.ProbeResult{}, fmt.Errorf("probing container %q of pod %q from helper %q: %w: %s", t.Container, t.Pod, h.Name, err, strings.TrimSpace(errb.String()))
 	}
-	p, err := filesync.ParseHelperProbe(out.String())
+	p, err := remote.ParseHelperProbe(out.String())
 	if err != nil {
 		return p, fmt.Errorf("helper %q in pod %q: %w", h.Name, t.Pod, err)
 	}
@@ -365,7 +366,7 @@ func (x *HelperExecutor) probe(ctx context.Context, t filesync.Target, h *Helper
 // transientAPI says whether err, from adding or probing a helper, may pass: the apiserver or
 // the connection failed, the target is not running (yet), or an exec was cut.
 func transientAPI(err error) bool {
-	var ee filesync.ExitError
+	var ee remote.ExitError
 	var ne net.Error
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrTargetNotRunning):

@@ -15,6 +15,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakeexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // exitCode is a remote command's exit status, as client-go reports it.
@@ -59,7 +60,7 @@ func newFakePods(hasTar bool, uid, gid int) *fakePods {
 	return f
 }
 
-var helperTestTarget = filesync.Target{Namespace: "ns", Pod: "p", Container: "app", ContainerID: "c://1"}
+var helperTestTarget = remote.Target{Namespace: "ns", Pod: "p", Container: "app", ContainerID: "c://1"}
 
 func runExec(t *testing.T, x *HelperExecutor) error {
 	t.Helper()
@@ -112,7 +113,7 @@ func TestHelperExecutorRoutes(t *testing.T) {
 				!strings.Contains(last.Argv[2], "LIVESYNC_OWNER=65532:0") || !strings.HasSuffix(last.Argv[2], "tar -x") {
 				t.Errorf("through the helper: last call %+v", last)
 			}
-			if o := x.Owner(helperTestTarget); o == nil || *o != (filesync.Owner{UID: 65532, GID: 0}) {
+			if o := x.Owner(helperTestTarget); o == nil || *o != (remote.Owner{UID: 65532, GID: 0}) {
 				t.Errorf("Owner = %+v, want 65532:0", o)
 			}
 			if len(s.patches()) != 1 || len(events) != 1 || events[0].Name != "livesync-helper-1" || !events[0].Owner || events[0].UID != 65532 {
@@ -159,18 +160,18 @@ func TestHelperExecutorErrors(t *testing.T) {
 	pods.reachable = func(string) bool { return false }
 	x := &HelperExecutor{Pods: pods, Helpers: &Helpers{Client: s.client, Image: helperImage}, Mode: HelperAuto}
 	err := runExec(t, x)
-	if !errors.Is(err, filesync.ErrHelper) || !strings.Contains(err.Error(), "runAsUser: 65532 and runAsGroup: 0") || strings.Contains(err.Error(), "\n") {
+	if !errors.Is(err, remote.ErrHelper) || !strings.Contains(err.Error(), "runAsUser: 65532 and runAsGroup: 0") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("err = %v, want one ErrHelper line naming runAsUser", err)
 	}
 	n, patches := len(pods.Calls()), len(s.patches())
-	if err := runExec(t, x); !errors.Is(err, filesync.ErrHelper) || len(pods.Calls()) != n || len(s.patches()) != patches {
+	if err := runExec(t, x); !errors.Is(err, remote.ErrHelper) || len(pods.Calls()) != n || len(s.patches()) != patches {
 		t.Errorf("second exec: %v after %d more calls and %d more patches; want the same error, and nothing asked again", err, len(pods.Calls())-n, len(s.patches())-patches)
 	}
 
 	s = newAPIServer(t, targetPod(nil, nil))
 	s.admit = podSecurity("restricted")
 	x = &HelperExecutor{Pods: newFakePods(false, 65532, 0), Helpers: &Helpers{Client: s.client, Image: helperImage}, Mode: HelperAuto}
-	if err := runExec(t, x); !errors.Is(err, filesync.ErrHelper) || !strings.Contains(err.Error(), "restricted") {
+	if err := runExec(t, x); !errors.Is(err, remote.ErrHelper) || !strings.Contains(err.Error(), "restricted") {
 		t.Errorf("restricted without a uid: %v", err)
 	}
 }
@@ -272,8 +273,8 @@ func TestHelperExecutorReprobes(t *testing.T) {
 			var out, errb strings.Builder
 			err := x.Exec(context.Background(), helperTestTarget, []string{"sh", "-c", "tar -x", "livesync", "/app"}, stdin, &out, &errb)
 			if withStdin {
-				var ee filesync.ExitError
-				if err == nil || errors.As(err, &ee) || !filesync.IsTransient(err) {
+				var ee remote.ExitError
+				if err == nil || errors.As(err, &ee) || !remote.IsTransient(err) {
 					t.Fatalf("with stdin: err %v, want a transient error that is no exit status", err)
 				}
 				if x.Owner(helperTestTarget) != nil {

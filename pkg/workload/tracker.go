@@ -15,12 +15,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // Sink receives the targets a Tracker finds. The sync engine implements it.
 type Sink interface {
-	AddTarget(t filesync.Target)
-	RemoveTarget(t filesync.Target)
+	AddTarget(t remote.Target)
+	RemoveTarget(t remote.Target)
 }
 
 // Tracker follows a workload's pods and keeps Sink told which containers run: each of the
@@ -43,9 +44,9 @@ type Tracker struct {
 	Clock clock.PassiveClock
 
 	mu       sync.Mutex
-	targets  map[string]filesync.Target // by Target.String(): namespace/pod/container
-	lastID   map[string]string          // by the same key: the last running containerID seen
-	restarts map[string][]time.Time     // by the same key: restarts within RestartWindow
+	targets  map[string]remote.Target // by Target.String(): namespace/pod/container
+	lastID   map[string]string        // by the same key: the last running containerID seen
+	restarts map[string][]time.Time   // by the same key: restarts within RestartWindow
 	store    cache.Store
 	listed   bool             // the first full list was observed: waits can be judged
 	waiting  filesync.Waiting // the last reason reported; zero while there are targets
@@ -59,7 +60,7 @@ const RestartWindow = 5 * time.Minute
 // Run tracks until ctx is done. synced, if not nil, is closed once the first full list of pods
 // has been delivered to Sink.
 func (tr *Tracker) Run(ctx context.Context, synced chan<- struct{}) {
-	tr.targets, tr.lastID, tr.restarts, tr.ctx = map[string]filesync.Target{}, map[string]string{}, map[string][]time.Time{}, ctx
+	tr.targets, tr.lastID, tr.restarts, tr.ctx = map[string]remote.Target{}, map[string]string{}, map[string][]time.Time{}, ctx
 	if tr.Clock == nil {
 		tr.Clock = clock.RealClock{}
 	}
@@ -152,7 +153,7 @@ func (tr *Tracker) observe(obj any, deleted bool) {
 // noteRestart counts a new container in a pod where another one of that name ran before, and
 // reports a restart loop at the second restart within RestartWindow: each restart starts from
 // the image, so the synced files are gone until livesync syncs them again.
-func (tr *Tracker) noteRestart(pod *corev1.Pod, t filesync.Target) {
+func (tr *Tracker) noteRestart(pod *corev1.Pod, t remote.Target) {
 	key := t.String()
 	prev := tr.lastID[key]
 	tr.lastID[key] = t.ContainerID
@@ -208,8 +209,8 @@ func (tr *Tracker) judgeWait() {
 
 // TargetOf returns the pod's container as a target, and whether it can receive files now: the
 // pod is not terminating and the container runs.
-func TargetOf(pod *corev1.Pod, container string) (filesync.Target, bool) {
-	t := filesync.Target{Namespace: pod.Namespace, Pod: pod.Name, Container: container}
+func TargetOf(pod *corev1.Pod, container string) (remote.Target, bool) {
+	t := remote.Target{Namespace: pod.Namespace, Pod: pod.Name, Container: container}
 	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
 		return t, false
 	}

@@ -5,23 +5,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-
-	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 )
 
 type recordingSink chan string
 
-func (r recordingSink) AddTarget(t filesync.Target) {
+func (r recordingSink) AddTarget(t remote.Target) {
 	r <- "add " + t.Pod + " " + t.ContainerID + containerSuffix(t)
 }
-func (r recordingSink) RemoveTarget(t filesync.Target) { r <- "remove " + t.Pod + containerSuffix(t) }
+func (r recordingSink) RemoveTarget(t remote.Target) { r <- "remove " + t.Pod + containerSuffix(t) }
 
 // containerSuffix names containers other than "app", which most tests use alone.
-func containerSuffix(t filesync.Target) string {
+func containerSuffix(t remote.Target) string {
 	if t.Container == "app" {
 		return ""
 	}

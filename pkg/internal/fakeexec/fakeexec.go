@@ -1,4 +1,4 @@
-// Package fakeexec is a filesync.Executor that records calls and answers
+// Package fakeexec is a remote.Executor that records calls and answers
 // them from a script, for the tests of packages that run commands in
 // containers. It is test support: nothing outside tests imports it.
 package fakeexec
@@ -8,12 +8,12 @@ import (
 	"io"
 	"sync"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // Call is one call recorded by Executor.
 type Call struct {
-	Target filesync.Target
+	Target remote.Target
 	Argv   []string
 	Stdin  []byte // everything read from stdin
 }
@@ -33,10 +33,10 @@ type Executor struct {
 	Respond   func(Call) Response
 }
 
-var _ filesync.Executor = (*Executor)(nil)
+var _ remote.Executor = (*Executor)(nil)
 
 // Exec records the call (draining stdin) and returns the scripted response.
-func (f *Executor) Exec(ctx context.Context, t filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func (f *Executor) Exec(ctx context.Context, t remote.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	c := Call{Target: t, Argv: append([]string(nil), argv...)}
 	if stdin != nil {
 		b, err := io.ReadAll(stdin)

@@ -8,13 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 func TestExecutor(t *testing.T) {
 	boom := errors.New("boom")
 	f := &Executor{Responses: []Response{{Stdout: "out", Stderr: "err", Err: boom}}}
-	tg := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app"}
+	tg := remote.Target{Namespace: "ns", Pod: "web-1", Container: "app"}
 	ctx := context.Background()
 	var out, errOut bytes.Buffer
 	if err := f.Exec(ctx, tg, []string{"scripted"}, nil, &out, &errOut); !errors.Is(err, boom) || out.String() != "out" || errOut.String() != "err" {

@@ -1,4 +1,4 @@
-package filesync
+package remote
 
 import (
 	"bufio"
@@ -24,14 +24,6 @@ const (
 	TransportExec = "exec"
 )
 
-// StreamCapable is implemented by executors whose execs may stay open for
-// the life of a target (pods/exec can, with stdin as a pipe). The engine
-// keeps a stream per target only through such an executor, and only when
-// PersistentStreams returns true.
-type StreamCapable interface {
-	PersistentStreams() bool
-}
-
 // Stream tuning. heartbeatEvery is how long a stream may sit idle before a
 // heartbeat frame checks that it is alive; chunkSize bounds each tar chunk
 // of a frame (dd reads it in 64 KiB blocks), and minChunk is what a chunk
@@ -49,7 +41,7 @@ const (
 var errStreamUnavailable = errors.New("stream unavailable")
 
 // streamDeadError is what a batch gets when its stream ended under it; like
-// any transport failure it is transient, so the engine retries the batch on a
+// any transport failure it is transient, so the caller retries the batch on a
 // new stream. It does not unwrap: the stream's own exec may have ended with
 // context.Canceled, which the batch must not take for its own cancellation.
 type streamDeadError struct{ err error }
@@ -61,41 +53,44 @@ func (e *streamDeadError) Error() string {
 	return fmt.Sprintf("exec stream closed: %v", e.err)
 }
 
-// streams is an Executor that runs the apply script of each batch through a
+// Streams is an Executor that runs the apply script of each batch through a
 // per-target stream and passes every other command (listings, on-sync) to
 // the wrapped executor. A stream that dies (its exec ended: connection lost,
 // container restarted, loop killed) is dropped, and the next batch opens a
 // new one; a target whose container lacks the framing tools gets an exec per
 // batch from then on.
-type streams struct {
+type Streams struct {
 	base Executor
 	clk  clock.Clock
 	// ackTimeout bounds the probe and each heartbeat's ack; a batch's ack is
-	// bounded by the engine's per-exec limit, which cancels its context.
+	// bounded by the caller's per-exec limit (see Bounded), which cancels its context.
 	ackTimeout time.Duration
 
 	mu       sync.Mutex
-	closed   bool // closeAll ran: no new streams
+	closed   bool // CloseAll ran: no new streams
 	open     map[string]*stream
 	fallback map[string]bool // target keys without the framing tools
 	opening  map[string]chan struct{}
 }
 
-func newStreams(base Executor, clk clock.Clock, ackTimeout time.Duration) *streams {
-	return &streams{base: base, clk: clk, ackTimeout: ackTimeout,
+// NewStreams returns Streams over base, which must keep execs open (see
+// StreamCapable); ackTimeout bounds the probe of a new stream and each
+// heartbeat's ack.
+func NewStreams(base Executor, clk clock.Clock, ackTimeout time.Duration) *Streams {
+	return &Streams{base: base, clk: clk, ackTimeout: ackTimeout,
 		open: map[string]*stream{}, fallback: map[string]bool{}, opening: map[string]chan struct{}{}}
 }
 
 func streamKey(t Target) string { return t.String() + "@" + t.ContainerID }
 
-// isApply says whether argv runs applyScript (as built by scriptArgs.argv).
+// isApply says whether argv runs applyScript (as built by ApplyArgs.Argv).
 func isApply(argv []string) bool {
 	return len(argv) > 4 && argv[0] == "sh" && argv[1] == "-c" && argv[2] == applyScript
 }
 
 // Exec runs an apply through t's stream, opening it first if needed, and
 // anything else through the wrapped executor.
-func (s *streams) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func (s *Streams) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if !isApply(argv) {
 		return s.base.Exec(ctx, t, argv, stdin, stdout, stderr)
 	}
@@ -112,7 +107,7 @@ func (s *streams) Exec(ctx context.Context, t Target, argv []string, stdin io.Re
 }
 
 // get returns t's open stream, opening one if there is none.
-func (s *streams) get(ctx context.Context, t Target) (*stream, error) {
+func (s *Streams) get(ctx context.Context, t Target) (*stream, error) {
 	key := streamKey(t)
 	for {
 		s.mu.Lock()
@@ -145,7 +140,7 @@ func (s *streams) get(ctx context.Context, t Target) (*stream, error) {
 		st, err := s.dial(ctx, t)
 		s.mu.Lock()
 		delete(s.opening, key)
-		late := err == nil && s.closed // closeAll ran while it was dialed
+		late := err == nil && s.closed // CloseAll ran while it was dialed
 		switch {
 		case errors.Is(err, errStreamUnavailable):
 			s.fallback[key] = true
@@ -162,16 +157,16 @@ func (s *streams) get(ctx context.Context, t Target) (*stream, error) {
 	}
 }
 
-// warm opens t's stream in the background, so the first batch finds it.
-func (s *streams) warm(ctx context.Context, t Target) {
+// Warm opens t's stream in the background, so the first batch finds it.
+func (s *Streams) Warm(ctx context.Context, t Target) {
 	if s == nil {
 		return
 	}
 	go func() { _, _ = s.get(ctx, t) }()
 }
 
-// transport says how t's batches go: it waits for a stream being opened.
-func (s *streams) transport(ctx context.Context, t Target) string {
+// Transport says how t's batches go: it waits for a stream being opened.
+func (s *Streams) Transport(ctx context.Context, t Target) string {
 	if s == nil {
 		return TransportExec
 	}
@@ -181,8 +176,8 @@ func (s *streams) transport(ctx context.Context, t Target) string {
 	return TransportStream
 }
 
-// close ends t's stream: the loop in the container sees EOF and exits.
-func (s *streams) close(t Target) {
+// Close ends t's stream: the loop in the container sees EOF and exits.
+func (s *Streams) Close(t Target) {
 	if s == nil {
 		return
 	}
@@ -196,9 +191,9 @@ func (s *streams) close(t Target) {
 	}
 }
 
-// closeAll ends every stream and waits up to grace for their execs to end,
+// CloseAll ends every stream and waits up to grace for their execs to end,
 // so that the loops have seen EOF before the process exits.
-func (s *streams) closeAll(grace time.Duration) {
+func (s *Streams) CloseAll(grace time.Duration) {
 	if s == nil {
 		return
 	}
@@ -224,8 +219,15 @@ func (s *streams) closeAll(grace time.Duration) {
 	}
 }
 
+// Len returns how many streams are open.
+func (s *Streams) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.open)
+}
+
 // forget drops st from the open streams once it died.
-func (s *streams) forget(key string, st *stream) {
+func (s *Streams) forget(key string, st *stream) {
 	s.mu.Lock()
 	if s.open[key] == st {
 		delete(s.open, key)
@@ -241,7 +243,7 @@ type ack struct {
 
 // stream is one open exec running streamLoop.
 type stream struct {
-	s   *streams
+	s   *Streams
 	t   Target
 	key string
 	in  *io.PipeWriter
@@ -265,7 +267,7 @@ type stream struct {
 }
 
 // dial starts streamLoop in t and waits for its probe.
-func (s *streams) dial(ctx context.Context, t Target) (*stream, error) {
+func (s *Streams) dial(ctx context.Context, t Target) (*stream, error) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	pr, pw := io.Pipe()
 	st := &stream{s: s, t: t, key: streamKey(t), in: pw, cancel: cancel,
@@ -295,7 +297,7 @@ func (s *streams) dial(ctx context.Context, t Target) (*stream, error) {
 	case <-st.dead:
 		return nil, st.deadErr()
 	case <-timer.C():
-		st.shutdown(&timeoutError{limit{d: s.ackTimeout}})
+		st.shutdown(&timeoutError{Limit{D: s.ackTimeout}})
 		return nil, st.deadErr()
 	case <-ctx.Done():
 		st.shutdown(ctx.Err())
@@ -592,7 +594,7 @@ func (st *stream) ping() {
 	go func() {
 		select {
 		case <-timer.C():
-			st.shutdown(&timeoutError{limit{d: st.s.ackTimeout}})
+			st.shutdown(&timeoutError{Limit{D: st.s.ackTimeout}})
 		case <-ctx.Done():
 		}
 	}()
@@ -609,12 +611,12 @@ func (st *stream) ping() {
 	}
 }
 
-// streamCloseGrace is how long the engine waits, when it stops, for the
+// StreamCloseGrace is how long a caller waits, when it stops, for the
 // loops to see EOF and their execs to end.
-const streamCloseGrace = 2 * time.Second
+const StreamCloseGrace = 2 * time.Second
 
-// intended is the transport batches will try first.
-func (s *streams) intended() string {
+// Intended is the transport batches will try first.
+func (s *Streams) Intended() string {
 	if s == nil {
 		return TransportExec
 	}
@@ -682,7 +684,7 @@ func (ra *readAhead) next() ([]byte, error) {
 	return chunk, ra.err
 }
 
-// close stops the reading once its current read returns.
+// Close stops the reading once its current read returns.
 func (ra *readAhead) close() {
 	ra.mu.Lock()
 	ra.closed = true

@@ -1,4 +1,4 @@
-package filesync
+package remote
 
 import (
 	"bytes"
@@ -26,22 +26,22 @@ func TestExecWithin(t *testing.T) {
 	// it was cancelled first.
 	tests := []struct {
 		name    string
-		l       limit
+		l       Limit
 		steps   []time.Duration // clock moves, each after one byte moved
 		stall   bool            // after the steps, wait for the deadline instead of returning
 		stream  string          // "stdin", "stdout" or "stderr"
 		wantErr string
 	}{
-		{name: "moving output is never cut off", l: limit{d: d, idle: true}, stream: "stdout",
+		{name: "moving output is never cut off", l: Limit{D: d, Idle: true}, stream: "stdout",
 			steps: []time.Duration{d - time.Second, d - time.Second, d - time.Second, d - time.Second}},
-		{name: "stdin being read is progress", l: limit{d: d, idle: true}, stream: "stdin",
+		{name: "stdin being read is progress", l: Limit{D: d, Idle: true}, stream: "stdin",
 			steps: []time.Duration{d - time.Second, d - time.Second, d - time.Second}},
-		{name: "stderr is progress", l: limit{d: d, idle: true}, stream: "stderr",
+		{name: "stderr is progress", l: Limit{D: d, Idle: true}, stream: "stderr",
 			steps: []time.Duration{d - time.Second, d - time.Second}},
-		{name: "a stall after progress times out", l: limit{d: d, idle: true}, stream: "stdout",
+		{name: "a stall after progress times out", l: Limit{D: d, Idle: true}, stream: "stdout",
 			steps: []time.Duration{d - time.Second, d - time.Second}, stall: true, wantErr: "timed out after 30s (no progress)"},
-		{name: "an exec that never moves times out", l: limit{d: d, idle: true}, stall: true, wantErr: "timed out after 30s (no progress)"},
-		{name: "a fixed deadline ignores progress", l: limit{d: d}, stream: "stdout",
+		{name: "an exec that never moves times out", l: Limit{D: d, Idle: true}, stall: true, wantErr: "timed out after 30s (no progress)"},
+		{name: "a fixed deadline ignores progress", l: Limit{D: d}, stream: "stdout",
 			steps: []time.Duration{d / 2}, stall: true, wantErr: "timed out after 30s"},
 	}
 	for _, tt := range tests {
@@ -86,7 +86,7 @@ func TestExecWithin(t *testing.T) {
 			})
 			done := make(chan error, 1)
 			go func() {
-				done <- execWithin(context.Background(), fc, tt.l, ex, testTarget, nil, strings.NewReader(strings.Repeat("x", 100)), io.Discard, io.Discard)
+				done <- ExecWithin(context.Background(), fc, tt.l, ex, testTarget, nil, strings.NewReader(strings.Repeat("x", 100)), io.Discard, io.Discard)
 			}()
 			for _, step := range tt.steps {
 				next <- struct{}{}
@@ -111,7 +111,7 @@ func TestExecWithin(t *testing.T) {
 }
 
 func TestExecWithinTimeoutIsTransientAndOneLine(t *testing.T) {
-	err := classify(&timeoutError{limit{d: 30 * time.Second, idle: true}}, testTarget, "copying files", "/app", "")
+	err := Classify(&timeoutError{Limit{D: 30 * time.Second, Idle: true}}, testTarget, "copying files", "/app", "")
 	want := `copying files in container "app" of pod "web-1" timed out after 30s (no progress): the container may be frozen or overloaded; livesync will retry and re-sync`
 	if err.Error() != want || !IsTransient(err) || !errors.Is(err, ErrTimeout) {
 		t.Errorf("classify = %q (transient %v), want %q, transient", err, IsTransient(err), want)
@@ -129,7 +129,7 @@ func TestExecWithinParentCancel(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() {
-		done <- execWithin(ctx, fc, limit{d: time.Second, idle: true}, ex, testTarget, nil, nil, nil, nil)
+		done <- ExecWithin(ctx, fc, Limit{D: time.Second, Idle: true}, ex, testTarget, nil, nil, nil, nil)
 	}()
 	testwait.Result(t, started, "the exec")
 	cancel()
@@ -150,7 +150,7 @@ func TestExecWithinDropsLateWrites(t *testing.T) {
 		return nil
 	})
 	var out bytes.Buffer
-	if err := execWithin(context.Background(), fc, limit{d: time.Second, idle: true}, ex, testTarget, nil, nil, &out, nil); err != nil {
+	if err := ExecWithin(context.Background(), fc, Limit{D: time.Second, Idle: true}, ex, testTarget, nil, nil, &out, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := late.Write([]byte("late")); err == nil || out.String() != "early" {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 var testTarget = Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
@@ -40,9 +42,9 @@ func syncOnce(t *testing.T, ex Executor, m *mapping, idx *Index) *Plan {
 	return p
 }
 
-func assertSameTree(t *testing.T, local, remote string) {
+func assertSameTree(t *testing.T, local, rdir string) {
 	t.Helper()
-	diffTrees(t, "remote", readTree(t, remote), readTree(t, local))
+	diffTrees(t, "remote", readTree(t, rdir), readTree(t, local))
 }
 
 func TestApply(t *testing.T) {
@@ -56,7 +58,7 @@ func TestApply(t *testing.T) {
 // only, checking the remote tree after each. Both transports run it (see TestStreamApply).
 func applyRoundTrip(t *testing.T, ex Executor) {
 	t.Helper()
-	local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app", "src")
+	local, rdir := t.TempDir(), filepath.Join(t.TempDir(), "app", "src")
 	writeTree(t, local, weirdNames)
 	writeTree(t, local, map[string]string{
 		"bin/run": "#!/bin/sh", "empty/": "", "link@bin/run": "", "out@../../../etc/passwd": "",
@@ -64,10 +66,10 @@ func applyRoundTrip(t *testing.T, ex Executor) {
 		"big": strings.Repeat("0123456789abcdef", 300_000), // several stream chunks
 	})
 	must(t, os.Chmod(filepath.Join(local, "bin/run"), 0o755))
-	m := testMapping(t, local, remote, nil)
+	m := testMapping(t, local, rdir, nil)
 	idx := NewIndex()
 	syncOnce(t, ex, m, idx)
-	assertSameTree(t, local, remote)
+	assertSameTree(t, local, rdir)
 
 	// Deletes of awkward names, type changes both ways, edits.
 	for n := range weirdNames {
@@ -81,22 +83,22 @@ func applyRoundTrip(t *testing.T, ex Executor) {
 	if p := syncOnce(t, ex, m, idx); len(p.Deletes) == 0 {
 		t.Fatal("nothing deleted")
 	}
-	assertSameTree(t, local, remote)
+	assertSameTree(t, local, rdir)
 	// Deletes only: no tar.
 	must(t, os.Remove(filepath.Join(local, "big")))
 	syncOnce(t, ex, m, idx)
-	assertSameTree(t, local, remote)
+	assertSameTree(t, local, rdir)
 }
 
 func TestApplyManyDeletes(t *testing.T) {
 	for name, ex := range executors(t) {
 		t.Run(name, func(t *testing.T) {
-			local, remote := t.TempDir(), t.TempDir()
+			local, rdir := t.TempDir(), t.TempDir()
 			for i := range 3000 {
 				writeTree(t, local, map[string]string{fmt.Sprintf("file-with-a-rather-long-name-%04d", i): "x"})
 			}
 			writeTree(t, local, map[string]string{"keep": "k"})
-			m := testMapping(t, local, remote, nil)
+			m := testMapping(t, local, rdir, nil)
 			m.allowMassDelete = true // many deletes at once are the point here
 			idx := NewIndex()
 			syncOnce(t, ex, m, idx)
@@ -109,7 +111,7 @@ func TestApplyManyDeletes(t *testing.T) {
 			writeTree(t, local, map[string]string{"new": "n"})
 			ce := &countingExecutor{Executor: ex}
 			syncOnce(t, ce, m, idx)
-			assertSameTree(t, local, remote)
+			assertSameTree(t, local, rdir)
 			// 3000 × 36 bytes needs four 32 KiB delete chunks: three extra
 			// delete-only execs, then one exec with the rest and the tar.
 			if len(ce.calls) != 4 {
@@ -120,7 +122,7 @@ func TestApplyManyDeletes(t *testing.T) {
 				for _, a := range argv[10:] {
 					size += len(a) + 1
 				}
-				if size > maxDeleteArgBytes {
+				if size > remote.MaxArgBytes {
 					t.Errorf("exec %d carries %d bytes of paths", i, size)
 				}
 				if wantMode := map[bool]string{true: "x", false: "d"}[i == len(ce.calls)-1]; argv[5] != wantMode {
@@ -139,52 +141,19 @@ func TestApplyMissingTools(t *testing.T) {
 	must(t, err)
 
 	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, p, archiveOpts{})
-	if !errors.Is(err, ErrTarMissing) || !strings.HasPrefix(err.Error(), `tar not found in container "app" of pod "web-1": the image needs sh and tar`) {
+	if !errors.Is(err, remote.ErrTarMissing) || !strings.HasPrefix(err.Error(), `tar not found in container "app" of pod "web-1": the image needs sh and tar`) {
 		t.Errorf("without tar: %v", err)
 	}
 	_, err = apply(context.Background(), busybox(t, "sh"), testTarget, m, p, archiveOpts{})
-	if !errors.Is(err, ErrTarMissing) || !strings.HasPrefix(err.Error(), `sh not found in container "app"`) {
+	if !errors.Is(err, remote.ErrTarMissing) || !strings.HasPrefix(err.Error(), `sh not found in container "app"`) {
 		t.Errorf("without sh: %v", err)
 	}
-	if IsTransient(err) {
+	if remote.IsTransient(err) {
 		t.Error("a missing tool is not transient")
 	}
 	// Deletes alone never need tar.
 	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, &Plan{Deletes: []string{"a"}}, archiveOpts{})
 	must(t, err)
-}
-
-func TestScriptArgsSplit(t *testing.T) {
-	all := &scriptArgs{
-		checks: []string{"p./a", "w./a"}, deletes: []string{"./d1", "./d2"}, rmdirs: []string{"./r"},
-		tar: true, gz: true, chmods: []string{"555./a"},
-	}
-	tests := []struct {
-		name string
-		a    *scriptArgs
-		max  int
-		want string
-	}{
-		{"nothing", &scriptArgs{}, 10, "[{[] [] [] [] false false}]"},
-		{"tar only", &scriptArgs{tar: true}, 10, "[{[] [] [] [] true false}]"},
-		{"all in one", all, 100, "[{[p./a w./a] [./d1 ./d2] [./r] [555./a] true true}]"},
-		// Steps keep their order across execs: the chmod after the tar,
-		// which alone carries the compression.
-		{"split", all, 10, "[{[p./a w./a] [] [] [] false false} {[] [./d1 ./d2] [] [] false false} " +
-			"{[] [] [./r] [] true true} {[] [] [] [555./a] false false}]"},
-		{"a longer path alone", &scriptArgs{deletes: []string{"./very-long", "./b"}}, 8, "[{[] [./very-long] [] [] false false} {[] [./b] [] [] false false}]"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got []string
-			for _, a := range tt.a.split(tt.max) {
-				got = append(got, fmt.Sprint(*a))
-			}
-			if s := "[" + strings.Join(got, " ") + "]"; s != tt.want {
-				t.Errorf("split = %s, want %s", s, tt.want)
-			}
-		})
-	}
 }
 
 // BenchmarkApplyOneFile measures a one-file batch end to end on this machine

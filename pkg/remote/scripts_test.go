@@ -1,4 +1,4 @@
-package filesync
+package remote
 
 import (
 	"strings"

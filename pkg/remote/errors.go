@@ -1,11 +1,9 @@
-package filesync
+package remote
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
-	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -25,7 +23,7 @@ var (
 	// ErrTargetGone: the pod or container went away mid-exec. Transient; the
 	// target is usually removed soon after.
 	ErrTargetGone = errors.New("container is gone")
-	// ErrTimeout: an exec ran past its deadline (see Config.ExecTimeout) and
+	// ErrTimeout: an exec ran past its deadline (see Limit and ExecWithin) and
 	// was cancelled: a frozen or overloaded container, or a dead connection.
 	// Transient.
 	ErrTimeout = errors.New("remote call timed out")
@@ -105,14 +103,19 @@ const (
 	markerSymlink = "livesync: symlink in the way: "
 )
 
+// IsNotDirConflict reports whether se, an ErrTypeConflict, is a directory
+// expected at the remote root that is something else there (apply.sh's
+// marker); otherwise a file was expected where a directory is.
+func IsNotDirConflict(se *SyncError) bool { return strings.Contains(se.Stderr, markerNotDir) }
+
 var uidRE = regexp.MustCompile(markerUID + `(\S+)`)
 
-// hintNoTar: without --helper never, such a container is synced through a helper.
-const hintNoTar = "the image needs sh and tar, or sync through a helper container: --helper auto (the default) or ephemeral"
+// HintNoTar: without --helper never, such a container is synced through a helper.
+const HintNoTar = "the image needs sh and tar, or sync through a helper container: --helper auto (the default) or ephemeral"
 
-// classify turns an Executor error into a *SyncError with advice. dir is the
+// Classify turns an Executor error into a *SyncError with advice. dir is the
 // remote directory the exec worked on.
-func classify(err error, t Target, op string, dir RemotePath, stderr string) error {
+func Classify(err error, t Target, op string, dir string, stderr string) error {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
@@ -140,7 +143,8 @@ func classify(err error, t Target, op string, dir RemotePath, stderr string) err
 		se.Msg = fmt.Sprintf("%s: not allowed to exec into pod %q in namespace %q", op, t.Pod, t.Namespace)
 		se.Hint = `grant the RBAC verbs "create" and "get" on "pods/exec"`
 	case strings.Contains(stderr, markerIsDir) || strings.Contains(stderr, markerNotDir):
-		// apply rewrites the message with the mapping (conflictError).
+		// The caller rewrites the message with what it mapped there (see
+		// IsNotDirConflict).
 		se.Kind = ErrTypeConflict
 		se.Msg = fmt.Sprintf("%s: type conflict at %q in %s", op, dir, where)
 	case strings.Contains(stderr, markerSymlink):
@@ -150,11 +154,11 @@ func classify(err error, t Target, op string, dir RemotePath, stderr string) err
 	case strings.Contains(stderr, markerTarMissing) || exit == 127 && strings.Contains(stderr, "tar"):
 		se.Kind = ErrTarMissing
 		se.Msg = fmt.Sprintf("tar not found in %s", where)
-		se.Hint = hintNoTar
+		se.Hint = HintNoTar
 	case strings.Contains(msg, "executable file not found") || exit == 127:
 		se.Kind = ErrTarMissing
 		se.Msg = fmt.Sprintf("sh not found in %s", where)
-		se.Hint = hintNoTar
+		se.Hint = HintNoTar
 	case strings.Contains(stderr, "Read-only file system"):
 		se.Kind = ErrReadOnly
 		se.Msg = fmt.Sprintf("%s: %q is on a read-only file system in %s", op, dir, where)
@@ -162,7 +166,7 @@ func classify(err error, t Target, op string, dir RemotePath, stderr string) err
 	case strings.Contains(stderr, "Permission denied"):
 		se.Kind = ErrPermission
 		se.Msg = fmt.Sprintf("%s: permission denied writing %q in %s (running as uid %s)", op, dir, where, uid)
-		se.Hint = permissionHint(dir)
+		se.Hint = PermissionHint(dir)
 	case apierrors.IsNotFound(err) || exit == 137 || containsAny(msg,
 		"container not found", "No such container", "not running", "stopped container", "does not exist"):
 		se.Kind, se.transient = ErrTargetGone, true
@@ -176,8 +180,8 @@ func classify(err error, t Target, op string, dir RemotePath, stderr string) err
 	return se
 }
 
-// permissionHint says what to do about a remote directory its user may not write.
-func permissionHint(dir RemotePath) string {
+// PermissionHint says what to do about a remote directory its user may not write.
+func PermissionHint(dir string) string {
 	return fmt.Sprintf("make %q writable for that user (mount an emptyDir volume there, set fsGroup, or set runAsUser), or write it from a root helper container: --helper ephemeral", dir)
 }
 
@@ -202,64 +206,33 @@ func lastLine(s, def string) string {
 	return def
 }
 
-// tailBuffer keeps the last max bytes written to it (stderr of a failed tar
+// TailBuffer keeps the last Max bytes written to it (stderr of a failed tar
 // can be long; the markers come last).
-type tailBuffer struct {
+type TailBuffer struct {
+	Max int
 	b   []byte
-	max int
 	cut bool // bytes were dropped
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+// Write keeps p, dropping what is more than Max bytes back.
+// Write keeps p, dropping what lies more than Max bytes back.
+func (t *TailBuffer) Write(p []byte) (int, error) {
 	t.b = append(t.b, p...)
-	if len(t.b) > 2*t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	if len(t.b) > 2*t.Max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.Max:]...)
 		t.cut = true
 	}
 	return len(p), nil
 }
 
-// truncated reports whether String misses the start of what was written.
-func (t *tailBuffer) truncated() bool { return t.cut || len(t.b) > t.max }
+// Truncated reports whether String misses the start of what was written.
+func (t *TailBuffer) Truncated() bool { return t.cut || len(t.b) > t.Max }
 
-func (t *tailBuffer) String() string {
-	if len(t.b) > t.max {
-		return string(t.b[len(t.b)-t.max:])
+// String returns the last Max bytes written.
+// String returns the last Max bytes written.
+func (t *TailBuffer) String() string {
+	if len(t.b) > t.Max {
+		return string(t.b[len(t.b)-t.Max:])
 	}
 	return string(t.b)
-}
-
-// conflict says which side of a mapping's root is a directory when the other is not.
-type conflict uint8
-
-const (
-	remoteIsDir  conflict = iota // file mapping, directory in the container
-	remoteNotDir                 // directory mapping, something else in the container
-	localIsDir                   // file mapping whose local file became a directory
-	localNotDir                  // directory mapping whose local directory became a file
-)
-
-// conflictError is the one line that refuses a type conflict at m's root.
-// where names the container, or is "" when unknown.
-func conflictError(m *mapping, where string, c conflict) *SyncError {
-	if where == "" {
-		where = "the container"
-	}
-	inside := fmt.Sprintf("%s:%s", m.Local, path.Join(string(m.Remote), filepath.Base(m.root)))
-	se := &SyncError{Kind: ErrTypeConflict, Op: "checking the mapping", Err: ErrTypeConflict}
-	switch c {
-	case remoteIsDir:
-		se.Msg = fmt.Sprintf("mapping %q: %s is a directory in %s, and a file never replaces one", m.Mapping, m.Remote, where)
-		se.Hint = "map the file to a path inside it, e.g. " + inside
-	case remoteNotDir:
-		se.Msg = fmt.Sprintf("mapping %q: %s is not a directory in %s, and a directory never replaces it", m.Mapping, m.Remote, where)
-		se.Hint = "map the directory to a path that is a directory or missing in the container"
-	case localIsDir:
-		se.Msg = fmt.Sprintf("mapping %q: %s is now a directory, and a directory never replaces the remote file", m.Mapping, m.root)
-		se.Hint = "restart livesync with the directory mapped to another remote path"
-	case localNotDir:
-		se.Msg = fmt.Sprintf("mapping %q: %s is now a file, and a file never replaces the remote directory", m.Mapping, m.root)
-		se.Hint = "restart livesync with the file mapped to a path inside the directory, e.g. " + inside
-	}
-	return se
 }

@@ -1,4 +1,4 @@
-package filesync
+package remote
 
 import (
 	"context"
@@ -48,7 +48,7 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := classify(tt.err, testTarget, "copying files", "/app", tt.stderr)
+			err := Classify(tt.err, testTarget, "copying files", "/app", tt.stderr)
 			var se *SyncError
 			if !errors.As(err, &se) {
 				t.Fatalf("classify = %T %v", err, err)
@@ -67,7 +67,7 @@ func TestClassify(t *testing.T) {
 			}
 		})
 	}
-	if err := classify(context.Canceled, testTarget, "x", "/app", ""); !errors.Is(err, context.Canceled) {
+	if err := Classify(context.Canceled, testTarget, "x", "/app", ""); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancellation classified as %v", err)
 	}
 }
@@ -112,7 +112,7 @@ func TestRetry(t *testing.T) {
 			tries := 0
 			done := make(chan error)
 			go func() {
-				done <- DefaultRetry.do(context.Background(), fc, func() error {
+				done <- DefaultRetry.Do(context.Background(), fc, func() error {
 					tries++
 					return tt.errs[tries-1]
 				})

@@ -1,4 +1,4 @@
-package filesync
+package remote
 
 import (
 	"context"
@@ -12,12 +12,6 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Default deadlines; see Config.ExecTimeout and Config.OnSyncTimeout.
-const (
-	DefaultExecTimeout   = 30 * time.Second
-	DefaultOnSyncTimeout = 30 * time.Second
-)
-
 // listHashRate is a conservative rate, in bytes per second, at which a busy
 // container hashes files. A listing prints a chunk's hashes only once they are
 // computed (and through a buffered pipe), so it may go silent for about as
@@ -25,44 +19,44 @@ const (
 // size is known.
 const listHashRate = 32 << 20
 
-// listLimit is the deadline of a listing: the base stall window plus the time
+// ListLimit is the deadline of a listing: the base stall window plus the time
 // to hash localBytes at listHashRate.
-func listLimit(base time.Duration, localBytes int64) limit {
-	return limit{d: base + time.Duration(localBytes*int64(time.Second)/listHashRate), idle: true}
+func ListLimit(base time.Duration, localBytes int64) Limit {
+	return Limit{D: base + time.Duration(localBytes*int64(time.Second)/listHashRate), Idle: true}
 }
 
-// limit is how long one exec may take. With idle, d counts from the last byte
+// Limit is how long one exec may take. With Idle, D counts from the last byte
 // that moved on any of its streams: a transfer that keeps moving is never cut
 // off, however large or slow, while one that stalls (a container frozen with
-// SIGSTOP stops reading, the pipe fills and writes block) is. Without idle, d
+// SIGSTOP stops reading, the pipe fills and writes block) is. Without Idle, D
 // counts from the start.
-type limit struct {
-	d    time.Duration // 0: no deadline
-	idle bool
+type Limit struct {
+	D    time.Duration // 0: no deadline
+	Idle bool
 }
 
 // timeoutError is what an exec returns when its limit ran out; it matches
 // ErrTimeout.
-type timeoutError struct{ limit }
+type timeoutError struct{ Limit }
 
 func (e *timeoutError) Error() string {
-	if e.idle {
-		return fmt.Sprintf("timed out after %s (no progress)", e.d)
+	if e.Idle {
+		return fmt.Sprintf("timed out after %s (no progress)", e.D)
 	}
-	return fmt.Sprintf("timed out after %s", e.d)
+	return fmt.Sprintf("timed out after %s", e.D)
 }
 
 func (e *timeoutError) Is(target error) bool { return target == ErrTimeout }
 
-// execWithin runs ex.Exec and cancels it once l runs out on clk (if l.d > 0),
+// ExecWithin runs ex.Exec and cancels it once l runs out on clk (if l.D > 0),
 // returning a *timeoutError then. Writes to stdout and stderr are serialized, and dropped
 // once it returns: an executor torn down by cancellation may leave a stream
 // goroutine behind (client-go's StreamWithContext returns on ctx.Done without
 // waiting for its copies), and the caller reads its buffers right away.
-func execWithin(ctx context.Context, clk clock.Clock, l limit, ex Executor, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func ExecWithin(ctx context.Context, clk clock.Clock, l Limit, ex Executor, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	g := &streamGuard{clk: clk, idle: l.idle}
+	g := &streamGuard{clk: clk, idle: l.Idle}
 	g.touch()
 	if stdin != nil {
 		stdin = &guardedReader{r: stdin, g: g}
@@ -77,7 +71,7 @@ func execWithin(ctx context.Context, clk clock.Clock, l limit, ex Executor, t Ta
 	timeout := &timeoutError{l}
 	go func() {
 		defer close(stopped)
-		if l.d > 0 && g.wait(l, stop) {
+		if l.D > 0 && g.wait(l, stop) {
 			cancel(timeout)
 		}
 	}()
@@ -111,14 +105,14 @@ func (g *streamGuard) close() {
 }
 
 // wait returns true once l ran out, false once stop is closed.
-func (g *streamGuard) wait(l limit, stop <-chan struct{}) bool {
+func (g *streamGuard) wait(l Limit, stop <-chan struct{}) bool {
 	start := g.clk.Now().UnixNano()
 	for {
 		from := start
-		if l.idle {
+		if l.Idle {
 			from = g.last.Load()
 		}
-		left := time.Duration(from + int64(l.d) - g.clk.Now().UnixNano())
+		left := time.Duration(from + int64(l.D) - g.clk.Now().UnixNano())
 		if left <= 0 {
 			return true
 		}
@@ -160,15 +154,4 @@ func (w *guardedWriter) Write(p []byte) (int, error) {
 		w.g.touch()
 	}
 	return w.w.Write(p)
-}
-
-// treeBytes is the file content of a local tree.
-func treeBytes(tree map[string]Entry) int64 {
-	var n int64
-	for _, e := range tree {
-		if e.Type == TypeFile {
-			n += e.Size
-		}
-	}
-	return n
 }

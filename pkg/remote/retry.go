@@ -1,4 +1,4 @@
-package filesync
+package remote
 
 import (
 	"context"
@@ -17,9 +17,9 @@ type RetryPolicy struct {
 // DefaultRetry tries three times, after 100ms and 200ms.
 var DefaultRetry = RetryPolicy{Tries: 3, Backoff: 100 * time.Millisecond}
 
-// do runs fn until it succeeds, fails with a non-transient error, the tries
+// Do runs fn until it succeeds, fails with a non-transient error, the tries
 // are used up or ctx is done. It returns fn's last error.
-func (p RetryPolicy) do(ctx context.Context, clk clock.Clock, fn func() error) error {
+func (p RetryPolicy) Do(ctx context.Context, clk clock.Clock, fn func() error) error {
 	wait := p.Backoff
 	for try := 1; ; try++ {
 		err := fn()

@@ -1,4 +1,4 @@
-package filesync
+package remote
 
 import (
 	"embed"
@@ -15,14 +15,14 @@ var scripts embed.FS
 // Each script travels as text in its exec's argv; its header says what it
 // takes and prints.
 var (
-	// applyScript is the whole remote side of a batch (see scriptArgs).
+	// applyScript is the whole remote side of a batch (see ApplyArgs).
 	applyScript = script("apply.sh")
-	// listScript and listChunkScript list a mapping (see listRemote).
+	// listScript and listChunkScript list a remote directory (see List).
 	listScript      = script("list.sh")
 	listChunkScript = script("list-chunk.sh")
-	// onSyncScript runs Config.OnSync.
+	// onSyncScript runs the on-sync command (see RunOnSync).
 	onSyncScript = script("on-sync.sh")
-	// preflightScript is a dry run's read-only check of a mapping (see Preflight).
+	// preflightScript is a dry run's read-only check of a remote directory (see Preflight).
 	preflightScript = script("preflight.sh")
 )
 

@@ -1,0 +1,115 @@
+package remote
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// MaxArgBytes bounds the paths (checks, deletes, rmdirs, chmods) in one
+// exec. The command travels in the exec URL's query string, which proxies
+// and apiservers limit, and percent-encoding can triple it; 32 KiB leaves
+// room.
+const MaxArgBytes = 32 << 10
+
+// ApplyArgs is what apply.sh gets for one batch, by step; its header says
+// what each step does. Paths are relative to Root, "./"-prefixed.
+type ApplyArgs struct {
+	Root    string   // the remote directory the script works in
+	File    string   // "./name": the one entry to write in Root (a file's sync); "" for all of Root
+	Checks  []string // "p./dir", "k./dir", "w./dir", parents first
+	Deletes []string // "./name"
+	Rmdirs  []string // "./dir", deepest first
+	Chmods  []string // "555./dir", deepest first
+	Tar     bool     // extract the archive (after rmdirs, before chmods)
+	Gz      bool     // the archive is gzip-compressed
+}
+
+// Empty reports whether a has nothing to do.
+func (a *ApplyArgs) Empty() bool {
+	return len(a.Checks)+len(a.Deletes)+len(a.Rmdirs)+len(a.Chmods) == 0 && !a.Tar
+}
+
+// Argv returns the exec's command line.
+func (a *ApplyArgs) Argv() []string {
+	mode := "d"
+	switch {
+	case a.Tar && a.Gz:
+		mode = "z"
+	case a.Tar:
+		mode = "x"
+	}
+	out := make([]string, 0, 10+len(a.Checks)+len(a.Rmdirs)+len(a.Chmods)+len(a.Deletes))
+	out = append(out, "sh", "-c", applyScript, "livesync", a.Root, mode, a.File,
+		strconv.Itoa(len(a.Checks)), strconv.Itoa(len(a.Rmdirs)), strconv.Itoa(len(a.Chmods)))
+	out = append(out, a.Checks...)
+	out = append(out, a.Rmdirs...)
+	out = append(out, a.Chmods...)
+	return append(out, a.Deletes...)
+}
+
+// Split cuts a into execs of at most max bytes of paths each, keeping the
+// order of the steps across them: checks, deletes, rmdirs, tar, chmods. A
+// single longer path gets an exec of its own.
+func (a *ApplyArgs) Split(max int) []*ApplyArgs {
+	var (
+		out  []*ApplyArgs
+		cur  = &ApplyArgs{Root: a.Root, File: a.File}
+		size int
+	)
+	add := func(list func(*ApplyArgs) *[]string, p string) {
+		if n := len(p) + 1; size+n > max && !cur.Empty() {
+			out = append(out, cur)
+			cur, size = &ApplyArgs{Root: a.Root, File: a.File}, 0
+		}
+		l := list(cur)
+		*l = append(*l, p)
+		size += len(p) + 1
+	}
+	for _, p := range a.Checks {
+		add(func(a *ApplyArgs) *[]string { return &a.Checks }, p)
+	}
+	for _, p := range a.Deletes {
+		add(func(a *ApplyArgs) *[]string { return &a.Deletes }, p)
+	}
+	for _, p := range a.Rmdirs {
+		add(func(a *ApplyArgs) *[]string { return &a.Rmdirs }, p)
+	}
+	cur.Tar, cur.Gz = a.Tar, a.Gz
+	for _, p := range a.Chmods {
+		add(func(a *ApplyArgs) *[]string { return &a.Chmods }, p)
+	}
+	if !cur.Empty() || len(out) == 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// Apply runs one exec of a in t, with archive (nil without a.Tar) on its
+// stdin, and returns the directories it found as symlinks and replaced with
+// empty ones (apply.sh's "R./dir" reports, without "./"), whether or not it
+// failed, and its failure classified under op.
+func Apply(ctx context.Context, ex Executor, t Target, op string, a *ApplyArgs, archive io.Reader) (replaced []string, err error) {
+	stdout := &TailBuffer{Max: 2 * MaxArgBytes}
+	err = Run(ctx, ex, t, op, a.Root, a.Argv(), archive, stdout)
+	return replacedIn(stdout.String()), err
+}
+
+// replacedIn parses the "R./dir\0" reports of apply.sh.
+func replacedIn(out string) []string {
+	var dirs []string
+	for tok := range strings.SplitSeq(out, "\x00") {
+		if dir, ok := strings.CutPrefix(tok, "R./"); ok {
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
+}
+
+// Run runs argv, one of this package's scripts working on the remote
+// directory root, in t, and classifies a failure under op (see Classify).
+func Run(ctx context.Context, ex Executor, t Target, op, root string, argv []string, stdin io.Reader, stdout io.Writer) error {
+	stderr := &TailBuffer{Max: 4 << 10}
+	return Classify(ex.Exec(ctx, t, argv, stdin, stdout, stderr), t, op, root, stderr.String())
+}

@@ -1,0 +1,40 @@
+package remote
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestScriptArgsSplit(t *testing.T) {
+	all := &ApplyArgs{
+		Checks: []string{"p./a", "w./a"}, Deletes: []string{"./d1", "./d2"}, Rmdirs: []string{"./r"},
+		Tar: true, Gz: true, Chmods: []string{"555./a"},
+	}
+	tests := []struct {
+		name string
+		a    *ApplyArgs
+		max  int
+		want string
+	}{
+		{"nothing", &ApplyArgs{}, 10, "[{[] [] [] [] false false}]"},
+		{"tar only", &ApplyArgs{Tar: true}, 10, "[{[] [] [] [] true false}]"},
+		{"all in one", all, 100, "[{[p./a w./a] [./d1 ./d2] [./r] [555./a] true true}]"},
+		// Steps keep their order across execs: the chmod after the tar,
+		// which alone carries the compression.
+		{"split", all, 10, "[{[p./a w./a] [] [] [] false false} {[] [./d1 ./d2] [] [] false false} " +
+			"{[] [] [./r] [] true true} {[] [] [] [555./a] false false}]"},
+		{"a longer path alone", &ApplyArgs{Deletes: []string{"./very-long", "./b"}}, 8, "[{[] [./very-long] [] [] false false} {[] [./b] [] [] false false}]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, a := range tt.a.Split(tt.max) {
+				got = append(got, fmt.Sprintf("{%v %v %v %v %v %v}", a.Checks, a.Deletes, a.Rmdirs, a.Chmods, a.Tar, a.Gz))
+			}
+			if s := "[" + strings.Join(got, " ") + "]"; s != tt.want {
+				t.Errorf("split = %s, want %s", s, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,239 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"path"
+	"strconv"
+	"strings"
+)
+
+// ListArgv is the exec that runs list.sh in the remote directory root: over
+// all of it, or over its one entry name when name is not "".
+func ListArgv(root, name string) []string {
+	return []string{"sh", "-c", listScript, "livesync-list", root, name, listChunkScript}
+}
+
+// Entry is one entry of a container listing.
+type Entry struct {
+	Type  EntryType
+	Mode  fs.FileMode
+	Size  int64
+	MTime int64 // seconds
+	Link  string
+	Sum   []byte
+}
+
+// Listing is what the container has under a remote directory.
+type Listing struct {
+	Alg    string // "sha256sum", "md5sum" or ""
+	Gzip   bool   // `gzip -dc` works: an archive may be sent compressed
+	Exists bool
+	NotDir bool             // the root is something else than a directory
+	Names  map[string]Entry // by listed name, "./"-prefixed
+	// Unknown holds names that were found but not described: stat failed,
+	// or a FIFO, socket or device.
+	Unknown []string
+}
+
+// List runs ListArgv(root, name) in t and parses what it prints.
+func List(ctx context.Context, ex Executor, t Target, root, name string) (*Listing, error) {
+	var out bytes.Buffer
+	if err := Run(ctx, ex, t, "listing files", root, ListArgv(root, name), nil, &out); err != nil {
+		return nil, err
+	}
+	l, err := ParseListing(out.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("listing %q in %s: %w", path.Join(root, name), t, err)
+	}
+	return l, nil
+}
+
+type tokens struct{ b []byte }
+
+func (t *tokens) next() (string, bool) {
+	i := bytes.IndexByte(t.b, 0)
+	if i < 0 {
+		return "", false
+	}
+	s := string(t.b[:i])
+	t.b = t.b[i+1:]
+	return s, true
+}
+
+// ParseListing parses list.sh's output (its header describes the format).
+func ParseListing(b []byte) (*Listing, error) {
+	t := &tokens{b: b}
+	magic, _ := t.next()
+	alg, _ := t.next()
+	gz, _ := t.next()
+	state, ok := t.next()
+	if magic != "LS2" || !ok {
+		return nil, errors.New("unexpected output from the listing script")
+	}
+	l := &Listing{Alg: alg, Gzip: gz == "gzip", Exists: state == "dir", NotDir: state == "notdir", Names: map[string]Entry{}}
+	for {
+		tok, ok := t.next()
+		switch {
+		case !ok:
+			return nil, errors.New("listing output is truncated")
+		case tok == "END":
+			return l, nil
+		case tok != "C":
+			return nil, fmt.Errorf("unexpected token %q in listing output", tok)
+		}
+		if err := l.parseChunk(t); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (l *Listing) parseChunk(t *tokens) error {
+	var names []string
+	for {
+		n, ok := t.next()
+		if !ok {
+			return errors.New("listing output is truncated")
+		}
+		if n == "S" {
+			break
+		}
+		names = append(names, n)
+	}
+	statOut, _ := t.next()
+	got := map[string]Entry{}
+	var files []string
+	parseLines(statOut, names, func(name, fields string) {
+		f := strings.Fields(fields)
+		if len(f) != 3 {
+			return
+		}
+		raw, err1 := strconv.ParseUint(f[0], 16, 32)
+		size, err2 := strconv.ParseInt(f[1], 10, 64)
+		mtime, err3 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return
+		}
+		e := Entry{Mode: fs.FileMode(raw & 0o777), Size: size, MTime: mtime}
+		switch raw & 0o170000 {
+		case 0o100000:
+			e.Type = TypeFile
+			files = append(files, name)
+		case 0o040000:
+			e.Type = TypeDir
+		case 0o120000:
+			e.Type = TypeSymlink
+		default:
+			return
+		}
+		got[name] = e
+	})
+	if tok, _ := t.next(); tok != "L" {
+		return errors.New("listing output: missing link section")
+	}
+	for {
+		n, ok := t.next()
+		if !ok {
+			return errors.New("listing output is truncated")
+		}
+		if n == "H" {
+			break
+		}
+		target, _ := t.next()
+		if e, ok := got[n]; ok && e.Type == TypeSymlink {
+			e.Link = strings.TrimSuffix(target, "\n")
+			got[n] = e
+		}
+	}
+	hashOut, _ := t.next()
+	parseHashes(hashOut, files, func(name string, sum []byte) {
+		e := got[name]
+		e.Sum = sum
+		got[name] = e
+	})
+	maps.Copy(l.Names, got)
+	for _, name := range names {
+		if _, ok := got[name]; !ok {
+			l.Unknown = append(l.Unknown, name)
+		}
+	}
+	return nil
+}
+
+// parseLines walks "<fields> <name>\n" lines, where name is known to be one
+// of names, in order; names missing from out (stat failed) are skipped.
+func parseLines(out string, names []string, fn func(name, fields string)) {
+	for _, name := range names {
+		if out == "" {
+			return
+		}
+		// fields are "%f %s %Y": three space-terminated tokens.
+		i, sp := 0, 0
+		for ; i < len(out) && sp < 3; i++ {
+			if out[i] == ' ' {
+				sp++
+			} else if out[i] == '\n' {
+				break
+			}
+		}
+		if sp < 3 {
+			return
+		}
+		if rest, ok := strings.CutPrefix(out[i:], name+"\n"); ok {
+			fn(name, out[:i-1])
+			out = rest
+		}
+	}
+}
+
+// parseHashes reads `sha256sum`/`md5sum` output for files, in order. Busybox
+// prints names raw; GNU escapes names holding "\" or a newline and marks the
+// line with a leading backslash.
+func parseHashes(out string, files []string, fn func(name string, sum []byte)) {
+	for len(out) > 0 && len(files) > 0 {
+		escaped := out[0] == '\\'
+		if escaped {
+			out = out[1:]
+		}
+		sep := strings.Index(out, "  ")
+		if sep < 0 {
+			return
+		}
+		sum, err := hex.DecodeString(out[:sep])
+		if err != nil {
+			return
+		}
+		out = out[sep+2:]
+		var line string
+		if escaped {
+			end := strings.IndexByte(out, '\n')
+			if end < 0 {
+				return
+			}
+			line, out = unescapeGNU(out[:end]), out[end+1:]
+		}
+		for len(files) > 0 {
+			name := files[0]
+			files = files[1:]
+			if escaped && line == name {
+				fn(name, sum)
+				break
+			}
+			if rest, ok := strings.CutPrefix(out, name+"\n"); !escaped && ok {
+				fn(name, sum)
+				out = rest
+				break
+			}
+		}
+	}
+}
+
+func unescapeGNU(s string) string {
+	r := strings.NewReplacer(`\\`, `\`, `\n`, "\n", `\r`, "\r")
+	return r.Replace(s)
+}
