@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -89,7 +90,7 @@ func TestCoalesce(t *testing.T) {
 
 	// While the consumer is busy, a released batch absorbs new changes.
 	in <- Change{Path: "/src/c"}
-	waitForWaiters(t, fc)
+	testwait.Waiters(t, fc, 1)
 	fc.Step(50 * time.Millisecond)
 	waitReleased(t, fc)
 	in <- Change{Path: "/src/d"} // arrives while batch {c} waits for us

@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
-	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // recorder collects events.
@@ -76,18 +78,6 @@ func waitCount[T Event](t *testing.T, r *recorder, n int) []T {
 		if time.Now().After(deadline) {
 			var zero T
 			t.Fatalf("%d %T events, want %d", len(out), zero, n)
-		}
-		runtime.Gosched()
-	}
-}
-
-// waitForNWaiters yields until n timers wait on fc.
-func waitForNWaiters(t *testing.T, fc *clocktesting.FakeClock, n int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for fc.Waiters() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d waiters on the clock, want %d", fc.Waiters(), n)
 		}
 		runtime.Gosched()
 	}
@@ -171,7 +161,7 @@ func (f *engineFixture) onSyncs(t *testing.T, n int) []OnSync {
 func (f *engineFixture) batch(t *testing.T, c Change, waiters int) Batch {
 	t.Helper()
 	f.changes <- c
-	waitForNWaiters(t, f.fc, waiters)
+	testwait.Waiters(t, f.fc, waiters)
 	f.fc.Step(DefaultQuiet)
 	return wait[Batch](t, f.rec)
 }
@@ -401,7 +391,7 @@ func TestEngineRetriesPermanentLookingFailure(t *testing.T) {
 		t.Fatalf("initial sync = %+v, want a permanent-looking failure", ev)
 	}
 	forbidden.Store(false)
-	waitForWaiters(t, f.fc)
+	testwait.Waiters(t, f.fc, 1)
 	f.fc.Step(retryAfter)
 	if ev := wait[Recovered](t, f.rec); ev.Failures != 1 || ev.Duration != retryAfter || ev.Target.Pod != "web-1" {
 		t.Fatalf("recovered = %+v, want 1 failure %s ago", ev, retryAfter)

@@ -96,13 +96,13 @@ func TestEngineStalledExecTimesOutAndResyncs(t *testing.T) {
 			h.arm()
 			writeTree(t, f.local, map[string]string{"first": strings.Repeat("1", 1<<20)})
 			f.changes <- Change{Root: f.local, Path: filepath.Join(f.local, "first")}
-			waitForNWaiters(t, f.fc, 1)
+			testwait.Waiters(t, f.fc, 1)
 			f.fc.Step(DefaultQuiet)
 			testwait.Result(t, h.started, "the hanging exec")
 			if tt.readStdin {
 				testwait.Result(t, h.drained, "reading the tar stream")
 			}
-			waitForNWaiters(t, f.fc, 1) // its deadline
+			testwait.Waiters(t, f.fc, 1) // its deadline
 			f.fc.Step(DefaultExecTimeout)
 			if b := wait[Batch](t, f.rec); b.Failed != 1 {
 				t.Fatalf("batch = %+v, want it failed", b)
@@ -198,7 +198,7 @@ func TestEngineOnSyncBackgroundChildDoesNotBlock(t *testing.T) {
 	if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
 		t.Fatal(ev.Err)
 	}
-	waitForNWaiters(t, f.fc, 1) // the on-sync run's deadline
+	testwait.Waiters(t, f.fc, 1) // the on-sync run's deadline
 	writeTree(t, f.local, map[string]string{"b": "b"})
 	if b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "b")}, 2); b.Failed != 0 || b.Changed != 1 {
 		t.Fatalf("batch = %+v", b)
@@ -212,7 +212,7 @@ func TestEngineOnSyncBackgroundChildDoesNotBlock(t *testing.T) {
 	}
 	// The follow-up run for the batch hangs the same way; shutting down
 	// cancels it.
-	waitForNWaiters(t, f.fc, 1)
+	testwait.Waiters(t, f.fc, 1)
 	f.cancel()
 	if err := testwait.Result(t, f.done, "Run"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v", err)
@@ -252,7 +252,7 @@ func TestEngineOnceWaitsForOnSync(t *testing.T) {
 			}()
 			wait[InitialSync](t, f.rec)
 			if tt.step {
-				waitForNWaiters(t, f.fc, 1)
+				testwait.Waiters(t, f.fc, 1)
 				f.fc.Step(DefaultOnSyncTimeout)
 			}
 			if r := testwait.Result(t, done, "Once"); !r.ok || r.err != nil {

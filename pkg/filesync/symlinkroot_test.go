@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -70,7 +71,7 @@ func TestSymlinkedLocalRoots(t *testing.T) {
 				{Change{Root: realFile, Path: realFile}, 1},
 			} {
 				changes <- c.change
-				waitForWaiters(t, fc)
+				testwait.Waiters(t, fc, 1)
 				fc.Step(DefaultQuiet)
 				if b := wait[Batch](t, rec); b.Failed != 0 || b.Changed != c.changed {
 					t.Errorf("batch for %+v = %+v, want %d sent", c.change, b, c.changed)

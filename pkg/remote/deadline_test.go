@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 )
 
 // scriptedExec is an Executor whose Exec is a test function.
@@ -91,12 +92,12 @@ func TestExecWithin(t *testing.T) {
 			for _, step := range tt.steps {
 				next <- struct{}{}
 				testwait.Result(t, moved, "the exec")
-				waitForWaiters(t, fc)
+				testwait.Waiters(t, fc, 1)
 				fc.Step(step)
 			}
 			next <- struct{}{}
 			if tt.stall {
-				waitForWaiters(t, fc)
+				testwait.Waiters(t, fc, 1)
 				fc.Step(d)
 			}
 			err := testwait.Result(t, done, "execWithin")

@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilexec "k8s.io/client-go/util/exec"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 )
 
 func TestClassify(t *testing.T) {
@@ -118,7 +120,7 @@ func TestRetry(t *testing.T) {
 				})
 			}()
 			for _, w := range tt.wantWaits {
-				waitForWaiters(t, fc)
+				testwait.Waiters(t, fc, 1)
 				fc.Step(w - time.Nanosecond)
 				if !fc.HasWaiters() {
 					t.Fatalf("backoff shorter than %v", w)

@@ -3,14 +3,10 @@ package remote
 import (
 	"context"
 	"io"
-	"os"
-	"runtime"
 	"testing"
-	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testtree"
-	clocktesting "k8s.io/utils/clock/testing"
 )
 
 var testTarget = Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
@@ -29,51 +25,21 @@ func (l *localExecutor) Exec(ctx context.Context, t Target, argv []string, stdin
 	return l.Run(ctx, argv, stdin, stdout, stderr)
 }
 
-// busybox returns an executor whose tools are busybox applets, skipping the
-// test when busybox is not installed.
+// busybox returns an executor whose tools are busybox applets (see
+// localexec.Busybox).
 func busybox(t testing.TB, without ...string) *localExecutor {
 	t.Helper()
-	if _, err := os.Stat("/bin/busybox"); err != nil {
-		t.Skip("needs /bin/busybox (apt-get install busybox-static)")
-	}
-	r, err := localexec.NewBusybox("/bin/busybox", t.TempDir(), without...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &localExecutor{Runner: *r}
+	return &localExecutor{Runner: *localexec.Busybox(t, without...)}
 }
 
 // executors returns the busybox and GNU (host) variants to run a test with.
 func executors(t *testing.T) map[string]*localExecutor {
 	t.Helper()
-	if _, err := os.Stat("/bin/tar"); err != nil {
-		t.Skip("needs GNU tar at /bin/tar")
+	out := map[string]*localExecutor{}
+	for name, r := range localexec.Variants(t) {
+		out[name] = &localExecutor{Runner: *r}
 	}
-	return map[string]*localExecutor{"busybox": busybox(t), "gnu": {}}
-}
-
-// waitForWaiters yields until something waits on fc.
-func waitForWaiters(t *testing.T, fc *clocktesting.FakeClock) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !fc.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing started waiting on the clock")
-		}
-		runtime.Gosched()
-	}
-}
-
-// waitForNWaiters yields until n timers wait on fc.
-func waitForNWaiters(t *testing.T, fc *clocktesting.FakeClock, n int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for fc.Waiters() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d waiters on the clock, want %d", fc.Waiters(), n)
-		}
-		runtime.Gosched()
-	}
+	return out
 }
 
 // writeTree and readTree are testtree's Write and Read.

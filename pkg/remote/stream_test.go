@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -151,7 +152,7 @@ func TestStreamHeartbeat(t *testing.T) {
 	defer s.CloseAll(0)
 	st, err := s.get(context.Background(), testTarget)
 	must(t, err)
-	waitForNWaiters(t, fc, 1) // the heartbeat's timer
+	testwait.Waiters(t, fc, 1) // the heartbeat's timer
 	fc.Step(heartbeatEvery)
 	pings.Wait()
 	// The first ping's ack is in once st.last moved to now (ping sets it
@@ -167,7 +168,7 @@ func TestStreamHeartbeat(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	waitForNWaiters(t, fc, 1) // the next heartbeat's timer
+	testwait.Waiters(t, fc, 1) // the next heartbeat's timer
 	fc.Step(heartbeatEvery)
 	select {
 	case <-hung:

@@ -16,7 +16,33 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 )
+
+// Busybox returns a Runner whose tools are busybox applets (see NewBusybox)
+// in a directory of the test's, skipping the test when busybox is not
+// installed.
+func Busybox(t testing.TB, without ...string) *Runner {
+	t.Helper()
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		t.Skip("needs /bin/busybox (apt-get install busybox-static)")
+	}
+	r, err := NewBusybox("/bin/busybox", t.TempDir(), without...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Variants returns the busybox and GNU (host) runners to run a test with,
+// skipping the test when either is missing.
+func Variants(t testing.TB) map[string]*Runner {
+	t.Helper()
+	if _, err := os.Stat("/bin/tar"); err != nil {
+		t.Skip("needs GNU tar at /bin/tar")
+	}
+	return map[string]*Runner{"busybox": Busybox(t), "gnu": {}}
+}
 
 // Runner runs argv on this machine. With Bin set (see NewBusybox) PATH holds
 // only that directory, so sh and every tool a script calls are busybox

@@ -13,24 +13,10 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 )
 
-// busybox returns a Runner whose tools are busybox applets, skipping the
-// test when busybox is not installed.
-func busybox(t *testing.T, without ...string) *Runner {
-	t.Helper()
-	if _, err := os.Stat("/bin/busybox"); err != nil {
-		t.Skip("needs /bin/busybox (apt-get install busybox-static)")
-	}
-	r, err := NewBusybox("/bin/busybox", t.TempDir(), without...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 // Only the applets are on PATH, and a missing one fails as a container
 // runtime says.
 func TestNewBusybox(t *testing.T) {
-	r := busybox(t, "sha256sum")
+	r := Busybox(t, "sha256sum")
 	var out bytes.Buffer
 	if err := r.Run(context.Background(), []string{"sh", "-c", `command -v md5sum; command -v sha256sum || echo none`}, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
@@ -44,7 +30,7 @@ func TestNewBusybox(t *testing.T) {
 }
 
 func TestRunExitCode(t *testing.T) {
-	err := busybox(t).Run(context.Background(), []string{"sh", "-c", "exit 3"}, nil, io.Discard, io.Discard)
+	err := Busybox(t).Run(context.Background(), []string{"sh", "-c", "exit 3"}, nil, io.Discard, io.Discard)
 	var code ExitCode
 	if !errors.As(err, &code) || code.ExitStatus() != 3 {
 		t.Errorf("Run = %v, want exit code 3", err)
@@ -67,7 +53,7 @@ func TestRunCancelTearsDown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := busybox(t)
+			r := Busybox(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			out := &signalWriter{first: make(chan struct{})}
@@ -85,7 +71,7 @@ func TestRunCancelTearsDown(t *testing.T) {
 // A background child that does not hold the streams outlives the exec, as
 // in a container; the exec ends with its shell.
 func TestRunDetachedChild(t *testing.T) {
-	r := busybox(t)
+	r := Busybox(t)
 	fifo := filepath.Join(t.TempDir(), "fifo")
 	if err := r.Run(context.Background(), []string{"mkfifo", fifo}, nil, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)

@@ -3,8 +3,11 @@
 package testwait
 
 import (
+	"runtime"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // Timeout bounds every wait: long enough for a loaded CI machine, short of go test's own.
@@ -20,5 +23,18 @@ func Result[T any](t testing.TB, ch <-chan T, what string) T {
 	case <-time.After(Timeout):
 		t.Fatalf("%s hangs", what)
 		panic("unreachable")
+	}
+}
+
+// Waiters yields until at least n timers wait on fc: the code under test reached the wait a
+// test steps the clock past.
+func Waiters(t testing.TB, fc *clocktesting.FakeClock, n int) {
+	t.Helper()
+	deadline := time.Now().Add(Timeout)
+	for fc.Waiters() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters on the clock, want %d", fc.Waiters(), n)
+		}
+		runtime.Gosched()
 	}
 }
