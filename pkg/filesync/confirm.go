@@ -84,6 +84,7 @@ func (x *Index) unconfirm(p *Plan) int {
 // local metadata; any other stays stale. Entries that are not stale are the
 // container's confirmed word already and stay as they are.
 func (x *Index) reconcile(m *mapping, l *listing) {
+	pl := newPlanner(m, x) // for its Lstat, once for all entries
 	for rel, e := range x.m {
 		if !e.stale {
 			continue
@@ -95,7 +96,7 @@ func (x *Index) reconcile(m *mapping, l *listing) {
 			}
 			continue
 		}
-		st := newPlanner(m, x).lstat(rel)
+		st := pl.lstat(rel)
 		le := st.e
 		if st.err != nil || !st.found || le.Type != re.Type || re.Type != e.Type {
 			continue
