@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
@@ -90,8 +91,8 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.StringVar(&o.file, "file", "", "run the entries of this livesync.yaml (default: the nearest livesync.yaml, when no workload is given)")
 	f.BoolVar(&o.trustFile, "trust-file", false, "let livesync.yaml's entries sync a LOCAL outside the file's directory and add helper containers (helper: ephemeral, helperImage), as you would run a Makefile you trust")
 	f.DurationVar(&o.cfg.Sync.ExecTimeout, "exec-timeout", filesync.DefaultExecTimeout, "cancel and retry a file transfer or listing after this long without progress (a frozen or overloaded container)")
-	f.DurationVar(&o.cfg.Sync.Quiet, "batch-quiet", filesync.DefaultQuiet, "a batch is sent after this long without a new change")
-	f.DurationVar(&o.cfg.Sync.Cap, "batch-max", filesync.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
+	f.DurationVar(&o.cfg.Sync.Quiet, "batch-quiet", coalesce.DefaultQuiet, "a batch is sent after this long without a new change")
+	f.DurationVar(&o.cfg.Sync.Cap, "batch-max", coalesce.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.StringVar(&o.transport, "transport", "stream", "how batches reach a container: stream (one kept-open exec per container; an exec per batch where the container lacks dd) or exec (an exec per batch, for proxies that cut long-lived connections)")
 	f.IntVar(&o.cfg.Sync.Parallelism, "parallel", 8, "at most this many containers are written to at once")
 	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, target-added, target-removed, waiting, restarting, error, recovered, held, refresh, dry-run)")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -37,7 +38,7 @@ func scriptArgsOf(m *mapping, p *Plan) *remote.ApplyArgs {
 	// goneWith: rel is deleted with a parent before the tar runs. Checking
 	// it first would look through a link that the delete removes.
 	goneWith := func(rel string) bool {
-		for r := rel; r != ""; r = parentRel(r) {
+		for r := rel; r != ""; r = localtree.ParentRel(r) {
 			if deleted[r] {
 				return true
 			}
@@ -64,13 +65,13 @@ func scriptArgsOf(m *mapping, p *Plan) *remote.ApplyArgs {
 			modes[c.Rel] = c.Mode
 			mark(c.Rel, localDir)
 		}
-		for r := parentRel(c.Rel); r != "" && kind[r] != localDir; r = parentRel(r) {
+		for r := localtree.ParentRel(c.Rel); r != "" && kind[r] != localDir; r = localtree.ParentRel(r) {
 			mark(r, localDir)
 		}
 	}
 	for _, list := range [][]string{p.Deletes, p.Rmdirs} {
 		for _, d := range list {
-			for r := parentRel(d); r != ""; r = parentRel(r) {
+			for r := localtree.ParentRel(d); r != ""; r = localtree.ParentRel(r) {
 				if remoteOnly[r] {
 					mark(r, remoteOnlyDir)
 				} else {
@@ -176,7 +177,7 @@ func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o ar
 func rels(dirs []string) []string {
 	var out []string
 	for _, d := range dirs {
-		if validRel(d) && d != "" {
+		if localtree.ValidRel(d) && d != "" {
 			out = append(out, d)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -29,7 +30,7 @@ type archiveResult struct {
 	// (a FIFO, socket or device in their place).
 	warnings []error
 	// unreadable holds files that could not be opened for a reason that
-	// would not change by trying again (see unreadableOpen): not sent, not
+	// would not change by trying again (see localtree.Unreadable): not sent, not
 	// raced, and the index keeps what the target had.
 	unreadable map[string]error
 }
@@ -103,7 +104,7 @@ func writeArchiveCounted(w io.Writer, copies []Copy, owner *remote.Owner, n *ato
 	bw := bufio.NewWriterSize(cw, 64<<10) // one WebSocket frame per Write: keep them large
 	tw := tar.NewWriter(bw)
 	for _, c := range dedupe(copies) {
-		if !validRel(c.Name) || c.Name == "" {
+		if !localtree.ValidRel(c.Name) || c.Name == "" {
 			return res, fmt.Errorf("archiving %q: invalid entry name %q", c.Src, c.Name)
 		}
 		ok, err := writeEntry(tw, c, owner, &res)
@@ -167,11 +168,11 @@ func writeEntry(tw *tar.Writer, c Copy, owner *remote.Owner, res *archiveResult)
 		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, link
 		return link == c.Link, writeHeader(tw, hdr)
 	}
-	f, fi, err := openRegular(c.Src)
+	f, fi, err := localtree.OpenRegular(c.Src)
 	switch {
-	case errors.Is(err, errNotRegular):
+	case errors.Is(err, localtree.ErrNotRegular):
 		res.warnings = append(res.warnings, fmt.Errorf("skipping %w", err))
-	case unreadableOpen(err):
+	case localtree.Unreadable(err):
 		// Before the header: the target's copy, if any, stays whole.
 		res.unreadable[c.Rel] = err
 		return false, nil

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -14,7 +16,7 @@ type pending struct {
 	rels   map[string]struct{}
 	rescan bool
 	// early holds rels from peeks at a batch still open (see
-	// coalescePeeking): their copies may go ahead; the batch brings them
+	// coalesce.Options.PeekEvery): their copies may go ahead; the batch brings them
 	// again, with all that may delete.
 	early map[string]struct{}
 }
@@ -92,12 +94,12 @@ type batchStat struct {
 
 // dispatch hands a batch to every target and starts waiting for the ready
 // ones (targets still in their initial sync get the paths but are not waited for).
-func (e *Engine) dispatch(b *batch) {
+func (e *Engine) dispatch(b *coalesce.Batch) {
 	due := e.route(b)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.seq++
-	st := &batchStat{first: b.first, waiting: map[string]bool{}}
+	st := &batchStat{first: b.First, waiting: map[string]bool{}}
 	for key, tg := range e.targets {
 		tg.mu.Lock()
 		for i := range due {
@@ -142,7 +144,7 @@ func (e *Engine) dispatchPeek(paths []string) {
 func (e *Engine) routePath(p string, add func(i int, rel string)) {
 	matched := false
 	for i, m := range e.maps {
-		if rel, ok := relTo(m.root, p); ok {
+		if rel, ok := localtree.RelTo(m.root, p); ok {
 			add(i, rel)
 			matched = true
 		}
@@ -153,15 +155,15 @@ func (e *Engine) routePath(p string, add func(i int, rel string)) {
 }
 
 // route splits a batch by mapping.
-func (e *Engine) route(b *batch) []pending {
+func (e *Engine) route(b *coalesce.Batch) []pending {
 	due := make([]pending, len(e.maps))
-	for p := range b.paths {
+	for p := range b.Paths {
 		e.routePath(p, func(i int, rel string) { due[i].add(rel) })
 	}
-	for r := range b.rescans {
+	for r := range b.Rescans {
 		for i, m := range e.maps {
-			_, under := relTo(m.root, r)
-			_, over := relTo(r, m.root)
+			_, under := localtree.RelTo(m.root, r)
+			_, over := localtree.RelTo(r, m.root)
 			due[i].rescan = due[i].rescan || under || over
 		}
 	}
@@ -413,7 +415,7 @@ func (p *Plan) copiesOnly() {
 		for _, d := range p.Deletes {
 			gone[d] = true
 		}
-		p.Copies = slices.DeleteFunc(p.Copies, func(c Copy) bool { return underAny(c.Rel, gone) })
+		p.Copies = slices.DeleteFunc(p.Copies, func(c Copy) bool { return localtree.UnderAny(c.Rel, gone) })
 	}
 	p.Deletes, p.Held, p.Warnings = nil, nil, nil
 }

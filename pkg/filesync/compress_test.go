@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -125,7 +126,7 @@ func TestInitialSyncCompression(t *testing.T) {
 			e.AddTarget(podTarget("web-1"))
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			go func() { done <- e.Run(ctx, make(chan Change)) }()
+			go func() { done <- e.Run(ctx, make(chan coalesce.Change)) }()
 			ev := wait[InitialSync](t, rec)
 			cancel()
 			<-done

@@ -1,5 +1,7 @@
 package filesync
 
+import "github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+
 // apply records a successfully applied plan: deletes first, then copies, so a
 // type change leaves the new entry.
 func (x *Index) apply(p *Plan, res archiveResult) {
@@ -62,7 +64,7 @@ func (x *Index) unconfirm(p *Plan) int {
 		}
 	}
 	for _, c := range p.Copies {
-		if underAny(c.Rel, retyped) {
+		if localtree.UnderAny(c.Rel, retyped) {
 			continue
 		}
 		if _, ok := x.m[c.Rel]; ok {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -128,7 +129,7 @@ func TestEngineLostAckThenRevert(t *testing.T) {
 
 			lost.n.Store(1)
 			p := tc.change(t, f.local)
-			if b := f.batch(t, Change{Root: f.local, Path: p}, 1); b.Failed != 1 {
+			if b := f.batch(t, coalesce.Change{Root: f.local, Path: p}, 1); b.Failed != 1 {
 				t.Fatalf("batch = %+v, want it failed", b)
 			}
 			// The container applied it; the tool could not know.
@@ -142,7 +143,7 @@ func TestEngineLostAckThenRevert(t *testing.T) {
 			// Any later pass (here a new batch; the backoff timer waits on
 			// the clock too) must converge on the local tree.
 			writeTree(t, f.local, map[string]string{"later": "l"})
-			if b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "later")}, 2); b.Failed != 0 {
+			if b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "later")}, 2); b.Failed != 0 {
 				t.Fatalf("batch = %+v", b)
 			}
 			assertSameTree(t, f.local, f.remote("web-1"))
@@ -161,7 +162,7 @@ func TestEngineLostAckOfLargeBatchRelists(t *testing.T) {
 	}
 	writeTree(t, f.local, files)
 	lost.n.Store(1)
-	if b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "gen")}, 1); b.Failed != 1 || b.Changed != 0 {
+	if b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "gen")}, 1); b.Failed != 1 || b.Changed != 0 {
 		t.Fatalf("batch = %+v, want it failed", b)
 	}
 	// During the outage: one generated file goes, one changes.
@@ -170,7 +171,7 @@ func TestEngineLostAckOfLargeBatchRelists(t *testing.T) {
 	lists := lost.lists.Load()
 
 	writeTree(t, f.local, map[string]string{"later": "l"})
-	b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "later")}, 2)
+	b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "later")}, 2)
 	if b.Failed != 0 {
 		t.Fatalf("batch = %+v", b)
 	}

@@ -1,5 +1,5 @@
-// Package filesync decides what to send into running containers and when: changes are
-// coalesced into batches, each batch is planned against what the target confirmed it holds
+// Package filesync decides what to send into running containers and when: changes
+// arrive cut into batches (pkg/coalesce), each batch is planned against what the target confirmed it holds
 // (by Lstat at batch time, never by event type), guarded against mass deletes, and turned
 // into one tar stream plus the paths to check, delete and chmod, which pkg/remote applies with
 // apply.sh in the container, over a kept-open stream or an exec per batch.
@@ -21,16 +21,17 @@
 // The path a save takes, one line per package:
 //
 //	pkg/watch     sees the file change (the pkg/ignore matcher decides what is watched)
-//	pkg/session   pumps it into the engine as a filesync.Change
-//	pkg/filesync  batches it, plans it per target against the index, guards deletes, builds the tar
+//	pkg/session   pumps it into the engine as a coalesce.Change
+//	pkg/coalesce  cuts the changes into batches
+//	pkg/filesync  plans each batch per target against the index, guards deletes, builds the tar
 //	pkg/remote    turns the plan's arguments and the tar into apply.sh over a stream or an exec
 //	pkg/workload  runs that exec over pods/exec (or through a helper container)
 //	container     apply.sh checks, deletes, extracts with tar and acks
 //
 // Inside the package the files form layers; each uses only its own and those above it:
 //
-//	target.go paths.go localfs.go unreadable.go      the local side: mappings, rels, reads that
-//	  nofollow_*.go device_*.go                      never follow a link (a mapping holds its reads)
+//	target.go paths.go localfs.go                    the local side: mappings and what a plan
+//	                                                 reads of them (through pkg/localtree)
 //	index.go                                         Entry, Index: what a target confirmed
 //	conflict.go listing.go                           root type conflicts; a remote.Listing as rels
 //	plan.go guard.go                                 the planner and the guards it runs on a plan
@@ -38,8 +39,7 @@
 //	initial.go apply.go confirm.go                   an initial plan against a listing; a plan as
 //	                                                 remote.ApplyArgs and its apply; what the
 //	                                                 index learns from an apply or a listing
-//	coalesce.go coalesce_adaptive.go report.go       batching; events
-//	  progress.go
+//	report.go progress.go                            events
 //	engine.go worker.go batch.go held.go onsync.go   the engine: targets, workers, batches, held
 //	  preflight.go                                   deletes, on-sync runs, a dry run's checks
 package filesync

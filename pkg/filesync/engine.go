@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"k8s.io/utils/clock"
 )
@@ -23,7 +24,7 @@ type Config struct {
 	// Initial is what a new container gets; default InitialUpload.
 	Initial InitialMode
 	// Quiet and Cap bound batching: a batch is cut after Quiet without a
-	// change, or Cap after its first change. Defaults DefaultQuiet, DefaultCap.
+	// change, or Cap after its first change. Defaults coalesce.DefaultQuiet, coalesce.DefaultCap.
 	Quiet, Cap time.Duration
 	// Parallelism bounds concurrent execs over all targets; default 8.
 	Parallelism int
@@ -106,10 +107,10 @@ func New(exec Executor, cfg Config, opts ...Option) *Engine {
 		cfg.Initial = InitialUpload
 	}
 	if cfg.Quiet <= 0 {
-		cfg.Quiet = DefaultQuiet
+		cfg.Quiet = coalesce.DefaultQuiet
 	}
 	if cfg.Cap <= 0 {
-		cfg.Cap = DefaultCap
+		cfg.Cap = coalesce.DefaultCap
 	}
 	if cfg.Parallelism <= 0 {
 		cfg.Parallelism = 8
@@ -217,7 +218,7 @@ func (e *Engine) startLocked(tg *target) {
 // returns nil once every target has applied what was pending, and run or timed
 // out the on-sync command). Targets added before Run get their initial sync
 // first.
-func (e *Engine) Run(ctx context.Context, changes <-chan Change) error {
+func (e *Engine) Run(ctx context.Context, changes <-chan coalesce.Change) error {
 	if e.initErr != nil {
 		return e.initErr
 	}
@@ -232,7 +233,7 @@ func (e *Engine) Run(ctx context.Context, changes <-chan Change) error {
 	}
 	e.mu.Unlock()
 
-	batches, peeks := coalescePeeking(ctx, e.clk, e.cfg.Quiet, e.cfg.Cap, changes, e.adaptiveQuiet(), e.peekEvery())
+	batches, peeks := coalesce.Run(ctx, e.clk, e.coalesceOptions(), changes)
 	for batches != nil {
 		select {
 		case b, ok := <-batches:
@@ -306,27 +307,19 @@ func (e *Engine) ownerOf(t Target) *remote.Owner {
 	return e.owned.Owner(t)
 }
 
-// adaptiveQuiet returns the adaptive window for an engine that keeps streams
-// and runs with the default quiet window; nil (a fixed window) otherwise: an
-// exec per batch pays a floor per batch, and a window the user chose is kept.
-func (e *Engine) adaptiveQuiet() *adaptiveQuiet {
-	if e.streams == nil || e.cfg.Quiet != DefaultQuiet {
-		return nil
+// coalesceOptions cuts batches with the configured windows. An engine that
+// keeps streams and runs with the default quiet window adapts the window to
+// each batch and peeks into long ones; an exec per batch pays a floor per
+// batch, and a window the user chose is kept. Through a stream a batch costs a
+// few milliseconds, so under a long burst (a build writing thousands of files)
+// the stream extracts what is written while the rest still comes, instead of
+// waiting for the batch's cap.
+func (e *Engine) coalesceOptions() coalesce.Options {
+	o := coalesce.Options{Quiet: e.cfg.Quiet, Cap: e.cfg.Cap}
+	if e.streams != nil && e.cfg.Quiet == coalesce.DefaultQuiet {
+		o.Adaptive, o.PeekEvery = true, coalesce.PeekInterval
 	}
-	return &adaptiveQuiet{min: minAdaptiveQuiet, max: maxAdaptiveQuiet}
-}
-
-// peekEvery is how often a batch still open hands its new paths to the
-// targets (see coalescePeeking), with streams and the default quiet window:
-// through a stream a batch costs a few milliseconds, so under a long burst
-// (a build writing thousands of files) the stream extracts what is written
-// while the rest still comes, instead of waiting for the batch's cap. Zero
-// (no peeks) otherwise.
-func (e *Engine) peekEvery() time.Duration {
-	if e.adaptiveQuiet() == nil {
-		return 0
-	}
-	return peekInterval
+	return o
 }
 
 // Default deadlines; see Config.ExecTimeout and Config.OnSyncTimeout.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -89,7 +90,7 @@ type engineFixture struct {
 	ex        *localExecutor
 	fc        *clocktesting.FakeClock
 	rec       *recorder
-	changes   chan Change
+	changes   chan coalesce.Change
 	done      chan error
 	e         *Engine
 	cancel    context.CancelFunc
@@ -109,7 +110,7 @@ func newWrappedFixture(t *testing.T, cfg Config, wrap func(Executor) Executor, o
 	f := &engineFixture{
 		local: t.TempDir(), sandboxes: map[string]string{},
 		ex: busybox(t), fc: clocktesting.NewFakeClock(time.Unix(1000, 0)), rec: newRecorder(),
-		changes: make(chan Change), done: make(chan error, 1),
+		changes: make(chan coalesce.Change), done: make(chan error, 1),
 	}
 	var mu sync.Mutex
 	f.ex.Sandbox = func(tg Target) string {
@@ -158,11 +159,11 @@ func (f *engineFixture) onSyncs(t *testing.T, n int) []OnSync {
 }
 
 // batch sends one change and releases it through the quiet window.
-func (f *engineFixture) batch(t *testing.T, c Change, waiters int) Batch {
+func (f *engineFixture) batch(t *testing.T, c coalesce.Change, waiters int) Batch {
 	t.Helper()
 	f.changes <- c
 	testwait.Waiters(t, f.fc, waiters)
-	f.fc.Step(DefaultQuiet)
+	f.fc.Step(coalesce.DefaultQuiet)
 	return wait[Batch](t, f.rec)
 }
 
@@ -190,8 +191,8 @@ func TestEngineTwoTargetsConverge(t *testing.T) {
 	// Edits and a delete, announced by a rescan.
 	must(t, os.Remove(filepath.Join(f.local, "a")))
 	writeTree(t, f.local, map[string]string{"new/file": "n"})
-	b := f.batch(t, Change{Root: f.local, Rescan: true}, 1)
-	if b.Targets != 2 || b.Failed != 0 || b.Changed != 2 || b.Deleted != 1 || b.Latency != DefaultQuiet {
+	b := f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1)
+	if b.Targets != 2 || b.Failed != 0 || b.Changed != 2 || b.Deleted != 1 || b.Latency != coalesce.DefaultQuiet {
 		t.Errorf("batch = %+v", b)
 	}
 	f.onSyncs(t, 2)
@@ -200,7 +201,7 @@ func TestEngineTwoTargetsConverge(t *testing.T) {
 
 	// A single path change.
 	must(t, os.WriteFile(filepath.Join(f.local, "d/x"), []byte("edited"), 0o644))
-	b = f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "d/x")}, 1)
+	b = f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "d/x")}, 1)
 	if b.Changed != 1 || len(b.Names) != 1 || b.Names[0] != "/app/d/x" {
 		t.Errorf("batch = %+v", b)
 	}
@@ -245,7 +246,7 @@ func TestEngineFailingTargetDoesNotBlockOthers(t *testing.T) {
 	}
 	writeTree(t, f.local, map[string]string{"b": "b"})
 	// The broken target's backoff timer waits on the clock too.
-	b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "b")}, 2)
+	b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "b")}, 2)
 	if b.Targets != 1 || b.Failed != 0 || b.Changed != 1 {
 		t.Errorf("batch = %+v", b)
 	}
@@ -271,7 +272,7 @@ func TestEngineRetriesAndResyncsDirtyTarget(t *testing.T) {
 		return nil
 	}
 	writeTree(t, f.local, map[string]string{"first": "1"})
-	b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "first")}, 1)
+	b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "first")}, 1)
 	if b.Failed != 1 {
 		t.Fatalf("batch = %+v", b)
 	}
@@ -282,7 +283,7 @@ func TestEngineRetriesAndResyncsDirtyTarget(t *testing.T) {
 	// file from the failed batch arrives too. (Its own backoff timer waits
 	// on the clock as well.)
 	writeTree(t, f.local, map[string]string{"second": "2"})
-	b = f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "second")}, 2)
+	b = f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "second")}, 2)
 	if b.Failed != 0 || b.Changed != 2 {
 		t.Errorf("batch = %+v", b)
 	}
@@ -363,7 +364,7 @@ func TestEngineEmptyBatchRunsNoExec(t *testing.T) {
 	name := filepath.Join(f.local, "a")
 	later := time.Now().Add(time.Hour)
 	must(t, os.Chtimes(name, later, later))
-	b := f.batch(t, Change{Root: f.local, Path: name}, 1)
+	b := f.batch(t, coalesce.Change{Root: f.local, Path: name}, 1)
 	if b.Changed != 0 || b.Deleted != 0 || b.Failed != 0 {
 		t.Errorf("batch = %+v", b)
 	}
@@ -423,7 +424,7 @@ func TestEngineEarlyCopiesCountInTheirBatch(t *testing.T) {
 		treeOf(t, map[string]string{"a": "a", "d/x": "x", "with space/ü": "u", "new": "n"}))
 
 	// The next batch (here the delete's) counts the early copy.
-	b := f.batch(t, Change{Root: f.local, Path: gonePath}, 1)
+	b := f.batch(t, coalesce.Change{Root: f.local, Path: gonePath}, 1)
 	if b.Changed != 1 || b.Deleted != 1 || b.Failed != 0 || len(b.Names) != 1 || b.Names[0] != "/app/new" {
 		t.Errorf("batch = %+v, want the early copy and the delete", b)
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 )
 
 // withDeadline runs fn and fails the test if it has not returned by the
@@ -86,7 +88,7 @@ func TestHashFileFIFO(t *testing.T) {
 	must(t, syscall.Mkfifo(fifo, 0o644))
 	var err error
 	withDeadline(t, fifo, func() { _, err = hashFile(fifo) })
-	if !errors.Is(err, errNotRegular) {
-		t.Errorf("hashFile(fifo) = %v, want errNotRegular", err)
+	if !errors.Is(err, localtree.ErrNotRegular) {
+		t.Errorf("hashFile(fifo) = %v, want localtree.ErrNotRegular", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 )
 
 // massDeleteMin is the mass-delete guard's floor: a plan that deletes more
@@ -55,7 +57,7 @@ func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string
 	released := pl.released != nil
 	for _, d := range p.Deletes {
 		n += size(d)
-		released = released && underAny(d, pl.released)
+		released = released && localtree.UnderAny(d, pl.released)
 	}
 	reason, hint := pl.rootProblem(total)
 	same, mass := reason, false
@@ -75,7 +77,7 @@ func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string
 	}
 	copies := p.Copies[:0]
 	for _, c := range p.Copies {
-		if underAny(c.Rel, held) {
+		if localtree.UnderAny(c.Rel, held) {
 			h.Copies = append(h.Copies, c.Rel)
 		} else {
 			copies = append(copies, c)
@@ -100,7 +102,7 @@ func (pl *planner) rootProblem(total int) (reason, hint string) {
 	case !fi.IsDir():
 		return fmt.Sprintf("local root %q is no longer a directory", root), "nothing is deleted until it is a directory again"
 	}
-	if dev, ok := deviceOf(fi); ok && pl.m.devKnown && dev != pl.m.dev {
+	if dev, ok := localtree.DeviceOf(fi); ok && pl.m.devKnown && dev != pl.m.dev {
 		return fmt.Sprintf("local root %q is on another file system than when livesync started (unmounted?)", root),
 			"remount it, or restart livesync to sync what is there now"
 	}
@@ -141,7 +143,7 @@ func guardInitial(m *mapping, p *Plan, idx *Index, l *listing) {
 	}
 	sizes := map[string]int{}
 	for rel := range l.entries {
-		for a := rel; ; a = parentRel(a) {
+		for a := rel; ; a = localtree.ParentRel(a) {
 			if dels[a] {
 				sizes[a]++
 				break
@@ -161,7 +163,7 @@ func guardInitial(m *mapping, p *Plan, idx *Index, l *listing) {
 		held[d] = true
 	}
 	for rel, re := range l.entries {
-		if underAny(rel, held) {
+		if localtree.UnderAny(rel, held) {
 			idx.Put(rel, Entry{Type: re.Type, Mode: re.Mode, Size: re.Size, MTime: time.Unix(re.MTime, 0), Link: re.Link, stale: true})
 		}
 	}
@@ -173,8 +175,8 @@ func (p *Plan) keep(kept map[string]bool) {
 	if len(kept) == 0 {
 		return
 	}
-	p.Deletes = slices.DeleteFunc(p.Deletes, func(d string) bool { return underAny(d, kept) })
-	p.Copies = slices.DeleteFunc(p.Copies, func(c Copy) bool { return underAny(c.Rel, kept) })
+	p.Deletes = slices.DeleteFunc(p.Deletes, func(d string) bool { return localtree.UnderAny(d, kept) })
+	p.Copies = slices.DeleteFunc(p.Copies, func(c Copy) bool { return localtree.UnderAny(c.Rel, kept) })
 }
 
 // commonRel returns the deepest path every one of rels is at or under.
@@ -185,7 +187,7 @@ func commonRel(rels []string) string {
 	c := rels[0]
 	for _, r := range rels[1:] {
 		for c != "" && r != c && !strings.HasPrefix(r, c+"/") {
-			c = parentRel(c)
+			c = localtree.ParentRel(c)
 		}
 	}
 	return c

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 )
 
 // eventsOf returns the events of type T reported so far.
@@ -51,11 +53,11 @@ func TestEngineHoldsDeletesOfVanishedRoot(t *testing.T) {
 	synced := readTree(t, f.remote("web-1"))
 
 	must(t, os.RemoveAll(f.local))
-	b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "a")}, 1)
+	b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "a")}, 1)
 	if b.Failed != 0 || b.Deleted != 0 {
 		t.Errorf("batch = %+v", b)
 	}
-	b = f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "d", "x")}, 1)
+	b = f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "d", "x")}, 1)
 	if b.Failed != 0 || b.Deleted != 0 {
 		t.Errorf("batch = %+v", b)
 	}
@@ -74,7 +76,7 @@ func TestEngineHoldsDeletesOfVanishedRoot(t *testing.T) {
 
 	// The root comes back without d: the next change deletes d too.
 	writeTree(t, f.local, map[string]string{"a": "a", "with space/ü": "u", "new": "n"})
-	b = f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "new")}, 1)
+	b = f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "new")}, 1)
 	if b.Failed != 0 || b.Deleted != 1 || b.Changed != 1 {
 		t.Errorf("batch = %+v", b)
 	}
@@ -132,8 +134,8 @@ func TestEngineHoldsMassDeletes(t *testing.T) {
 			}
 			// A change and a rescan decide again: still held, not said again.
 			writeTree(t, f.local, map[string]string{"b": "b"})
-			f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "b")}, 1)
-			f.batch(t, Change{Root: f.local, Rescan: true}, 1)
+			f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "b")}, 1)
+			f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1)
 			if held := eventsOf[Held](f.rec); len(held) != 1 {
 				t.Errorf("held events = %+v, want one", held)
 			}
@@ -157,7 +159,7 @@ func TestEngineAllowMassDeleteInBatch(t *testing.T) {
 			f.run(t)
 			wait[InitialSync](t, f.rec)
 			must(t, os.RemoveAll(filepath.Join(f.local, "gen")))
-			b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "gen")}, 1)
+			b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "gen")}, 1)
 			_, err := os.Stat(filepath.Join(f.remote("web-1"), "gen"))
 			if held := len(eventsOf[Held](f.rec)) == 1; held == allow || (err == nil) == allow || (b.Deleted == 1) != allow {
 				t.Errorf("allow=%v: held=%v, remote gen/: %v, batch %+v", allow, held, err, b)

@@ -7,6 +7,8 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 )
 
 // hold reports a plan's held deletes in tg (for mapping i), once per root
@@ -91,7 +93,7 @@ func (tg *target) touchHeld(i int, rels map[string]struct{}) {
 			if s.touched {
 				break
 			}
-			s.touched = underAny(rel, s.deletes)
+			s.touched = localtree.UnderAny(rel, s.deletes)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -124,7 +125,7 @@ func (x *Index) Put(rel string, e Entry) {
 // ancestors that are not entries themselves too.
 func (x *Index) link(rel string) {
 	for a := rel; a != ""; {
-		p := parentRel(a)
+		p := localtree.ParentRel(a)
 		set := x.kids[p]
 		if set == nil {
 			set = map[string]struct{}{}
@@ -149,7 +150,7 @@ func (x *Index) DeleteTree(rel string) {
 		delete(x.m, p)
 		delete(x.kids, p)
 	})
-	if set := x.kids[parentRel(rel)]; set != nil {
+	if set := x.kids[localtree.ParentRel(rel)]; set != nil {
 		delete(set, rel)
 	}
 }
@@ -201,10 +202,10 @@ func hashFile(name string) (*[32]byte, error) {
 	return (*[32]byte)(sum), nil
 }
 
-// hashWith returns the digest of the regular file at name (errNotRegular if
+// hashWith returns the digest of the regular file at name (localtree.ErrNotRegular if
 // it is something else, rather than waiting on a FIFO).
 func hashWith(name string, h hash.Hash) ([]byte, error) {
-	f, _, err := openRegular(name)
+	f, _, err := localtree.OpenRegular(name)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"sync/atomic"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 )
 
 // InitialMode says what to do when a container is new (or restarted, which
@@ -47,7 +49,7 @@ func (lf *localFiles) unreadableAt(rel string) bool {
 	if len(lf.unreadable) == 0 {
 		return false
 	}
-	for p := rel; ; p = parentRel(p) {
+	for p := rel; ; p = localtree.ParentRel(p) {
 		if lf.unreadable[p] {
 			return true
 		}
@@ -140,8 +142,8 @@ func planInitial(m *mapping, local *localFiles, l *listing, mode InitialMode) (*
 			idx.Put(rel, le)
 			continue
 		}
-		if le.Type == TypeFile && m.unreadable.holds(m.fs(), m.localPath(rel), rel) {
-			continue // see unreadableSet; the container keeps what it has
+		if le.Type == TypeFile && m.unreadable.Holds(m.fs(), m.localPath(rel), rel) {
+			continue // see localtree.UnreadableSet; the container keeps what it has
 		}
 		pl.copies[rel] = Copy{Rel: rel, Name: m.remoteName(rel), Src: m.localPath(rel), Entry: le}
 	}
@@ -168,7 +170,7 @@ func planInitial(m *mapping, local *localFiles, l *listing, mode InitialMode) (*
 func (pl *planner) mirror(local *localFiles, l *listing) []string {
 	keep := map[string]bool{} // remote directories with something to keep under them
 	keepParents := func(rel string) {
-		for a := parentRel(rel); a != "" && !keep[a]; a = parentRel(a) {
+		for a := localtree.ParentRel(rel); a != "" && !keep[a]; a = localtree.ParentRel(a) {
 			keep[a] = true
 		}
 	}
@@ -195,7 +197,7 @@ func (pl *planner) mirror(local *localFiles, l *listing) []string {
 		pl.deletes[rel] = true
 		// Its remote-only parents that hold something to keep go with
 		// rmdir once their deletable entries are gone.
-		for a := parentRel(rel); a != "" && keep[a]; a = parentRel(a) {
+		for a := localtree.ParentRel(rel); a != "" && keep[a]; a = localtree.ParentRel(a) {
 			if _, isLocal := local.entries[a]; isLocal || pl.m.ignored(a, true) || local.unreadableAt(a) {
 				break
 			}
@@ -245,7 +247,7 @@ func compressible(copies []Copy) bool {
 	zw, _ := gzip.NewWriterLevel(out, gzip.BestSpeed) // a valid level: no error
 	step := max(len(files)/sampleFiles, 1)
 	for i := 0; i < len(files); i += step {
-		f, _, err := openRegular(files[i].Src)
+		f, _, err := localtree.OpenRegular(files[i].Src)
 		if err != nil {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"hash"
 	"strings"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -66,7 +67,7 @@ func remoteRel(m *mapping, name string) (string, bool) {
 	if m.file {
 		return "", rest == m.remoteName("")
 	}
-	return rest, rest != "" && validRel(rest)
+	return rest, rest != "" && localtree.ValidRel(rest)
 }
 
 // matchesRemote reports whether the container already has le. Permission bits

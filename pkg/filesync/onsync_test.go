@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
@@ -95,9 +96,9 @@ func TestEngineStalledExecTimesOutAndResyncs(t *testing.T) {
 			}
 			h.arm()
 			writeTree(t, f.local, map[string]string{"first": strings.Repeat("1", 1<<20)})
-			f.changes <- Change{Root: f.local, Path: filepath.Join(f.local, "first")}
+			f.changes <- coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "first")}
 			testwait.Waiters(t, f.fc, 1)
-			f.fc.Step(DefaultQuiet)
+			f.fc.Step(coalesce.DefaultQuiet)
 			testwait.Result(t, h.started, "the hanging exec")
 			if tt.readStdin {
 				testwait.Result(t, h.drained, "reading the tar stream")
@@ -115,7 +116,7 @@ func TestEngineStalledExecTimesOutAndResyncs(t *testing.T) {
 			// The target is dirty: the next batch (or its own retry timer)
 			// compares the whole tree, so the file of the failed batch arrives.
 			writeTree(t, f.local, map[string]string{"second": "2"})
-			if b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "second")}, 2); b.Failed != 0 || b.Changed != 2 {
+			if b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "second")}, 2); b.Failed != 0 || b.Changed != 2 {
 				t.Errorf("batch = %+v", b)
 			}
 			assertSameTree(t, f.local, f.remote("web-1"))
@@ -167,7 +168,7 @@ func TestEngineOnSyncCoalesces(t *testing.T) {
 	// run's deadline timer also waits on the clock).
 	for _, name := range []string{"x1", "x2"} {
 		writeTree(t, f.local, map[string]string{name: name})
-		if b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, name)}, 2); b.Failed != 0 || b.Changed != 1 {
+		if b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, name)}, 2); b.Failed != 0 || b.Changed != 1 {
 			t.Fatalf("batch = %+v", b)
 		}
 	}
@@ -200,7 +201,7 @@ func TestEngineOnSyncBackgroundChildDoesNotBlock(t *testing.T) {
 	}
 	testwait.Waiters(t, f.fc, 1) // the on-sync run's deadline
 	writeTree(t, f.local, map[string]string{"b": "b"})
-	if b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "b")}, 2); b.Failed != 0 || b.Changed != 1 {
+	if b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "b")}, 2); b.Failed != 0 || b.Changed != 1 {
 		t.Fatalf("batch = %+v", b)
 	}
 	assertSameTree(t, f.local, f.remote("web-1"))
@@ -299,7 +300,7 @@ func TestEngineOnSyncNoLeak(t *testing.T) {
 		testwait.Result(t, g.started, "an on-sync run")
 		testwait.Result(t, g.started, "an on-sync run")
 		writeTree(t, f.local, map[string]string{"x": "x"})
-		f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "x")}, 3)
+		f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "x")}, 3)
 		cancel()
 		testwait.Result(t, done, "Run")
 	}()

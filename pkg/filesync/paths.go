@@ -7,6 +7,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 )
 
 // LocalPath is a path on the machine running the plugin, in the OS's own
@@ -77,46 +79,6 @@ func isUnder(p, dir string) bool {
 	return strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
-// validRel reports whether rel may name an entry under a root: "" (the root
-// itself) or a cleaned, relative, slash-separated path without "..".
-func validRel(rel string) bool {
-	if rel == "" {
-		return true
-	}
-	if rel == "." || path.IsAbs(rel) || path.Clean(rel) != rel || strings.ContainsRune(rel, 0) {
-		return false
-	}
-	return rel != ".." && !strings.HasPrefix(rel, "../")
-}
-
-// relTo returns the slash-separated path of p relative to root, and false if p
-// is not root itself or under it.
-func relTo(root, p string) (string, bool) {
-	if !filepath.IsAbs(p) {
-		return "", false
-	}
-	r, err := filepath.Rel(root, filepath.Clean(p))
-	if err != nil {
-		return "", false
-	}
-	r = filepath.ToSlash(r)
-	if r == "." {
-		r = ""
-	}
-	if !validRel(r) {
-		return "", false
-	}
-	return r, true
-}
-
-// parentRel returns the parent of rel, "" for top-level entries.
-func parentRel(rel string) string {
-	if d := path.Dir(rel); d != "." {
-		return d
-	}
-	return ""
-}
-
 // mapping is a Mapping resolved for use: absolute local path, and the
 // directories scripts run in.
 type mapping struct {
@@ -126,7 +88,7 @@ type mapping struct {
 	match Matcher
 	localSide
 	// unreadable is what could not be read, left out until it changes.
-	unreadable unreadableSet
+	unreadable localtree.UnreadableSet
 }
 
 // newMapping resolves m for use. A LOCAL that is or goes through a symlink
@@ -180,22 +142,10 @@ func (m *mapping) ignored(rel string, isDir bool) bool {
 	if m.match == nil || rel == "" {
 		return false
 	}
-	for p := rel; p != ""; p = parentRel(p) {
+	for p := rel; p != ""; p = localtree.ParentRel(p) {
 		if m.match.Match(p, p != rel || isDir) {
 			return true
 		}
 	}
 	return false
-}
-
-// underAny reports whether rel or one of its parents is in set.
-func underAny(rel string, set map[string]bool) bool {
-	for a := rel; ; a = parentRel(a) {
-		if set[a] {
-			return true
-		}
-		if a == "" {
-			return false
-		}
-	}
 }

@@ -7,6 +7,8 @@ import (
 	"path"
 	"slices"
 	"syscall"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 )
 
 // Copy is one entry to send.
@@ -141,7 +143,7 @@ func planWith(m *mapping, idx *Index, hints []string, rescan bool, o planOpts) (
 				continue
 			}
 			total--
-			for a := rel; ; a = parentRel(a) {
+			for a := rel; ; a = localtree.ParentRel(a) {
 				under[a]++
 				if a == "" {
 					break
@@ -159,12 +161,12 @@ func (pl *planner) visit(rel string) {
 		return
 	}
 	pl.visited[rel] = true
-	if !validRel(rel) {
+	if !localtree.ValidRel(rel) {
 		return
 	}
 	// A path under something that is no longer a directory is gone; plan the
 	// ancestor instead (its type change deletes this path too).
-	for a := parentRel(rel); a != ""; a = parentRel(a) {
+	for a := localtree.ParentRel(rel); a != ""; a = localtree.ParentRel(a) {
 		if st := pl.lstat(a); st.found && st.e.Type != TypeDir || !st.found && st.err == nil {
 			pl.visit(a)
 			return
@@ -207,7 +209,7 @@ func (pl *planner) visit(rel string) {
 	}
 	switch e.Type {
 	case TypeFile:
-		if had && pl.unchanged(rel, old, &e) || pl.m.unreadable.holds(pl.m.fs(), pl.m.localPath(rel), rel) {
+		if had && pl.unchanged(rel, old, &e) || pl.m.unreadable.Holds(pl.m.fs(), pl.m.localPath(rel), rel) {
 			return
 		}
 	case TypeSymlink:
@@ -220,7 +222,7 @@ func (pl *planner) visit(rel string) {
 		} else if !had || old.stale || old.Mode != e.Mode {
 			pl.add(rel, e)
 		}
-		if !had || pl.deep || pl.deepUnder != nil && underAny(rel, pl.deepUnder) {
+		if !had || pl.deep || pl.deepUnder != nil && localtree.UnderAny(rel, pl.deepUnder) {
 			pl.visitChildren(rel)
 		}
 		return
@@ -266,7 +268,7 @@ func (pl *planner) visitChildren(rel string) {
 // symlink, outside the remote root.
 func (pl *planner) add(rel string, e Entry) {
 	pl.copies[rel] = Copy{Rel: rel, Name: pl.m.remoteName(rel), Src: pl.m.localPath(rel), Entry: e}
-	for a := parentRel(rel); a != ""; a = parentRel(a) {
+	for a := localtree.ParentRel(rel); a != ""; a = localtree.ParentRel(a) {
 		if _, ok := pl.copies[a]; ok {
 			return
 		}
@@ -320,7 +322,7 @@ func (pl *planner) exactName(rel string) bool {
 	if !pl.m.foldCase || rel == "" || pl.m.file {
 		return true
 	}
-	names, err := pl.readDir(parentRel(rel))
+	names, err := pl.readDir(localtree.ParentRel(rel))
 	if err != nil {
 		return true
 	}
@@ -372,7 +374,7 @@ func (pl *planner) finish() *Plan {
 // deletedAncestor reports whether a parent of rel is deleted, which makes
 // deleting rel itself redundant.
 func (pl *planner) deletedAncestor(rel string) bool {
-	for a := parentRel(rel); a != ""; a = parentRel(a) {
+	for a := localtree.ParentRel(rel); a != ""; a = localtree.ParentRel(a) {
 		if pl.deletes[a] {
 			return true
 		}

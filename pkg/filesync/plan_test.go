@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 )
 
 // syncedIndex returns the index of a target that has everything under m.
@@ -301,7 +304,7 @@ func TestPlanHoldsDeletes(t *testing.T) {
 // lstatGoneFS says the root is missing to Lstat only: a root that vanished
 // while planned and was back (with content) when the deletes were checked.
 type lstatGoneFS struct {
-	osFS
+	localtree.OS
 	root string
 }
 
@@ -502,7 +505,7 @@ func TestPlanCaseOnlyRename(t *testing.T) {
 			dir := t.TempDir()
 			writeTree(t, dir, map[string]string{"Foo.txt": "f", "Dir/x": "x", "keep": "k"})
 			m := testMapping(t, dir, "/app", nil)
-			m.fsys, m.foldCase = foldFS{}, true
+			m.fsys, m.foldCase = testtree.FoldFS{}, true
 			idx := syncedIndex(t, m)
 			if tt.from != "" {
 				must(t, os.Rename(filepath.Join(dir, tt.from), filepath.Join(dir, tt.to)))

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 )
 
 // heldFixture syncs a local tree with 60 files under gen/ beside the fixture's
@@ -26,7 +28,7 @@ func heldFixture(t *testing.T, pods ...string) (*engineFixture, Held) {
 		}
 	}
 	must(t, os.RemoveAll(filepath.Join(f.local, "gen")))
-	b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "gen")}, 1)
+	b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "gen")}, 1)
 	held := waitCount[Held](t, f.rec, len(pods))
 	if b.Deleted != 0 || len(held) != len(pods) {
 		t.Fatalf("batch = %+v, held = %+v", b, held)
@@ -49,10 +51,10 @@ func TestEngineHeldDeletesDoNotRunWhenMappingGrows(t *testing.T) {
 		add[fmt.Sprintf("more/f%03d", i)] = "m"
 	}
 	writeTree(t, f.local, add)
-	f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "more")}, 1)
-	f.batch(t, Change{Root: f.local, Rescan: true}, 1)
+	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "more")}, 1)
+	f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1)
 	writeTree(t, f.local, map[string]string{"b": "b"})
-	f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "b")}, 1)
+	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "b")}, 1)
 	if _, err := os.Stat(filepath.Join(f.remote("web-1"), "gen", "f000")); err != nil {
 		t.Errorf("gen/f000 was deleted without an answer: %v", err)
 	}
@@ -111,7 +113,7 @@ func TestEngineLocalChangeDecidesHeldAgain(t *testing.T) {
 	for i := range 20 {
 		writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "back"})
 	}
-	b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "gen", "f000")}, 1)
+	b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "gen", "f000")}, 1)
 	if b.Deleted != 40 || b.Failed != 0 {
 		t.Errorf("batch = %+v, want the 40 files still gone deleted", b)
 	}
@@ -148,7 +150,7 @@ func TestEngineReleaseKeepsRootGuard(t *testing.T) {
 // leave the same set held ask the same question: said once.
 func TestEngineSameHeldSetSaidOnce(t *testing.T) {
 	f, _ := heldFixture(t, "web-1")
-	f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "gen", "f059")}, 1)
+	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "gen", "f059")}, 1)
 	if held := eventsOf[Held](f.rec); len(held) != 1 {
 		t.Errorf("held events = %+v, want one", held)
 	}
@@ -159,9 +161,9 @@ func TestEngineSameHeldSetSaidOnce(t *testing.T) {
 	for i := range 60 {
 		writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "g2"})
 	}
-	f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "gen")}, 1)
+	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "gen")}, 1)
 	must(t, os.RemoveAll(filepath.Join(f.local, "gen")))
-	f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, "gen")}, 1)
+	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "gen")}, 1)
 	if held := eventsOf[Held](f.rec); len(held) != 2 {
 		t.Errorf("held events = %+v, want two", held)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -239,7 +240,7 @@ func TestEngineStream(t *testing.T) {
 		t.Errorf("target-added transport %q, want %q", ev.Transport, TransportStream)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	changes := make(chan Change)
+	changes := make(chan coalesce.Change)
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx, changes) }()
 	if ev := wait[InitialSync](t, rec); ev.Err != nil || ev.Transport != TransportStream {
@@ -249,7 +250,7 @@ func TestEngineStream(t *testing.T) {
 
 	// step releases a change through the quiet window, and the retry's
 	// backoff if the batch fails once, until its Batch event comes.
-	step := func(c Change) Batch {
+	step := func(c coalesce.Change) Batch {
 		t.Helper()
 		changes <- c
 		deadline := time.Now().Add(20 * time.Second)
@@ -263,13 +264,13 @@ func TestEngineStream(t *testing.T) {
 				if time.Now().After(deadline) {
 					t.Fatal("no batch")
 				}
-				fc.Step(DefaultQuiet)
+				fc.Step(coalesce.DefaultQuiet)
 				runtime.Gosched()
 			}
 		}
 	}
 	writeTree(t, local, map[string]string{"a": "edited"})
-	if b := step(Change{Path: filepath.Join(local, "a")}); b.Failed != 0 || b.Changed != 1 {
+	if b := step(coalesce.Change{Path: filepath.Join(local, "a")}); b.Failed != 0 || b.Changed != 1 {
 		t.Errorf("batch = %+v", b)
 	}
 	assertSameTree(t, local, rdir)
@@ -279,7 +280,7 @@ func TestEngineStream(t *testing.T) {
 
 	ex.armed.Store(true) // the stream dies as the next frame goes out
 	writeTree(t, local, map[string]string{"b": "new"})
-	if b := step(Change{Path: filepath.Join(local, "b")}); b.Failed != 0 || b.Changed != 1 {
+	if b := step(coalesce.Change{Path: filepath.Join(local, "b")}); b.Failed != 0 || b.Changed != 1 {
 		t.Errorf("batch re-applied on a new stream = %+v; errors %v", b, rec.errors())
 	}
 	assertSameTree(t, local, rdir)

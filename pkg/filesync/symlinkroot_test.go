@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -39,7 +40,7 @@ func TestSymlinkedLocalRoots(t *testing.T) {
 				{Local: LocalPath(filepath.Join(base, "config.yaml")), Remote: "/etc/app/config.yaml"},
 			}}, WithClock(fc), WithReporter(rec))
 			e.AddTarget(podTarget("web-1"))
-			changes, done := make(chan Change), make(chan error, 1)
+			changes, done := make(chan coalesce.Change), make(chan error, 1)
 			ctx, cancel := context.WithCancel(context.Background())
 			go func() { done <- e.Run(ctx, changes) }()
 			var stop sync.Once
@@ -64,15 +65,15 @@ func TestSymlinkedLocalRoots(t *testing.T) {
 			writeTree(t, realDir, map[string]string{"index.html": "v2.1", "new.js": "js"})
 			must(t, os.WriteFile(realFile, []byte("a: 2\n"), 0o644))
 			for _, c := range []struct {
-				change  Change
+				change  coalesce.Change
 				changed int
 			}{
-				{Change{Root: realDir, Path: realDir, Rescan: true}, 2},
-				{Change{Root: realFile, Path: realFile}, 1},
+				{coalesce.Change{Root: realDir, Path: realDir, Rescan: true}, 2},
+				{coalesce.Change{Root: realFile, Path: realFile}, 1},
 			} {
 				changes <- c.change
 				testwait.Waiters(t, fc, 1)
-				fc.Step(DefaultQuiet)
+				fc.Step(coalesce.DefaultQuiet)
 				if b := wait[Batch](t, rec); b.Failed != 0 || b.Changed != c.changed {
 					t.Errorf("batch for %+v = %+v, want %d sent", c.change, b, c.changed)
 				}

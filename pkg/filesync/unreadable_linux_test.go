@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 )
 
 // countingExec counts the applies that reach the container.
@@ -72,7 +74,7 @@ func TestEngineUnreadableFile(t *testing.T) {
 	for i, name := range []string{"one", "two"} {
 		before := ce.applies.Load()
 		writeTree(t, f.local, map[string]string{name: name})
-		if b := f.batch(t, Change{Root: f.local, Path: filepath.Join(f.local, name)}, 1); b.Failed != 0 || b.Changed != 1 {
+		if b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, name)}, 1); b.Failed != 0 || b.Changed != 1 {
 			t.Fatalf("batch %d = %+v", i, b)
 		}
 		if n := ce.applies.Load() - before; n != 1 {
@@ -83,7 +85,7 @@ func TestEngineUnreadableFile(t *testing.T) {
 	// not reported again.
 	before := ce.applies.Load()
 	writeTree(t, f.local, map[string]string{"three": "3"})
-	if b := f.batch(t, Change{Root: f.local, Rescan: true}, 1); b.Failed != 0 || b.Changed != 1 {
+	if b := f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1); b.Failed != 0 || b.Changed != 1 {
 		t.Fatalf("rescan = %+v", b)
 	}
 	if n := ce.applies.Load() - before; n != 1 {
@@ -95,7 +97,7 @@ func TestEngineUnreadableFile(t *testing.T) {
 
 	// Its stat changes (chmod): it is tried again, and now it goes.
 	must(t, os.Chmod(secret, 0o644))
-	if b := f.batch(t, Change{Root: f.local, Path: secret}, 1); b.Failed != 0 || b.Changed != 1 {
+	if b := f.batch(t, coalesce.Change{Root: f.local, Path: secret}, 1); b.Failed != 0 || b.Changed != 1 {
 		t.Fatalf("batch after chmod = %+v", b)
 	}
 	assertSameTree(t, f.local, f.remote("web-1"))

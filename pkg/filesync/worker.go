@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"k8s.io/utils/clock"
 )
@@ -332,8 +333,8 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mappin
 	res.replaced = replaced
 	for _, rel := range slices.Sorted(maps.Keys(res.unreadable)) {
 		// Said once for the mapping, whichever target reads it first.
-		if name := m.localPath(rel); m.unreadable.add(m.fs(), name, rel) {
-			e.rep.Report(Error{Target: t, Err: cannotRead(name, res.unreadable[rel])})
+		if name := m.localPath(rel); m.unreadable.Add(m.fs(), name, rel) {
+			e.rep.Report(Error{Target: t, Err: localtree.CannotRead(name, res.unreadable[rel])})
 		}
 	}
 	return res, err

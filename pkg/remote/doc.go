@@ -20,8 +20,9 @@
 // The path a save takes, one line per package:
 //
 //	pkg/watch     sees the file change (the pkg/ignore matcher decides what is watched)
-//	pkg/session   pumps it into the engine as a filesync.Change
-//	pkg/filesync  batches it, plans it per target against the index, guards deletes, builds the tar
+//	pkg/session   pumps it into the engine as a coalesce.Change
+//	pkg/coalesce  cuts the changes into batches
+//	pkg/filesync  plans each batch per target against the index, guards deletes, builds the tar
 //	pkg/remote    turns the plan's arguments and the tar into apply.sh over a stream or an exec
 //	pkg/workload  runs that exec over pods/exec (or through a helper container)
 //	container     apply.sh checks, deletes, extracts with tar and acks

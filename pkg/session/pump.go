@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
@@ -45,7 +46,7 @@ func skipper(roots []string, matchers []filesync.Matcher) func(root, rel string,
 // pump turns watcher events into engine changes. An edit of a .livesyncignore (or .gitignore
 // with --gitignore) reloads the root's matcher and refreshes the root's watches, which ends in
 // a Rescan of the root. Watcher errors are warnings: the watcher carries on (e.g. polling).
-func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []filesync.Matcher, out chan<- filesync.Change, reporter Reporter) {
+func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []filesync.Matcher, out chan<- coalesce.Change, reporter Reporter) {
 	defer close(out)
 	reload := map[string]*ignore.Matcher{}
 	for i, r := range roots {
@@ -69,7 +70,7 @@ func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []files
 				events = nil
 				continue
 			}
-			c := filesync.Change{Root: ev.Root, Path: ev.Path, Rescan: ev.Rescan}
+			c := coalesce.Change{Root: ev.Root, Path: ev.Path, Rescan: ev.Rescan}
 			if m := reload[ev.Root]; m != nil && !ev.Rescan {
 				if rel, err := filepath.Rel(ev.Root, ev.Path); err == nil && m.IsIgnoreFile(filepath.ToSlash(rel)) {
 					if err := m.Reload(); err != nil {

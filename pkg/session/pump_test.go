@@ -9,20 +9,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakewatch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 )
 
 // receiveChange returns the next change on ch, failing the test after 10s.
-func receiveChange(t *testing.T, ch <-chan filesync.Change) (filesync.Change, bool) {
+func receiveChange(t *testing.T, ch <-chan coalesce.Change) (coalesce.Change, bool) {
 	t.Helper()
 	select {
 	case c, ok := <-ch:
 		return c, ok
 	case <-time.After(10 * time.Second):
 		t.Fatal("no change")
-		return filesync.Change{}, false
+		return coalesce.Change{}, false
 	}
 }
 
@@ -45,7 +46,7 @@ func TestPump(t *testing.T) {
 		t.Error("a single-file root got a matcher")
 	}
 	w, j := fakewatch.New(), newJournal()
-	out := make(chan filesync.Change)
+	out := make(chan coalesce.Change)
 	go pump(context.Background(), w, roots, matchers, out, fakeReporter{j})
 
 	for _, ev := range []watch.Event{
@@ -56,7 +57,7 @@ func TestPump(t *testing.T) {
 		if !w.Send(ev) {
 			t.Fatal("pump does not read events")
 		}
-		if c, _ := receiveChange(t, out); c != (filesync.Change{Root: ev.Root, Path: ev.Path, Rescan: ev.Rescan}) {
+		if c, _ := receiveChange(t, out); c != (coalesce.Change{Root: ev.Root, Path: ev.Path, Rescan: ev.Rescan}) {
 			t.Errorf("event %+v became change %+v", ev, c)
 		}
 	}

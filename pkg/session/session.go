@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
@@ -159,7 +160,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		return err
 	}
 	defer func() { _ = watcher.Close() }()
-	changes := make(chan filesync.Change, 1024)
+	changes := make(chan coalesce.Change, 1024)
 	go pump(ctx, watcher, roots, matchers, changes, d.Reporter)
 	if cfg.FollowTag {
 		go followTag(ctx, cfg.Interval, containers, d)

@@ -1,4 +1,8 @@
-package filesync
+// Package coalesce cuts a stream of file changes into batches: a batch is due
+// once the changes paused for a quiet window, or a cap after its first change,
+// so a save becomes one batch and a continuous writer still syncs. The clock is
+// injected (k8s.io/utils/clock), as in Tilt's fsevent coalescer.
+package coalesce
 
 import (
 	"context"
@@ -10,7 +14,7 @@ import (
 // Change says that something at Path (absolute, under the local root Root) may
 // have changed. What changed is decided by Lstat when the batch is planned.
 // Rescan means events were lost and all of Root must be compared.
-// pkg/cmd adapts watch.Event to Change.
+// pkg/session adapts watch.Event to Change.
 type Change struct {
 	Root, Path string
 	Rescan     bool
@@ -22,21 +26,21 @@ const (
 	DefaultCap   = time.Second
 )
 
-// batch is a set of coalesced changes.
-type batch struct {
-	paths   map[string]struct{} // absolute local paths
-	rescans map[string]struct{} // local roots to compare in full
-	first   time.Time           // arrival of the first change, for latency
-	changes int                 // raw changes merged into this batch
+// Batch is a set of coalesced changes.
+type Batch struct {
+	Paths   map[string]struct{} // absolute local paths
+	Rescans map[string]struct{} // local roots to compare in full
+	First   time.Time           // arrival of the first change, for latency
+	Changes int                 // raw changes merged into this batch
 }
 
-func (b *batch) add(c Change) {
+func (b *Batch) add(c Change) {
 	if c.Rescan {
-		b.rescans[c.Root] = struct{}{}
+		b.Rescans[c.Root] = struct{}{}
 	} else {
-		b.paths[c.Path] = struct{}{}
+		b.Paths[c.Path] = struct{}{}
 	}
-	b.changes++
+	b.Changes++
 }
 
 // coalescer cuts changes into batches: a batch is due once no change arrived
@@ -45,9 +49,9 @@ func (b *batch) add(c Change) {
 type coalescer struct {
 	clk        clock.PassiveClock
 	quiet, cap time.Duration
-	cur        *batch
+	cur        *Batch
 	last       time.Time
-	adapt      *adaptiveQuiet // nil: quiet is fixed (coalesce_adaptive.go)
+	adapt      *adaptiveQuiet // nil: quiet is fixed (adaptive.go)
 
 	// peekEvery, if set, is how often an open batch hands out the paths it
 	// gained since the last peek (see coalescePeeking); fresh holds them, and
@@ -60,7 +64,7 @@ type coalescer struct {
 func (c *coalescer) add(ch Change) {
 	now := c.clk.Now()
 	if c.cur == nil {
-		c.cur = &batch{paths: map[string]struct{}{}, rescans: map[string]struct{}{}, first: now}
+		c.cur = &Batch{Paths: map[string]struct{}{}, Rescans: map[string]struct{}{}, First: now}
 		if c.adapt != nil {
 			c.quiet = c.adapt.open(now)
 		}
@@ -82,7 +86,7 @@ func (c *coalescer) deadline() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	d := c.last.Add(c.quiet)
-	if capAt := c.cur.first.Add(c.cap); capAt.Before(d) {
+	if capAt := c.cur.First.Add(c.cap); capAt.Before(d) {
 		d = capAt
 	}
 	return d, true
@@ -120,7 +124,7 @@ func (c *coalescer) due() bool {
 	return ok && !c.clk.Now().Before(d)
 }
 
-func (c *coalescer) take() *batch {
+func (c *coalescer) take() *Batch {
 	b := c.cur
 	c.cur = nil
 	clear(c.fresh) // the batch carries them
@@ -130,28 +134,39 @@ func (c *coalescer) take() *batch {
 	return b
 }
 
-// coalesce batches changes from in until ctx is done or in is closed (then the
-// pending batch is flushed and the channel closed). While the consumer is busy,
-// a released batch keeps absorbing new changes.
-func coalesce(ctx context.Context, clk clock.Clock, quiet, capWait time.Duration, in <-chan Change) <-chan *batch {
-	return coalesceWith(ctx, clk, quiet, capWait, in, nil)
+// Options are how Run cuts batches.
+type Options struct {
+	// Quiet: a batch is due once no change arrived for Quiet; Cap: at the
+	// latest Cap after its first change, so a continuous stream of writes
+	// still syncs.
+	Quiet, Cap time.Duration
+	// Adaptive chooses each batch's quiet window between MinAdaptiveQuiet and
+	// MaxAdaptiveQuiet instead of Quiet (see adaptive.go).
+	Adaptive bool
+	// PeekEvery, if set, is how often an open batch hands out the paths it
+	// gained since the last peek.
+	PeekEvery time.Duration
 }
 
-// coalesceWith is coalesce with the quiet window chosen per batch by adapt
-// (nil: fixed).
-func coalesceWith(ctx context.Context, clk clock.Clock, quiet, capWait time.Duration, in <-chan Change, adapt *adaptiveQuiet) <-chan *batch {
-	out, _ := coalescePeeking(ctx, clk, quiet, capWait, in, adapt, 0)
-	return out
+// Run batches changes from in until ctx is done or in is closed (then the
+// pending batch is flushed and the channels closed). While the consumer is
+// busy, a released batch keeps absorbing new changes.
+//
+// With opts.PeekEvery set it also hands out on its second channel, every
+// PeekEvery while a batch is open, the paths the batch gained since the last
+// such peek. The batch itself is cut as before, with all its paths: a peek
+// only lets the consumer start on them early (copies only), while a long
+// burst still writes.
+func Run(ctx context.Context, clk clock.Clock, opts Options, in <-chan Change) (<-chan *Batch, <-chan []string) {
+	var adapt *adaptiveQuiet
+	if opts.Adaptive {
+		adapt = &adaptiveQuiet{min: MinAdaptiveQuiet, max: MaxAdaptiveQuiet}
+	}
+	return coalescePeeking(ctx, clk, opts.Quiet, opts.Cap, in, adapt, opts.PeekEvery)
 }
 
-// coalescePeeking is coalesceWith that, with peekEvery set, also hands out
-// on its second channel, every peekEvery while a batch is open, the paths the
-// batch gained since the last such peek. The batch itself is cut as
-// before, with all its paths: a peek only lets the consumer start on them
-// early (copies only; see Engine.dispatchPeek), while a long burst still
-// writes.
-func coalescePeeking(ctx context.Context, clk clock.Clock, quiet, capWait time.Duration, in <-chan Change, adapt *adaptiveQuiet, peekEvery time.Duration) (<-chan *batch, <-chan []string) {
-	out := make(chan *batch)
+func coalescePeeking(ctx context.Context, clk clock.Clock, quiet, capWait time.Duration, in <-chan Change, adapt *adaptiveQuiet, peekEvery time.Duration) (<-chan *Batch, <-chan []string) {
+	out := make(chan *Batch)
 	peeks := make(chan []string)
 	go func() {
 		defer close(out)
@@ -159,7 +174,7 @@ func coalescePeeking(ctx context.Context, clk clock.Clock, quiet, capWait time.D
 		c := &coalescer{clk: clk, quiet: quiet, cap: capWait, adapt: adapt, peekEvery: peekEvery}
 		var (
 			timer  clock.Timer
-			ready  *batch   // released, waiting for the consumer
+			ready  *Batch   // released, waiting for the consumer
 			peeked []string // a peek waiting for the consumer
 			closed bool
 		)
@@ -186,7 +201,7 @@ func coalescePeeking(ctx context.Context, clk clock.Clock, quiet, capWait time.D
 		}
 		for {
 			var (
-				send   chan<- *batch
+				send   chan<- *Batch
 				peek   chan<- []string
 				timerC <-chan time.Time
 			)
@@ -239,19 +254,19 @@ func coalescePeeking(ctx context.Context, clk clock.Clock, quiet, capWait time.D
 	return out, peeks
 }
 
-func merge(into, b *batch) *batch {
+func merge(into, b *Batch) *Batch {
 	if into == nil {
 		return b
 	}
-	for p := range b.paths {
-		into.paths[p] = struct{}{}
+	for p := range b.Paths {
+		into.Paths[p] = struct{}{}
 	}
-	for r := range b.rescans {
-		into.rescans[r] = struct{}{}
+	for r := range b.Rescans {
+		into.Rescans[r] = struct{}{}
 	}
-	if b.first.Before(into.first) {
-		into.first = b.first
+	if b.First.Before(into.First) {
+		into.First = b.First
 	}
-	into.changes += b.changes
+	into.Changes += b.Changes
 	return into
 }

@@ -1,4 +1,4 @@
-package filesync
+package coalesce
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func TestCoalescer(t *testing.T) {
 				t.Fatalf("not due at %dms", tt.dueAt)
 			}
 			b := c.take()
-			if b.first != time.Unix(0, 0) || len(b.paths) != 1 {
+			if b.First != time.Unix(0, 0) || len(b.Paths) != 1 {
 				t.Errorf("batch = %+v", b)
 			}
 		})
@@ -71,7 +71,7 @@ func TestCoalesce(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Unix(0, 0))
 	clk := &armCountingClock{FakeClock: fc}
 	in := make(chan Change)
-	out := coalesce(ctx, clk, 50*time.Millisecond, time.Second, in)
+	out, _ := Run(ctx, clk, Options{Quiet: 50 * time.Millisecond, Cap: time.Second}, in)
 
 	in <- Change{Root: "/src", Path: "/src/a"}
 	in <- Change{Root: "/src", Path: "/src/b"}
@@ -84,7 +84,7 @@ func TestCoalesce(t *testing.T) {
 	assertHeld(t, fc, out, "49ms after the last change")
 	fc.Step(time.Millisecond)
 	b := <-out
-	if len(b.paths) != 2 || len(b.rescans) != 1 || b.changes != 3 {
+	if len(b.Paths) != 2 || len(b.Rescans) != 1 || b.Changes != 3 {
 		t.Fatalf("batch = %+v", b)
 	}
 
@@ -95,15 +95,15 @@ func TestCoalesce(t *testing.T) {
 	waitReleased(t, fc)
 	in <- Change{Path: "/src/d"} // arrives while batch {c} waits for us
 	b = <-out
-	if len(b.paths) != 2 {
-		t.Fatalf("batch = %v, want c and d", b.paths)
+	if len(b.Paths) != 2 {
+		t.Fatalf("batch = %v, want c and d", b.Paths)
 	}
 
 	// Closing the input flushes what is pending.
 	in <- Change{Path: "/src/e"}
 	close(in)
-	if b := <-out; len(b.paths) != 1 {
-		t.Fatalf("flushed batch = %v", b.paths)
+	if b := <-out; len(b.Paths) != 1 {
+		t.Fatalf("flushed batch = %v", b.Paths)
 	}
 	if _, ok := <-out; ok {
 		t.Fatal("output not closed")
@@ -149,7 +149,7 @@ func (c *armCountingClock) waitArmed(t *testing.T, n int32) {
 // waits until the coalescer's goroutine has settled: a batch still held has a timer armed on
 // the clock, a released one has none (the timer is stopped on release) and waits on out.
 // Without this, a check right after Step races the goroutine and an early batch goes unseen.
-func assertHeld(t *testing.T, fc *clocktesting.FakeClock, out <-chan *batch, when string) {
+func assertHeld(t *testing.T, fc *clocktesting.FakeClock, out <-chan *Batch, when string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -221,7 +221,7 @@ func TestCoalescePeeking(t *testing.T) {
 	clk.waitArmed(t, 6)
 	fc.Step(50 * time.Millisecond)
 	b := <-out
-	if len(b.paths) != 4 || len(b.rescans) != 1 {
+	if len(b.Paths) != 4 || len(b.Rescans) != 1 {
 		t.Fatalf("batch = %+v, want all four paths and the rescan", b)
 	}
 	select {

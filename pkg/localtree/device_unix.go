@@ -1,14 +1,14 @@
 //go:build unix
 
-package filesync
+package localtree
 
 import (
 	"io/fs"
 	"syscall"
 )
 
-// deviceOf returns the device fi's file lives on (st_dev).
-func deviceOf(fi fs.FileInfo) (uint64, bool) {
+// DeviceOf returns the device fi's file lives on (st_dev).
+func DeviceOf(fi fs.FileInfo) (uint64, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return 0, false
@@ -16,8 +16,8 @@ func deviceOf(fi fs.FileInfo) (uint64, bool) {
 	return uint64(st.Dev), true // int32 on darwin, uint64 on linux
 }
 
-// ownerOf returns the uid and gid of fi's file.
-func ownerOf(fi fs.FileInfo) (uid, gid uint32, ok bool) {
+// OwnerOf returns the uid and gid of fi's file.
+func OwnerOf(fi fs.FileInfo) (uid, gid uint32, ok bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return 0, 0, false

@@ -1,6 +1,6 @@
 //go:build unix
 
-package filesync
+package localtree
 
 import (
 	"os"

@@ -1,21 +1,21 @@
-package filesync
+package coalesce
 
 import "time"
 
-// Adaptive quiet window, used when batches go through streams (see
-// Engine.adaptiveQuiet). With an exec per batch every batch costs an exec
+// Adaptive quiet window (Options.Adaptive), used when batches go through
+// streams. With an exec per batch every batch costs an exec
 // floor, so the window must be wide enough to keep one operation in one batch;
 // through a stream a batch costs a few milliseconds, so the window that is
 // added to every save can be short. After idle a batch is cut once the save
-// has settled (minAdaptiveQuiet: an editor's save is 3–4 events within 1–8 ms);
+// has settled (MinAdaptiveQuiet: an editor's save is 3–4 events within 1–8 ms);
 // when changes keep coming right after a cut (gofmt -w, a branch switch, a
 // build writing into the tree), each next window doubles, up to
-// maxAdaptiveQuiet, so a long operation is cut into a few large batches, not
-// many small ones; the cap still bounds each batch. A gap of maxAdaptiveQuiet
+// MaxAdaptiveQuiet, so a long operation is cut into a few large batches, not
+// many small ones; the cap still bounds each batch. A gap of MaxAdaptiveQuiet
 // without a change is idle again.
 const (
-	minAdaptiveQuiet = 10 * time.Millisecond
-	maxAdaptiveQuiet = 200 * time.Millisecond
+	MinAdaptiveQuiet = 10 * time.Millisecond
+	MaxAdaptiveQuiet = 200 * time.Millisecond
 )
 
 // adaptiveQuiet chooses the quiet window of each batch.
@@ -38,6 +38,6 @@ func (a *adaptiveQuiet) open(now time.Time) time.Duration {
 // cut records that the current batch was released at now.
 func (a *adaptiveQuiet) cut(now time.Time) { a.lastCut = now }
 
-// peekInterval is peekEvery's value: longer than an editor's save, which the
-// quiet window cuts at once (minAdaptiveQuiet), so a save never peeks.
-const peekInterval = 100 * time.Millisecond
+// PeekInterval is the PeekEvery a stream engine uses: longer than an editor's save, which the
+// quiet window cuts at once (MinAdaptiveQuiet), so a save never peeks.
+const PeekInterval = 100 * time.Millisecond

@@ -1,4 +1,4 @@
-package filesync
+package coalesce
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 func TestAdaptiveQuiet(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	c := &coalescer{clk: fc, quiet: DefaultQuiet, cap: DefaultCap,
-		adapt: &adaptiveQuiet{min: minAdaptiveQuiet, max: maxAdaptiveQuiet}}
+		adapt: &adaptiveQuiet{min: MinAdaptiveQuiet, max: MaxAdaptiveQuiet}}
 	// cutAfter adds one change and steps until the batch is due, returning
 	// the window it got.
 	cutAfter := func() time.Duration {
@@ -23,8 +23,8 @@ func TestAdaptiveQuiet(t *testing.T) {
 		c.take()
 		return fc.Now().Sub(start)
 	}
-	if w := cutAfter(); w != minAdaptiveQuiet {
-		t.Errorf("after idle: window %s, want %s", w, minAdaptiveQuiet)
+	if w := cutAfter(); w != MinAdaptiveQuiet {
+		t.Errorf("after idle: window %s, want %s", w, MinAdaptiveQuiet)
 	}
 	// Changes that keep coming right after each cut widen the window.
 	var got []time.Duration
@@ -40,9 +40,9 @@ func TestAdaptiveQuiet(t *testing.T) {
 		}
 	}
 	// Idle again: back to the short window.
-	fc.Step(maxAdaptiveQuiet)
-	if w := cutAfter(); w != minAdaptiveQuiet {
-		t.Errorf("after idle again: window %s, want %s", w, minAdaptiveQuiet)
+	fc.Step(MaxAdaptiveQuiet)
+	if w := cutAfter(); w != MinAdaptiveQuiet {
+		t.Errorf("after idle again: window %s, want %s", w, MinAdaptiveQuiet)
 	}
 	// The cap still bounds a batch whose changes never pause.
 	fc.Step(time.Millisecond)
