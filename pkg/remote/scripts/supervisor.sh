@@ -1,0 +1,96 @@
+# shellcheck shell=sh
+# supervisor.sh is the command that --restart process installs in a
+# container (see SupervisorCommand), as `sh -c SCRIPT livesync-supervisor
+# ARGV...`: it runs ARGV, the container's own command, as its child and
+# restarts it when livesync asks (restart.sh sends it USR1). It forwards TERM
+# and INT to the child and exits with the child's status once the child is
+# gone. A child that exits on its own before livesync ever restarted it ends
+# the supervisor the same way, so the container behaves as it did without
+# it; after a restart the supervisor stays when the child exits (a bad
+# build), keeping the container and so the synced files, until the next ask.
+#
+# It keeps its state for restart.sh in the first writable of
+# /tmp/.livesync-supervisor and /dev/shm/.livesync-supervisor, replaced by a
+# rename: "PID GEN STATUS RUNNING", its own PID, how many children it
+# started, how the last child before the current one ended ("-": none yet)
+# and whether a child runs (1) or ended on its own (0). LIVESYNC_STATE_DIRS
+# replaces the two directories, in tests.
+lsv_state=
+for lsv_d in ${LIVESYNC_STATE_DIRS:-/tmp /dev/shm}; do
+  if { : >"$lsv_d/.livesync-supervisor.tmp"; } 2>/dev/null; then
+    lsv_state=$lsv_d/.livesync-supervisor
+    break
+  fi
+done
+lsv_gen=0 lsv_status=- lsv_child='' lsv_ask='' lsv_stop='' lsv_restarted='' lsv_killer=''
+lsv_write() {
+  [ -n "$lsv_state" ] || return 0
+  { printf '%s %s %s %s\n' "$$" "$lsv_gen" "$lsv_status" "$1" >"$lsv_state.tmp" && mv -f "$lsv_state.tmp" "$lsv_state"; } 2>/dev/null || :
+}
+# A non-interactive shell starts an asynchronous command with stdin on
+# /dev/null; the child gets the container's (fd 3). It also starts it with
+# INT and QUIT ignored, which no trap undoes without job control (and that
+# needs a terminal): a forwarded INT reaches a child that handles it (Go,
+# node, most servers install their handler); one that relies on INT's
+# default action ignores it. The kubelet stops a container with TERM.
+exec 3<&0
+# The state goes first: restart.sh returns once it sees the new GEN.
+lsv_start() {
+  lsv_gen=$((lsv_gen + 1))
+  lsv_write 1
+  "$@" <&3 3<&- &
+  lsv_child=$!
+}
+# lsv_ended stops the timer that kills a child that ignores TERM.
+lsv_ended() {
+  [ -z "$lsv_killer" ] || kill "$lsv_killer" 2>/dev/null || :
+  lsv_killer='' lsv_child=''
+}
+trap 'lsv_ask=1' USR1
+trap 'lsv_stop=TERM; [ -z "$lsv_child" ] || kill -TERM "$lsv_child" 2>/dev/null' TERM
+trap 'lsv_stop=INT; [ -z "$lsv_child" ] || kill -INT "$lsv_child" 2>/dev/null' INT
+lsv_start "$@"
+lsv_idle=''
+while :; do
+  if [ -z "$lsv_child" ]; then
+    # A restarted child ended on its own: wait for the next ask, or the end.
+    if [ -n "$lsv_stop" ]; then exit "$lsv_status"; fi
+    if [ -n "$lsv_ask" ]; then
+      lsv_ask=''
+      [ -z "$lsv_idle" ] || kill "$lsv_idle" 2>/dev/null || :
+      lsv_idle=''
+      echo "livesync-supervisor: starting the process again" >&2
+      lsv_start "$@"
+      continue
+    fi
+    [ -n "$lsv_idle" ] || { sleep 2147483647 & lsv_idle=$!; }
+    wait "$lsv_idle" || :
+    continue
+  fi
+  wait "$lsv_child"
+  lsv_st=$?
+  # A child that still exists was not reaped: a trap interrupted the wait.
+  # (Builtins such as kill never reap, so nothing else took its status.)
+  if kill -0 "$lsv_child" 2>/dev/null; then
+    if [ -n "$lsv_ask" ] && [ -z "$lsv_killer" ]; then
+      kill -TERM "$lsv_child" 2>/dev/null || :
+      # A child that ignores TERM gets KILL after 10s; the timer holds no
+      # output open (its sleep may outlive a killed timer).
+      (sleep 10; kill -KILL "$lsv_child") >/dev/null 2>&1 3<&- &
+      lsv_killer=$!
+    fi
+    continue
+  fi
+  lsv_ended
+  if [ -n "$lsv_stop" ]; then exit "$lsv_st"; fi
+  lsv_status=$lsv_st
+  if [ -n "$lsv_ask" ]; then
+    lsv_ask='' lsv_restarted=1
+    echo "livesync-supervisor: the process ended with status $lsv_st; starting it again" >&2
+    lsv_start "$@"
+    continue
+  fi
+  if [ -z "$lsv_restarted" ]; then exit "$lsv_st"; fi
+  echo "livesync-supervisor: the process ended with status $lsv_st; waiting for the next sync to start it again" >&2
+  lsv_write 0
+done
