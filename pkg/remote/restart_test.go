@@ -115,7 +115,7 @@ func TestSupervisor(t *testing.T) {
 			fifo, ver := filepath.Join(dir, "started"), filepath.Join(dir, "ver")
 			must(t, syscall.Mkfifo(fifo, 0o600))
 			must(t, os.WriteFile(ver, []byte("v1"), 0o600))
-			child := `v=$(cat "$1"); echo "started $v" >"$2"; [ "$v" != crash ] || exit 3; trap 'exit 7' TERM; while :; do sleep 1 & wait $!; done`
+			child := `v=$(cat "$1"); trap 'exit 7' TERM; echo "started $v" >"$2"; [ "$v" != crash ] || exit 3; while :; do sleep 1 & wait $!; done`
 			cmd := SupervisorCommand([]string{"sh", "-c", child, "child", ver, fifo})
 			cmd[0] = "sh" // the runner's tools, not the host's /bin/sh
 			stderr := newLineWaiter()

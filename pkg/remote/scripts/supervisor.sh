@@ -22,7 +22,7 @@ for lsv_d in ${LIVESYNC_STATE_DIRS:-/tmp /dev/shm}; do
     break
   fi
 done
-lsv_gen=0 lsv_status=- lsv_child='' lsv_ask='' lsv_stop='' lsv_restarted='' lsv_killer=''
+lsv_gen=0 lsv_status=- lsv_child='' lsv_ask='' lsv_stop='' lsv_restarted='' lsv_killer='' lsv_trapped='' lsv_fwd=''
 lsv_write() {
   [ -n "$lsv_state" ] || return 0
   { printf '%s %s %s %s\n' "$$" "$lsv_gen" "$lsv_status" "$1" >"$lsv_state.tmp" && mv -f "$lsv_state.tmp" "$lsv_state"; } 2>/dev/null || :
@@ -39,16 +39,17 @@ lsv_start() {
   lsv_gen=$((lsv_gen + 1))
   lsv_write 1
   "$@" <&3 3<&- &
-  lsv_child=$!
+  lsv_child=$! lsv_fwd=''
 }
 # lsv_ended stops the timer that kills a child that ignores TERM.
 lsv_ended() {
   [ -z "$lsv_killer" ] || kill "$lsv_killer" 2>/dev/null || :
   lsv_killer='' lsv_child=''
 }
-trap 'lsv_ask=1' USR1
-trap 'lsv_stop=TERM; [ -z "$lsv_child" ] || kill -TERM "$lsv_child" 2>/dev/null' TERM
-trap 'lsv_stop=INT; [ -z "$lsv_child" ] || kill -INT "$lsv_child" 2>/dev/null' INT
+# The traps only take note; the loop below acts, between its waits.
+trap 'lsv_trapped=1 lsv_ask=1' USR1
+trap 'lsv_trapped=1 lsv_stop=TERM' TERM
+trap 'lsv_trapped=1 lsv_stop=INT' INT
 lsv_start "$@"
 lsv_idle=''
 while :; do
@@ -67,20 +68,27 @@ while :; do
     wait "$lsv_idle" || :
     continue
   fi
-  wait "$lsv_child"
-  lsv_st=$?
-  # A child that still exists was not reaped: a trap interrupted the wait.
-  # (Builtins such as kill never reap, so nothing else took its status.)
-  if kill -0 "$lsv_child" 2>/dev/null; then
-    if [ -n "$lsv_ask" ] && [ -z "$lsv_killer" ]; then
+  # Act on what the traps noted, then wait; again after every trap: one
+  # may have cut the wait short (status 128+N), or come right after the
+  # child's own end, when waiting again returns 127 (a PID the shell no
+  # longer knows) and the status stays the one the last wait returned.
+  lsv_st=127 lsv_trapped=1
+  while [ -n "$lsv_trapped" ]; do
+    lsv_trapped=''
+    if [ -n "$lsv_stop" ] && [ -z "$lsv_fwd" ]; then
+      kill -"$lsv_stop" "$lsv_child" 2>/dev/null || :
+      lsv_fwd=1
+    elif [ -n "$lsv_ask" ] && [ -z "$lsv_stop" ] && [ -z "$lsv_killer" ]; then
       kill -TERM "$lsv_child" 2>/dev/null || :
       # A child that ignores TERM gets KILL after 10s; the timer holds no
       # output open (its sleep may outlive a killed timer).
       (sleep 10; kill -KILL "$lsv_child") >/dev/null 2>&1 3<&- &
       lsv_killer=$!
     fi
-    continue
-  fi
+    wait "$lsv_child"
+    lsv_st2=$?
+    [ "$lsv_st2" -eq 127 ] || lsv_st=$lsv_st2
+  done
   lsv_ended
   if [ -n "$lsv_stop" ]; then exit "$lsv_st"; fi
   lsv_status=$lsv_st
