@@ -38,7 +38,7 @@ type target struct {
 	cancel  context.CancelFunc
 	wake    chan struct{}
 	backoff time.Duration
-	runner  *onSyncRunner // nil without an on-sync command
+	runner  runners // after-sync runs: --on-sync, AfterSync
 	// early is what passes that no batch waited for sent (copies ahead of
 	// their batch), for the next batch's report.
 	early unitResult

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -137,6 +138,7 @@ func parseSupervisorState(f []string) (SupervisorState, error) {
 // ProcStatus is what a process's /proc/PID/status says about its signals.
 type ProcStatus struct {
 	Name string
+	PID  int
 	// Caught and Ignored are SigCgt and SigIgn: bit N-1 is signal N.
 	Caught, Ignored uint64
 }
@@ -146,7 +148,7 @@ func (p ProcStatus) Catches(sig int) bool {
 	return sig > 0 && sig <= 64 && p.Caught&(1<<(sig-1)) != 0
 }
 
-// ParseProcStatus reads the Name, SigCgt and SigIgn lines of a
+// ParseProcStatus reads the Name, Pid, SigCgt and SigIgn lines of a
 // /proc/PID/status; SigCgt is required.
 func ParseProcStatus(s string) (ProcStatus, error) {
 	var p ProcStatus
@@ -161,6 +163,8 @@ func ParseProcStatus(s string) (ProcStatus, error) {
 		switch k {
 		case "Name":
 			p.Name = v
+		case "Pid":
+			p.PID, err = strconv.Atoi(v)
 		case "SigCgt":
 			p.Caught, err = strconv.ParseUint(v, 16, 64)
 			haveCgt = err == nil
@@ -190,7 +194,7 @@ func CheckSignal(ctx context.Context, ex Executor, t Target) (ProcStatus, error)
 // SendSignal sends signal sig (a name such as HUP) to t's main process.
 func SendSignal(ctx context.Context, ex Executor, t Target, sig string) error {
 	var errOut bytes.Buffer
-	err := ex.Exec(ctx, t, []string{"sh", "-c", signalScript, "livesync-signal", "send", sig}, nil, nil, &errOut)
+	err := ex.Exec(ctx, t, []string{"sh", "-c", signalScript, "livesync-signal", "send", sig}, nil, io.Discard, &errOut)
 	return withStderr(err, errOut.String())
 }
 
@@ -203,4 +207,23 @@ func withStderr(err error, stderr string) error {
 		return fmt.Errorf("%w: %s", err, line)
 	}
 	return err
+}
+
+// ErrNoShell means a container has no /bin/sh to run the supervisor with.
+var ErrNoShell = errors.New("no /bin/sh in the container")
+
+// CheckShell runs `/bin/sh -c true` in t, straight through ex (not through a
+// helper, which brings its own sh): ErrNoShell when the image has none.
+func CheckShell(ctx context.Context, ex Executor, t Target) error {
+	var errOut bytes.Buffer
+	err := ex.Exec(ctx, t, []string{"/bin/sh", "-c", "true"}, nil, io.Discard, &errOut)
+	var ee ExitError
+	switch {
+	case err == nil:
+		return nil
+	case strings.Contains(err.Error(), "executable file not found") || strings.Contains(err.Error(), "no such file or directory"),
+		errors.As(err, &ee) && (ee.ExitStatus() == 127 || ee.ExitStatus() == 126):
+		return ErrNoShell
+	}
+	return withStderr(err, errOut.String())
 }

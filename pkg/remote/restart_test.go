@@ -19,8 +19,8 @@ func TestParseProcStatus(t *testing.T) {
 		want     ProcStatus
 		err      bool
 	}{
-		{"gunicorn", "Name:\tgunicorn\nSigIgn:\t0000000000001000\nSigCgt:\t0000000180004a07\n",
-			ProcStatus{Name: "gunicorn", Caught: 0x180004a07, Ignored: 0x1000}, false},
+		{"gunicorn", "Name:\tgunicorn\nPid:\t1\nSigIgn:\t0000000000001000\nSigCgt:\t0000000180004a07\n",
+			ProcStatus{Name: "gunicorn", PID: 1, Caught: 0x180004a07, Ignored: 0x1000}, false},
 		{"sh without traps", "Name:\tsh\nSigCgt:\t0000000000000000\n", ProcStatus{Name: "sh"}, false},
 		{"no SigCgt", "Name:\tsh\n", ProcStatus{}, true},
 		{"bad hex", "SigCgt:\tzz\n", ProcStatus{}, true},
