@@ -21,10 +21,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
-	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakeexec"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakewatch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
