@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
@@ -22,7 +23,8 @@ type SupervisePlan struct {
 	Changes  []Change
 	// Already names the containers whose command is livesync's supervisor already.
 	Already []string
-	// Argv is the command each changed container runs under the supervisor, by name.
+	// Argv is the command each changed container runs under the supervisor, by name, as the
+	// template writes it (see escapeExpansion).
 	Argv map[string][]string
 	orig Originals
 }
@@ -64,6 +66,8 @@ func PlanSupervise(ctx context.Context, w *Workload, names []string, images Entr
 			p.Already = append(p.Already, c.Name)
 			continue
 		}
+		// The template's command is written the way the kubelet reads it ($(VAR) expands, $$ is
+		// $) and stays so; what comes from the image or from livesync is escaped into that form.
 		argv := slices.Clone(c.Command)
 		if len(argv) == 0 {
 			ep, cmd, err := images.Entrypoint(ctx, c.Image)
@@ -74,12 +78,17 @@ func PlanSupervise(ctx context.Context, w *Workload, names []string, images Entr
 			if len(c.Args) == 0 {
 				argv = append(argv, cmd...)
 			}
+			for i, a := range argv {
+				argv[i] = escapeExpansion(a)
+			}
 		}
 		if len(argv) == 0 {
 			return nil, fmt.Errorf("--restart process: container %q of %s: %w: neither the pod template nor the image %s sets a command", c.Name, w.Ref(), ErrNoCommand, c.Image)
 		}
 		p.Argv[c.Name] = argv
-		p.Changes = append(p.Changes, Change{Container: c, SetCommand: true, Command: remote.SupervisorCommand(argv)})
+		command := remote.SupervisorCommand(argv)
+		command[2] = escapeExpansion(command[2])
+		p.Changes = append(p.Changes, Change{Container: c, SetCommand: true, Command: command})
 		rec, ok := orig[c.Name]
 		if !ok {
 			rec = Original{Image: c.Image, PullPolicy: c.PullPolicy, Set: &State{Image: c.Image, PullPolicy: c.PullPolicy}}
@@ -98,3 +107,7 @@ func (p *SupervisePlan) Patch() (*Patch, error) {
 	}
 	return buildPatch(p.Workload, p.Changes, p.orig)
 }
+
+// escapeExpansion writes s so that the kubelet's expansion of a container's command, which
+// turns $$ into $ and $(VAR) into VAR's value, gives s back.
+func escapeExpansion(s string) string { return strings.ReplaceAll(s, "$", "$$") }

@@ -24,7 +24,8 @@ func (f fakeEntrypoints) Entrypoint(_ context.Context, img string) ([]string, []
 // TestSuperviseArgv: the supervisor runs what the container ran: the template's command (its
 // args stay args), else the image's entrypoint, with the image's cmd unless args replace it.
 func TestSuperviseArgv(t *testing.T) {
-	images := fakeEntrypoints{"example.com/app:dev": {{"/entry"}, {"serve", "--port", "80"}}, "example.com/none:dev": {nil, nil}}
+	images := fakeEntrypoints{"example.com/app:dev": {{"/entry"}, {"serve", "--port", "80"}}, "example.com/none:dev": {nil, nil},
+		"example.com/dollar:dev": {{"/bin/sh", "-c"}, {"echo $HOME"}}}
 	for _, tc := range []struct {
 		name          string
 		command, args []string
@@ -34,6 +35,8 @@ func TestSuperviseArgv(t *testing.T) {
 	}{
 		{"pod command", []string{"/server", "-v"}, []string{"--port", "81"}, "example.com/app:dev", []string{"/server", "-v"}, ""},
 		{"image entrypoint and cmd", nil, nil, "example.com/app:dev", []string{"/entry", "serve", "--port", "80"}, ""},
+		{"pod command with expansions", []string{"/bin/sh", "-c", "echo $$HOME $(PORT)"}, nil, "example.com/app:dev", []string{"/bin/sh", "-c", "echo $$HOME $(PORT)"}, ""},
+		{"image entrypoint with a $", nil, nil, "example.com/dollar:dev", []string{"/bin/sh", "-c", "echo $$HOME"}, ""},
 		{"image entrypoint, pod args", nil, []string{"--port", "81"}, "example.com/app:dev", []string{"/entry"}, ""},
 		{"nothing to run", nil, nil, "example.com/none:dev", nil, "neither the pod template nor the image"},
 		{"registry error", nil, nil, "example.com/gone:dev", nil, "reading the entrypoint of container \"app\""},
@@ -60,6 +63,10 @@ func TestSuperviseArgv(t *testing.T) {
 			gc := got.Spec.Template.Spec.Containers[0]
 			if inner, ok := remote.Supervised(gc.Command); !ok || !slices.Equal(inner, tc.want) || !slices.Equal(gc.Args, tc.args) {
 				t.Fatalf("patched command %q args %q", gc.Command, gc.Args)
+			}
+			// The kubelet expands $$ to $: the script it runs is the supervisor's own.
+			if want := remote.SupervisorCommand(nil)[2]; strings.ReplaceAll(gc.Command[2], "$$", "$") != want || !strings.Contains(gc.Command[2], "$$") {
+				t.Fatalf("the supervisor's script is not escaped for the kubelet's expansion")
 			}
 			if gs := got.Spec.Template.Spec.Containers[1]; gs.Command != nil {
 				t.Fatalf("the sidecar's command changed: %q", gs.Command)

@@ -22,9 +22,9 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
-// launcher is the command of a pod that runs a binary livesync delivers: it waits for the
-// sync to put it there, then runs it.
-const launcher = `while [ ! -x /app/server ]; do sleep 0.2; done; exec /app/server`
+// launcher is the command of a pod that runs a binary livesync delivers: it waits until the
+// sync put all of it there (a file still being written does not run), then runs it.
+const launcher = `until /app/server -check 2>/dev/null; do sleep 0.2; done; exec /app/server`
 
 // serverSource is a static HTTP server that answers its version; version "bad" exits 3 at
 // once, as a broken build would.
@@ -39,6 +39,9 @@ import (
 var version = "dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-check" {
+		return
+	}
 	if version == "bad" {
 		fmt.Fprintln(os.Stderr, "bad build")
 		os.Exit(3)
