@@ -2,10 +2,8 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
-	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -189,24 +186,3 @@ func (o *SyncOptions) deps(restCfg *rest.Config, cfg session.Config, reporter se
 		Notes:    notes,
 	}
 }
-
-// restartFlag is --restart, parsed into the session's restart mode.
-type restartFlag struct{ m *restart.Mode }
-
-func (f restartFlag) String() string {
-	if f.m == nil {
-		return "none"
-	}
-	return f.m.String()
-}
-
-func (f restartFlag) Set(s string) error {
-	m, err := restart.Parse(s)
-	if err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), "invalid --restart "+strconv.Quote(s)+": "))
-	}
-	*f.m = m
-	return nil
-}
-
-func (restartFlag) Type() string { return "MODE" }

@@ -24,7 +24,7 @@ func (r *syncReporter) restarted(ev restart.Event) {
 	if ev.Err != nil {
 		r.errors++
 		j.Error = ev.Err.Error()
-		r.emitErr(j, "restart failed: %s: %v", ev.Target, ev.Err)
+		r.emitErr(j, "no restart in %s: %v", ev.Target, ev.Err)
 		return
 	}
 	j.Duration = ms(ev.Duration)
