@@ -51,6 +51,9 @@ type SupervisorState struct {
 	// Running reports that a child runs; false when the last one ended on
 	// its own and the supervisor waits for the next ask.
 	Running bool
+	// Crashed reports that the child before the current one had ended on
+	// its own (Status is its exit status) before livesync asked.
+	Crashed bool
 }
 
 // Restarted is what RestartProcess saw: the supervisor before the ask and
@@ -90,7 +93,7 @@ func parseRestarted(out string) (Restarted, error) {
 	seen := 0
 	for line := range strings.Lines(out) {
 		f := strings.Fields(line)
-		if len(f) != 5 || (f[0] != "B" && f[0] != "A") {
+		if len(f) != 6 || (f[0] != "B" && f[0] != "A") {
 			continue
 		}
 		s, err := parseSupervisorState(f[1:])
@@ -125,12 +128,14 @@ func parseSupervisorState(f []string) (SupervisorState, error) {
 			return s, err
 		}
 	}
-	switch f[3] {
-	case "1":
-		s.Running = true
-	case "0":
-	default:
-		return s, fmt.Errorf("running is %q, not 0 or 1", f[3])
+	for i, b := range []*bool{&s.Running, &s.Crashed} {
+		switch f[3+i] {
+		case "1":
+			*b = true
+		case "0":
+		default:
+			return s, fmt.Errorf("field %d is %q, not 0 or 1", 4+i, f[3+i])
+		}
 	}
 	return s, nil
 }

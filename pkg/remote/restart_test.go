@@ -58,11 +58,11 @@ func TestSupervisorCommand(t *testing.T) {
 }
 
 func TestParseRestarted(t *testing.T) {
-	r, err := parseRestarted("B 1 2 - 1\nA 1 3 143 1\n")
-	if err != nil || r.Before != (SupervisorState{PID: 1, Gen: 2, Status: -1, Running: true}) || r.After != (SupervisorState{PID: 1, Gen: 3, Status: 143, Running: true}) {
+	r, err := parseRestarted("B 1 2 - 1 0\nA 1 3 143 1 1\n")
+	if err != nil || r.Before != (SupervisorState{PID: 1, Gen: 2, Status: -1, Running: true}) || r.After != (SupervisorState{PID: 1, Gen: 3, Status: 143, Running: true, Crashed: true}) {
 		t.Fatalf("parseRestarted = %+v, %v", r, err)
 	}
-	for _, bad := range []string{"", "B 1 2 - 1\n", "B 1 x - 1\nA 1 3 0 1\n", "B 1 2 - 2\nA 1 3 0 1\n"} {
+	for _, bad := range []string{"", "B 1 2 - 1 0\n", "B 1 x - 1 0\nA 1 3 0 1 0\n", "B 1 2 - 2 0\nA 1 3 0 1 0\n", "B 1 2 - 1\nA 1 3 0 1\n"} {
 		if _, err := parseRestarted(bad); err == nil {
 			t.Errorf("parseRestarted(%q) = nil error", bad)
 		}
@@ -152,7 +152,7 @@ func TestSupervisor(t *testing.T) {
 			}
 			must(t, os.WriteFile(ver, []byte("v2"), 0o600))
 			r := restart("v2")
-			if r.Before.Gen != 1 || r.After.Gen != 2 || r.After.Status != 7 || !r.After.Running || r.Before.PID != r.After.PID {
+			if r.Before.Gen != 1 || r.After.Gen != 2 || r.After.Status != 7 || !r.After.Running || r.After.Crashed || r.Before.PID != r.After.PID {
 				t.Fatalf("first restart: %+v", r)
 			}
 			must(t, os.WriteFile(ver, []byte("crash"), 0o600))
@@ -160,7 +160,7 @@ func TestSupervisor(t *testing.T) {
 			stderr.next(t, "ended with status 3; waiting for the next sync")
 			must(t, os.WriteFile(ver, []byte("v3"), 0o600))
 			r = restart("v3")
-			if r.Before.Running || r.Before.Status != 3 || r.After.Gen != 4 || r.After.Status != 3 {
+			if r.Before.Running || r.Before.Status != 3 || r.After.Gen != 4 || r.After.Status != 3 || !r.After.Crashed {
 				t.Fatalf("restart after a crash: %+v", r)
 			}
 			must(t, syscall.Kill(r.After.PID, syscall.SIGTERM))

@@ -182,7 +182,7 @@ func (r *Restarter) AfterSync(ctx context.Context, t filesync.Target) {
 			r.fail(ctx, key, ev, err)
 			return
 		}
-		ev.ExitCode, ev.Crashed = res.After.Status, !res.Before.Running
+		ev.ExitCode, ev.Crashed = res.After.Status, res.After.Crashed
 	}
 	if ctx.Err() != nil {
 		return // the target went away, or the session ends

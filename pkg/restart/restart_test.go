@@ -108,8 +108,8 @@ func TestSignalHandled(t *testing.T) {
 // supervisor once.
 func TestProcessRestart(t *testing.T) {
 	ex := &fakeexec.Executor{Responses: []fakeexec.Response{
-		{Stdout: "B 1 1 - 1\nA 1 2 143 1\n"},
-		{Stdout: "B 1 2 143 0\nA 1 3 1 1\n"},
+		{Stdout: "B 1 1 - 1 0\nA 1 2 143 1 0\n"},
+		{Stdout: "B 1 2 143 0 1\nA 1 3 1 1 1\n"},
 	}}
 	var evs []Event
 	r := &Restarter{Exec: ex, Mode: Mode{Kind: Process}, Report: record(&evs)}

@@ -1,7 +1,7 @@
 # shellcheck shell=sh
 # restart.sh asks the supervisor of a container (supervisor.sh) to restart
 # its child and waits until it started the new one. It prints the
-# supervisor's state line before ("B PID GEN STATUS RUNNING") and after
+# supervisor's state line before ("B PID GEN STATUS RUNNING CRASHED") and after
 # ("A ..."). It exits 3 when the container runs no supervisor, and 4 when
 # the supervisor did not start a child within $1 tenths of a second.
 # Under a helper the state is read through LIVESYNC_ROOTFS; see

@@ -11,9 +11,11 @@
 #
 # It keeps its state for restart.sh in the first writable of
 # /tmp/.livesync-supervisor and /dev/shm/.livesync-supervisor, replaced by a
-# rename: "PID GEN STATUS RUNNING", its own PID, how many children it
-# started, how the last child before the current one ended ("-": none yet)
-# and whether a child runs (1) or ended on its own (0). LIVESYNC_STATE_DIRS
+# rename: "PID GEN STATUS RUNNING CRASHED", its own PID, how many children
+# it started, how the last child before the current one ended ("-": none
+# yet), whether a child runs (1) or ended on its own (0), and whether that
+# last child had ended on its own before livesync asked (1) or was stopped
+# by the ask (0). LIVESYNC_STATE_DIRS
 # replaces the two directories, in tests.
 lsv_state=
 for lsv_d in ${LIVESYNC_STATE_DIRS:-/tmp /dev/shm}; do
@@ -22,10 +24,10 @@ for lsv_d in ${LIVESYNC_STATE_DIRS:-/tmp /dev/shm}; do
     break
   fi
 done
-lsv_gen=0 lsv_status=- lsv_child='' lsv_ask='' lsv_stop='' lsv_restarted='' lsv_killer='' lsv_trapped='' lsv_fwd=''
+lsv_gen=0 lsv_status=- lsv_child='' lsv_ask='' lsv_stop='' lsv_restarted='' lsv_killer='' lsv_trapped='' lsv_fwd='' lsv_crashed=0
 lsv_write() {
   [ -n "$lsv_state" ] || return 0
-  { printf '%s %s %s %s\n' "$$" "$lsv_gen" "$lsv_status" "$1" >"$lsv_state.tmp" && mv -f "$lsv_state.tmp" "$lsv_state"; } 2>/dev/null || :
+  { printf '%s %s %s %s %s\n' "$$" "$lsv_gen" "$lsv_status" "$1" "$lsv_crashed" >"$lsv_state.tmp" && mv -f "$lsv_state.tmp" "$lsv_state"; } 2>/dev/null || :
 }
 # A non-interactive shell starts an asynchronous command with stdin on
 # /dev/null; the child gets the container's (fd 3). It also starts it with
@@ -38,8 +40,16 @@ exec 3<&0
 lsv_start() {
   lsv_gen=$((lsv_gen + 1))
   lsv_write 1
+  lsv_crashed=0
   "$@" <&3 3<&- &
   lsv_child=$! lsv_fwd=''
+}
+# lsv_zombie tells whether process $1 ended and waits to be reaped.
+lsv_zombie() {
+  lsv_z=''
+  { read -r lsv_z <"/proc/$1/stat"; } 2>/dev/null || return 1
+  case ${lsv_z##*') '} in Z*) return 0 ;; esac
+  return 1
 }
 # lsv_ended stops the timer that kills a child that ignores TERM.
 lsv_ended() {
@@ -79,6 +89,7 @@ while :; do
       kill -"$lsv_stop" "$lsv_child" 2>/dev/null || :
       lsv_fwd=1
     elif [ -n "$lsv_ask" ] && [ -z "$lsv_stop" ] && [ -z "$lsv_killer" ]; then
+      if lsv_zombie "$lsv_child"; then lsv_crashed=1; fi
       kill -TERM "$lsv_child" 2>/dev/null || :
       # A child that ignores TERM gets KILL after 10s; the timer holds no
       # output open (its sleep may outlive a killed timer).
@@ -100,5 +111,6 @@ while :; do
   fi
   if [ -z "$lsv_restarted" ]; then exit "$lsv_st"; fi
   echo "livesync-supervisor: the process ended with status $lsv_st; waiting for the next sync to start it again" >&2
+  lsv_crashed=1
   lsv_write 0
 done
