@@ -110,7 +110,7 @@ while :; do
     continue
   fi
   if [ -z "$lsv_restarted" ]; then exit "$lsv_st"; fi
-  echo "livesync-supervisor: the process ended with status $lsv_st; waiting for the next sync to start it again" >&2
   lsv_crashed=1
   lsv_write 0
+  echo "livesync-supervisor: the process ended with status $lsv_st; waiting for the next sync to start it again" >&2
 done
