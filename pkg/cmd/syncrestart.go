@@ -105,11 +105,12 @@ func (s *syncImages) checkShell(ctx context.Context, w *workload.Workload, c wor
 
 // shellWords shows argv as a shell would read it back.
 func shellWords(argv []string) string {
+	plain := func(r rune) bool {
+		return strings.ContainsRune("/-._=:,", r) || unicode.IsLetter(r) || unicode.IsDigit(r)
+	}
 	out := make([]string, len(argv))
 	for i, a := range argv {
-		if a != "" && strings.IndexFunc(a, func(r rune) bool {
-			return !(r == '/' || r == '-' || r == '.' || r == '_' || r == '=' || r == ':' || r == ',' || unicode.IsLetter(r) || unicode.IsDigit(r))
-		}) < 0 {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool { return !plain(r) }) < 0 {
 			out[i] = a
 		} else {
 			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"

@@ -32,7 +32,7 @@ func TestParseProcStatus(t *testing.T) {
 			}
 		})
 	}
-	p := ProcStatus{Caught: 1<<(1-1) | 1<<(15-1)} // HUP and TERM
+	p := ProcStatus{Caught: 1<<0 | 1<<14} // HUP (1) and TERM (15): bit N-1
 	for sig, want := range map[int]bool{1: true, 15: true, 10: false, 12: false, 0: false, 65: false} {
 		if p.Catches(sig) != want {
 			t.Errorf("Catches(%d) = %v, want %v", sig, !want, want)
