@@ -37,9 +37,9 @@ const onSyncOutputMax = 4 << 10
 // mapped remote roots instead of the paths.
 const maxChangedEnv = 32 << 10
 
-// onSyncRunner runs the on-sync command (or Config.AfterSync) in one target, off the sync path: the
-// target's worker submits the changed paths of each applied batch and moves
-// on. While a run is in progress, further submissions coalesce into a single
+// onSyncRunner runs the on-sync command (or Config.AfterSync) in one target,
+// off the sync path: the target's worker submits the changed paths of each
+// applied batch and moves on. While a run is in progress, further submissions coalesce into a single
 // follow-up run with the union of their paths, so runs never queue up and a
 // slow or hanging command never holds up a batch.
 type onSyncRunner struct {

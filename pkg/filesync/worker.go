@@ -354,7 +354,7 @@ func (e *Engine) reportDryRun(t Target, m *mapping, p *Plan, pf *Preflight) {
 	}
 }
 
-// onSync hands the changed remote paths to tg's on-sync runner, if any.
+// onSync hands the changed remote paths to tg's after-sync runners, if any.
 func (e *Engine) onSync(tg *target, changed []string) {
 	tg.runner.submit(changed)
 }
