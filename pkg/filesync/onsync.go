@@ -39,9 +39,10 @@ const maxChangedEnv = 32 << 10
 
 // onSyncRunner runs the on-sync command (or Config.AfterSync) in one target,
 // off the sync path: the target's worker submits the changed paths of each
-// applied batch and moves on. While a run is in progress, further submissions coalesce into a single
-// follow-up run with the union of their paths, so runs never queue up and a
-// slow or hanging command never holds up a batch.
+// applied batch and moves on. While a run is in progress, further
+// submissions coalesce into a single follow-up run with the union of their
+// paths, so runs never queue up and a slow or hanging command never holds up
+// a batch.
 type onSyncRunner struct {
 	e    *Engine
 	t    Target
