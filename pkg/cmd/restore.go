@@ -22,12 +22,12 @@ func newCmdRestore(g *globalOptions) *cobra.Command {
 	o := &RestoreOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "restore (TYPE/NAME | TYPE NAME | POD | TYPE -l SELECTOR) [--dry-run]",
-		Short: "Put back the images and pull policies that refresh and pull-policy changed",
+		Short: "Put back the images, pull policies and commands that refresh, pull-policy and --restart process changed",
 		Long: `Read the livesync.dev/original annotation, put back each recorded image and pull policy that is
-still what livesync set, drop the records of what was restored and wait for the rollout. A
-container someone changed since livesync did (kubectl set image after a refresh) is left as is,
-said so, and its record kept; --force restores it too. Nothing recorded: says so and changes
-nothing.`,
+still what livesync set, and each command livesync wrapped in its supervisor (--restart
+process), drop the records of what was restored and wait for the rollout. A container someone
+changed since livesync did (kubectl set image after a refresh) is left as is, said so, and its
+record kept; --force restores it too. Nothing recorded: says so and changes nothing.`,
 		Example: `  # Undo every livesync change on deploy/my-app
   kubectl livesync restore deploy/my-app
 
@@ -106,6 +106,9 @@ func (o *RestoreOptions) restore(ctx context.Context, p *workload.RestorePlan) e
 		if ch.PullPolicy != "" {
 			writeln(o.g.Out, "%s: container %q: imagePullPolicy %s -> %s", w.Ref(), c.Name, c.PullPolicy, ch.PullPolicy)
 		}
+		if ch.SetCommand {
+			writeln(o.g.Out, "%s: container %q: command: livesync's supervisor -> %s", w.Ref(), c.Name, describeCommand(ch.Command))
+		}
 	}
 	patch, err := p.Patch()
 	if err != nil {
@@ -117,7 +120,7 @@ func (o *RestoreOptions) restore(ctx context.Context, p *workload.RestorePlan) e
 	}
 	diff := p.Changes()
 	if len(diff) == 0 && patch.Restore {
-		writeln(o.g.Out, "%s: images and pull policies are already the originals; removing the record", w.Ref())
+		writeln(o.g.Out, "%s: images, pull policies and commands are already the originals; removing the record", w.Ref())
 	}
 	targets, err := workload.PodTargets(ctx, o.g.client, w, diff, nil)
 	if err != nil {
@@ -136,8 +139,20 @@ func describeChange(ch workload.Change) string {
 	if ch.PullPolicy != "" {
 		parts = append(parts, "imagePullPolicy "+ch.PullPolicy)
 	}
+	if ch.SetCommand {
+		parts = append(parts, "command "+describeCommand(ch.Command))
+	}
 	if len(parts) == 0 {
 		return "the recorded original"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// describeCommand names a container command restore puts back; nil is none in the template,
+// where the image's entrypoint runs.
+func describeCommand(argv []string) string {
+	if argv == nil {
+		return "none (the image's entrypoint)"
+	}
+	return shellWords(argv)
 }

@@ -63,6 +63,12 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
   # Two mappings, a chosen container, and a command after every sync
   kubectl livesync deploy/my-app ./src:/app/src ./static:/app/static -c web --on-sync 'kill -HUP 1'
 
+  # Sync a locally built binary and restart it in place after every save (undo: restore)
+  kubectl livesync deploy/my-app ./bin:/app/bin --restart process
+
+  # Have the app reload after every sync, when it reloads on SIGHUP
+  kubectl livesync deploy/my-app ./conf:/etc/app --restart signal:HUP
+
   # Pin the moved :dev tag first, and keep following it while syncing
   kubectl livesync deploy/my-app ./src:/app --refresh --follow-tag
 
@@ -95,7 +101,7 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.DurationVar(&o.cfg.Sync.Cap, "batch-max", coalesce.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.StringVar(&o.transport, "transport", "stream", "how batches reach a container: stream (one kept-open exec per container; an exec per batch where the container lacks dd) or exec (an exec per batch, for proxies that cut long-lived connections)")
 	f.IntVar(&o.cfg.Sync.Parallelism, "parallel", 8, "at most this many containers are written to at once")
-	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, target-added, target-removed, waiting, restarting, error, recovered, held, refresh, dry-run)")
+	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, restarted, target-added, target-removed, waiting, restarting, error, recovered, held, refresh, dry-run)")
 	f.BoolVar(&o.cfg.Once, "once", false, "initial sync and exit once the --on-sync runs finished or timed out; the exit code says whether every container converged (not how --on-sync went)")
 	f.BoolVar(&o.cfg.Sync.AllowMassDelete, "allow-mass-delete", false, "let a batch or initial sync delete more than 50 remote entries and more than half of a mapping's, or mirror an emptied local root; without it such deletes are held and reported")
 	return cmd
@@ -110,6 +116,7 @@ func (o *SyncOptions) addEntryFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.cfg.GitIgnore, "gitignore", false, "also honour .gitignore files (off by default: locally built, git-ignored outputs are often what you want to sync)")
 	f.StringVar(&o.cfg.Sync.OnSync, "on-sync", "", "run `sh -c CMD` in each container after each applied batch and the initial sync, without holding up the next batch; $LIVESYNC_CHANGED lists the changed remote paths")
 	f.DurationVar(&o.cfg.Sync.OnSyncTimeout, "on-sync-timeout", filesync.DefaultOnSyncTimeout, "close an --on-sync command's exec after this long and report it (what it started keeps running in the container)")
+	f.Var(restartFlag{&o.cfg.Restart}, "restart", "restart the app after each batch that changed something: none, signal:SIG (send SIG, e.g. HUP, to the container's main process, if it handles it) or process (roll out once with livesync's supervisor as the container's command, which restarts the process in place, keeping the synced files; undo with kubectl livesync restore)")
 	f.StringVar(&o.cfg.PullPolicy, "pull-policy", "", "set this imagePullPolicy on the workload first (Always|IfNotPresent|Never), like the pull-policy command")
 	f.BoolVar(&o.cfg.Refresh, "refresh", false, "pin a moved tag to its new digest first, like the refresh command")
 	f.BoolVar(&o.cfg.FollowTag, "follow-tag", false, "while syncing, poll the registry and pin each new push of the tag; new pods get their initial sync")
@@ -168,13 +175,14 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 // deps are the real cluster, watcher and registry behind one session.
 func (o *SyncOptions) deps(restCfg *rest.Config, cfg session.Config, reporter session.Reporter, notes io.Writer, namespace string, args []string, selector string) session.Deps {
 	refresher := &refresher{g: o.g, registry: &o.registry, mutate: &o.mutate, resolvers: map[string]inspect.Resolver{}, log: reporter.Refreshed}
+	pods := &workload.PodExecutor{Config: restCfg, Client: o.g.client, ExecPerBatch: o.transport == "exec"}
 	return session.Deps{
 		Resolve: func() (*workload.Workload, error) {
 			return workload.ResolveTarget(o.g.builder(), namespace, args, selector)
 		},
 		Client:   o.g.client,
-		Executor: helperExecutor(&workload.PodExecutor{Config: restCfg, Client: o.g.client, ExecPerBatch: o.transport == "exec"}, cfg, reporter),
-		Images:   &syncImages{refresher: refresher},
+		Executor: helperExecutor(pods, cfg, reporter),
+		Images:   &syncImages{refresher: refresher, pods: pods},
 		Reporter: reporter,
 		Notes:    notes,
 	}

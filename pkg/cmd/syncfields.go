@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
+	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 )
 
@@ -45,6 +46,13 @@ var entryFields = []struct {
 	{"refresh",
 		func(s *project.Sync, c *session.Config, _ *string) { c.Refresh = s.Refresh },
 		func(s *project.Sync, c *session.Config, _ string) { s.Refresh = c.Refresh }},
+	{"restart",
+		func(s *project.Sync, c *session.Config, _ *string) { c.Restart, _ = restart.Parse(s.Restart) }, // Load checked it
+		func(s *project.Sync, c *session.Config, _ string) {
+			if c.Restart.Kind != restart.None {
+				s.Restart = c.Restart.String()
+			}
+		}},
 	{"follow-tag",
 		func(s *project.Sync, c *session.Config, _ *string) { c.FollowTag = s.FollowTag },
 		func(s *project.Sync, c *session.Config, _ string) { s.FollowTag = c.FollowTag }},

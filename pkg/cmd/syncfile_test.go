@@ -16,6 +16,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
+	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 )
 
 // repo makes a checkout with ./api and ./web and moves the test into dir below it.
@@ -42,7 +43,7 @@ func TestInitWritesAndExtends(t *testing.T) {
 	if err := os.WriteFile(file, []byte("# ours\napiVersion: livesync.dev/v1alpha1\nkind: LiveSync\nsyncs: []\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := execute(t, "init", "deploy/api", "..:/app", "-n", "backend", "--on-sync", "kill -HUP 1", "--interval", "1m")
+	out, _, err := execute(t, "init", "deploy/api", "..:/app", "-n", "backend", "--on-sync", "kill -HUP 1", "--interval", "1m", "--restart", "process")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +63,10 @@ func TestInitWritesAndExtends(t *testing.T) {
 	}
 	api, web := f.Syncs[0], f.Syncs[1]
 	if api.Workload != "deploy/api" || api.Namespace != "backend" || api.Mappings[0] != "./api:/app" || api.OnSync != "kill -HUP 1" ||
-		api.Interval.Duration != time.Minute || api.Initial != "" || api.OnSyncTimeout != nil || api.Containers != nil {
+		api.Interval.Duration != time.Minute || api.Initial != "" || api.OnSyncTimeout != nil || api.Containers != nil || api.Restart != "process" {
 		t.Errorf("api entry %+v", api)
 	}
-	if web.Workload != "deployment/web" || web.Mappings[0] != "./web:/srv" || web.Containers[0] != "nginx" || web.Exclude[0] != "*.map" || web.Namespace != "" {
+	if web.Workload != "deployment/web" || web.Mappings[0] != "./web:/srv" || web.Containers[0] != "nginx" || web.Exclude[0] != "*.map" || web.Namespace != "" || web.Restart != "" {
 		t.Errorf("web entry %+v", web)
 	}
 	data, _ := os.ReadFile(file)
@@ -111,6 +112,7 @@ syncs:
   exclude: ["*.log"]
   helper: ephemeral
   helperImage: reg/helper:1
+  restart: signal:usr2
 - name: web
   selector: app=web
   containers: [nginx]
@@ -149,16 +151,19 @@ syncs:
 	if api.cfg.Helper != "ephemeral" || api.cfg.HelperImage != "reg/helper:1" || web.cfg.Helper != "auto" || web.cfg.HelperImage != defaultHelperImage {
 		t.Errorf("helper: api %q %q, web %q %q", api.cfg.Helper, api.cfg.HelperImage, web.cfg.Helper, web.cfg.HelperImage)
 	}
+	if api.cfg.Restart.String() != "signal:USR2" || web.cfg.Restart.Kind != restart.None {
+		t.Errorf("restart: api %s, web %s", api.cfg.Restart, web.cfg.Restart)
+	}
 	if web.selector != "app=web" || web.cfg.Containers[0] != "nginx" || web.cfg.Sync.Initial != filesync.InitialUpload || web.cfg.Sync.OnSyncTimeout != filesync.DefaultOnSyncTimeout {
 		t.Errorf("web %+v", web)
 	}
-	o = parse("api", "--trust-file", "--initial", "none", "-n", "dev", "-c", "app", "--on-sync-timeout", "9s", "--once", "--helper", "never")
+	o = parse("api", "--trust-file", "--initial", "none", "-n", "dev", "-c", "app", "--on-sync-timeout", "9s", "--once", "--helper", "never", "--restart", "process")
 	if len(o.entries) != 1 {
 		t.Fatalf("a name ran %d entries", len(o.entries))
 	}
 	api = o.entries[0]
 	if api.namespace != "" || api.cfg.Sync.Initial != filesync.InitialNone || api.cfg.Containers[0] != "app" || api.cfg.Sync.OnSyncTimeout != 9*time.Second ||
-		!api.cfg.Once || api.cfg.Excludes[0] != "*.log" || api.cfg.Helper != "never" || api.cfg.HelperImage != "reg/helper:1" {
+		!api.cfg.Once || api.cfg.Excludes[0] != "*.log" || api.cfg.Helper != "never" || api.cfg.HelperImage != "reg/helper:1" || api.cfg.Restart.Kind != restart.Process {
 		t.Errorf("flags did not override: %+v", api)
 	}
 

@@ -3,6 +3,8 @@ package cmd
 import (
 	"context"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -12,6 +14,9 @@ import (
 // reporter.
 type syncImages struct {
 	refresher *refresher
+	// pods execs in containers directly, not through a helper: --restart process checks the
+	// image's own /bin/sh.
+	pods remote.Executor
 }
 
 var _ session.Images = (*syncImages)(nil)

@@ -41,6 +41,8 @@ type jsonEvent struct {
 	Copy      []string       `json:"copy,omitempty"`
 	Delete    []string       `json:"delete,omitempty"`
 	ExitCode  *int           `json:"exitCode,omitempty"`
+	Mode      string         `json:"mode,omitempty"`    // restarted: none, signal:SIG or process
+	Crashed   bool           `json:"crashed,omitempty"` // restarted: the replaced process had exited on its own
 	Output    *string        `json:"output,omitempty"`
 	Error     string         `json:"error,omitempty"`
 	Hint      string         `json:"hint,omitempty"`

@@ -19,6 +19,12 @@ import (
 //     with SYS_PTRACE where PodSecurity allows, running an image its author chose.
 //
 // --trust-file consents to all of it; --helper and --helper-image override the fields anyway.
+//
+// restart: is not among them. signal:SIG reaches only the containers the file syncs into, as
+// its onSync commands do; process changes the workload's command, reversibly (restore), to
+// livesync's own supervisor running the container's own command, as pullPolicy and refresh
+// change its pull policy and image: the user's RBAC, a change the file's author cannot choose
+// the content of, recorded for restore.
 
 // untrusted returns why entry s of the file in dir may not run without --trust-file, or nil.
 // ms are its mappings as check left them: absolute, symlinks resolved. given says whether a

@@ -40,6 +40,13 @@ type Config struct {
 	// the command started keeps running in the container) and the run is
 	// reported as timed out. Default DefaultOnSyncTimeout.
 	OnSyncTimeout time.Duration
+	// AfterSync, if set, is called for a target after each applied batch
+	// that changed something there, and after its initial sync when that
+	// did (--restart, see pkg/restart). It runs off the sync path like
+	// OnSync, one call at a time per target: batches applied during a call
+	// coalesce into one follow-up call. ctx ends when the target is removed
+	// or the engine stops. Not called in a dry run.
+	AfterSync func(ctx context.Context, t Target)
 	// ExecTimeout bounds every exec that lists or copies files: one that
 	// moves no byte on any stream for ExecTimeout is cancelled and fails with
 	// remote.ErrTimeout, which is transient (retried, then the target is re-synced).

@@ -37,17 +37,19 @@ const onSyncOutputMax = 4 << 10
 // mapped remote roots instead of the paths.
 const maxChangedEnv = 32 << 10
 
-// onSyncRunner runs the on-sync command in one target, off the sync path: the
-// target's worker submits the changed paths of each applied batch and moves
-// on. While a run is in progress, further submissions coalesce into a single
-// follow-up run with the union of their paths, so runs never queue up and a
-// slow or hanging command never holds up a batch.
+// onSyncRunner runs the on-sync command (or Config.AfterSync) in one target,
+// off the sync path: the target's worker submits the changed paths of each
+// applied batch and moves on. While a run is in progress, further
+// submissions coalesce into a single follow-up run with the union of their
+// paths, so runs never queue up and a slow or hanging command never holds up
+// a batch.
 type onSyncRunner struct {
 	e    *Engine
 	t    Target
 	ctx  context.Context // cancelled when the target is removed or the engine stops
 	wake chan struct{}
 	done chan struct{} // closed when loop returns
+	do   func(paths []string)
 
 	mu      sync.Mutex
 	pending bool                // a run is due
@@ -56,16 +58,44 @@ type onSyncRunner struct {
 	closed  bool                // no more submissions: run what is due, then stop
 }
 
-// startOnSync starts tg's runner under ctx, counted in wg; nil without an
-// on-sync command.
-func (e *Engine) startOnSync(ctx context.Context, tg *target, wg *sync.WaitGroup) *onSyncRunner {
-	if e.cfg.OnSync == "" || e.cfg.DryRun {
-		return nil
+// runners are a target's two after-sync runners, each nil when unused: the
+// on-sync command's, and Config.AfterSync's, which only batches that changed
+// something wake.
+type runners struct{ cmd, hook *onSyncRunner }
+
+func (rs runners) submit(changed []string) {
+	rs.cmd.submit(changed)
+	if len(changed) > 0 {
+		rs.hook.submit(changed)
 	}
-	r := &onSyncRunner{e: e, t: tg.Target, ctx: ctx, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		paths: map[string]struct{}{}}
-	wg.Go(r.loop)
-	return r
+}
+
+func (rs runners) close() {
+	rs.cmd.close()
+	rs.hook.close()
+}
+
+// startOnSync starts tg's runners under ctx, counted in wg; none in a dry
+// run.
+func (e *Engine) startOnSync(ctx context.Context, tg *target, wg *sync.WaitGroup) runners {
+	var rs runners
+	if e.cfg.DryRun {
+		return rs
+	}
+	start := func(do func(r *onSyncRunner, paths []string)) *onSyncRunner {
+		r := &onSyncRunner{e: e, t: tg.Target, ctx: ctx, wake: make(chan struct{}, 1), done: make(chan struct{}),
+			paths: map[string]struct{}{}}
+		r.do = func(paths []string) { do(r, paths) }
+		wg.Go(r.loop)
+		return r
+	}
+	if e.cfg.OnSync != "" {
+		rs.cmd = start((*onSyncRunner).run)
+	}
+	if hook := e.cfg.AfterSync; hook != nil {
+		rs.hook = start(func(r *onSyncRunner, _ []string) { hook(r.ctx, r.t) })
+	}
+	return rs
 }
 
 // submit asks for a run with these changed remote paths; it never blocks.
@@ -127,7 +157,7 @@ func (r *onSyncRunner) loop() {
 		r.mu.Unlock()
 		switch {
 		case due:
-			r.run(paths)
+			r.do(paths)
 			continue
 		case closed:
 			return

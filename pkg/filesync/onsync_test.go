@@ -323,6 +323,7 @@ func TestOnSyncRunnerBoundsPaths(t *testing.T) {
 	// Not started: the loop runs below, once everything is submitted.
 	r := &onSyncRunner{e: e, t: testTarget, ctx: context.Background(), wake: make(chan struct{}, 1), done: make(chan struct{}),
 		paths: map[string]struct{}{}}
+	r.do = r.run
 	for i := range 3000 {
 		r.submit([]string{fmt.Sprintf("/app/some/rather/long/path/%05d", i), "/app/same"})
 	}
@@ -333,5 +334,54 @@ func TestOnSyncRunnerBoundsPaths(t *testing.T) {
 	r.loop()
 	if len(argvs) != 1 || argvs[0][4] != "/app" {
 		t.Errorf("execs = %q, want one run with the remote root", argvs)
+	}
+}
+
+// AfterSync is called off the sync path after an initial sync and after
+// each batch that changed something; batches applied while a call runs
+// coalesce into one follow-up call.
+func TestAfterSyncCoalesces(t *testing.T) {
+	calls := make(chan Target, 10)
+	gate := make(chan struct{})
+	var n int
+	var mu sync.Mutex
+	hook := func(_ context.Context, tg Target) {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		calls <- tg
+		if !first {
+			<-gate // the second call holds until the test lets it go
+		}
+	}
+	f := newEngineFixture(t, Config{AfterSync: hook})
+	f.e.AddTarget(podTarget("web-1"))
+	done := make(chan error, 1)
+	go func() { done <- f.e.Run(context.Background(), f.changes) }()
+	if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+		t.Fatal(ev.Err)
+	}
+	if tg := testwait.Result(t, calls, "the call after the initial sync"); tg != podTarget("web-1") {
+		t.Fatalf("called for %v", tg)
+	}
+	writeTree(t, f.local, map[string]string{"a": "a2"})
+	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "a")}, 1)
+	testwait.Result(t, calls, "the call after the first batch")
+	// Two more batches while that call runs: one follow-up call for both.
+	writeTree(t, f.local, map[string]string{"a": "a3"})
+	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "a")}, 1)
+	writeTree(t, f.local, map[string]string{"a": "a4"})
+	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "a")}, 1)
+	close(gate)
+	testwait.Result(t, calls, "the coalesced call")
+	close(f.changes) // Run returns once every call due has run
+	if err := testwait.Result(t, done, "Run"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 3 {
+		t.Fatalf("%d calls, want 3: the initial sync's, the first batch's, one for the two batches during it", n)
 	}
 }

@@ -39,7 +39,7 @@ type target struct {
 	cancel  context.CancelFunc
 	wake    chan struct{}
 	backoff time.Duration
-	runner  *onSyncRunner // nil without an on-sync command
+	runner  runners // after-sync runs: --on-sync, AfterSync
 	// early is what passes that no batch waited for sent (copies ahead of
 	// their batch), for the next batch's report.
 	early unitResult
@@ -355,7 +355,7 @@ func (e *Engine) reportDryRun(t Target, m *mapping, p *Plan, pf *Preflight) {
 	}
 }
 
-// onSync hands the changed remote paths to tg's on-sync runner, if any.
+// onSync hands the changed remote paths to tg's after-sync runners, if any.
 func (e *Engine) onSync(tg *target, changed []string) {
 	tg.runner.submit(changed)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/image"
+	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 )
 
 // ErrNotFound is returned by Find when no directory up to the root holds a FileName.
@@ -295,6 +296,9 @@ func (f *File) validate(lines map[string]int, empty bool) error {
 			if err := image.ValidPullPolicy(s.PullPolicy); err != nil {
 				return at(p+".pullPolicy", "%v", err)
 			}
+		}
+		if _, err := restart.Parse(s.Restart); err != nil {
+			return at(p+".restart", "%v", strings.Replace(err.Error(), "invalid --restart ", "", 1))
 		}
 		switch s.Helper {
 		case "", "auto", "ephemeral", "never":

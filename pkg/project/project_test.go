@@ -73,6 +73,7 @@ func TestParseErrorsNameTheLine(t *testing.T) {
 		{"bad name", head + "- name: API\n  workload: deploy/api\n  mappings: [./a:/app]\n", `4: syncs[0].name: "API" is not a name`},
 		{"bad initial", head + "- name: api\n  workload: deploy/api\n  mappings: [./a:/app]\n  initial: all\n", `7: syncs[0].initial:`},
 		{"bad policy", head + "- name: api\n  workload: deploy/api\n  mappings: [./a:/app]\n  pullPolicy: always\n", `7: syncs[0].pullPolicy: invalid image pull policy "always"`},
+		{"bad restart", head + "- name: api\n  workload: deploy/api\n  mappings: [./a:/app]\n  restart: signal:KILL\n", `7: syncs[0].restart: "signal:KILL": no process can handle SIGKILL`},
 		{"bad helper", head + "- name: api\n  workload: deploy/api\n  mappings: [./a:/app]\n  helper: sometimes\n", `7: syncs[0].helper: "sometimes": use auto, ephemeral or never`},
 		{"bare workload", head + "- name: api\n  workload: api\n  mappings: [./a:/app]\n", `5: syncs[0].workload: want TYPE/NAME, e.g. deploy/api`},
 		{"wrong version", "apiVersion: v1\nkind: LiveSync\n", `1: apiVersion: want livesync.dev/v1alpha1, got "v1"`},
@@ -219,12 +220,12 @@ func TestSchemaMatchesTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	item := s.Properties["syncs"].Items
-	for _, f := range []string{"name", "workload", "selector", "namespace", "containers", "mappings", "exclude", "gitignore", "initial", "onSync", "onSyncTimeout", "pullPolicy", "refresh", "followTag", "interval", "helper", "helperImage"} {
+	for _, f := range []string{"name", "workload", "selector", "namespace", "containers", "mappings", "exclude", "gitignore", "initial", "onSync", "onSyncTimeout", "pullPolicy", "refresh", "restart", "followTag", "interval", "helper", "helperImage"} {
 		if _, ok := item.Properties[f]; !ok {
 			t.Errorf("schema lacks syncs[].%s", f)
 		}
 	}
-	if len(item.Properties) != 17 || item.AdditionalProperties {
-		t.Errorf("schema has %d entry fields (additionalProperties %v), want exactly the 17 Load accepts", len(item.Properties), item.AdditionalProperties)
+	if len(item.Properties) != 18 || item.AdditionalProperties {
+		t.Errorf("schema has %d entry fields (additionalProperties %v), want exactly the 18 Load accepts", len(item.Properties), item.AdditionalProperties)
 	}
 }

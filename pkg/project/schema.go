@@ -29,6 +29,7 @@ func Schema() []byte {
 	}
 	item["properties"].(map[string]any)["mappings"].(map[string]any)["minItems"] = 1
 	item["properties"].(map[string]any)["name"].(map[string]any)["pattern"] = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	item["properties"].(map[string]any)["restart"].(map[string]any)["pattern"] = "^(none|process|signal:([Ss][Ii][Gg])?[A-Za-z0-9]+)$"
 	out, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		panic(err) // maps of strings, slices and bools always marshal

@@ -39,7 +39,9 @@ type Sync struct {
 	OnSyncTimeout *metav1.Duration `json:"onSyncTimeout,omitempty" doc:"Close an onSync command's exec after this long, e.g. 30s."`
 	PullPolicy    string           `json:"pullPolicy,omitempty" doc:"Set this imagePullPolicy on the workload first." enum:"Always,IfNotPresent,Never"`
 	Refresh       bool             `json:"refresh,omitempty" doc:"Pin a moved tag to its new digest first."`
-	FollowTag     bool             `json:"followTag,omitempty" doc:"While syncing, poll the registry and pin each new push of the tag."`
+	// Restart is --restart: none, process or signal:SIG.
+	Restart   string `json:"restart,omitempty" doc:"Restart the app after each batch that changed something: none (default), signal:SIG (send SIG, e.g. signal:HUP, to the container's main process) or process (roll out once with livesync's supervisor as the container's command, which restarts the process in place; kubectl livesync restore takes it out)."`
+	FollowTag bool   `json:"followTag,omitempty" doc:"While syncing, poll the registry and pin each new push of the tag."`
 	// Interval is the registry polling interval with FollowTag; zero means --interval.
 	Interval *metav1.Duration `json:"interval,omitempty" doc:"Registry polling interval with followTag, e.g. 30s."`
 	Helper   string           `json:"helper,omitempty" doc:"Sync through an ephemeral helper container: auto (default: only where the container has no sh or tar), ephemeral (always; needs --helper ephemeral or --trust-file) or never." enum:"auto,ephemeral,never"`

@@ -10,6 +10,9 @@
 // transient failures (RetryPolicy); the classification of a failure into one line that says
 // what to do (SyncError, Classify, IsTransient and the Err* sentinels); and the argv of a
 // helper container that reaches its target's files through /proc (HelperArgv, HelperProbe).
+// For --restart it owns the supervisor that becomes a container's command (SupervisorCommand,
+// Supervised), the ask that makes it restart its child (RestartProcess), and the check and send
+// of a signal to the main process (CheckSignal, SendSignal, CheckShell).
 //
 // It speaks in its own terms — a remote root, the script's arguments, an archive reader, the
 // executor — and knows nothing of plans, indexes or mappings: hack/verify.sh keeps it from

@@ -24,6 +24,13 @@ var (
 	onSyncScript = script("on-sync.sh")
 	// preflightScript is a dry run's read-only check of a remote directory (see Preflight).
 	preflightScript = script("preflight.sh")
+	// supervisorScript is the command --restart process installs (see
+	// SupervisorCommand); restartScript asks it to restart its child (see
+	// RestartProcess); signalScript reads and signals the main process (see
+	// CheckSignal and SendSignal).
+	supervisorScript = script("supervisor.sh")
+	restartScript    = script("restart.sh")
+	signalScript     = script("signal.sh")
 )
 
 // script returns scripts/name without its comment and blank lines: they

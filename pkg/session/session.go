@@ -1,5 +1,5 @@
 // Package session runs one livesync session: it picks the containers, changes the image side
-// first when asked (--pull-policy, --refresh), then feeds watcher events through the sync
+// first when asked (--pull-policy, --refresh, the supervisor of --restart process), then feeds watcher events through the sync
 // engine into the containers the tracker finds, until ctx ends or one initial sync is done.
 package session
 
@@ -18,6 +18,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -40,6 +41,9 @@ type Config struct {
 	// Helper is --helper (auto, ephemeral or never) and HelperImage --helper-image: pkg/cmd
 	// builds the session's Executor from them.
 	Helper, HelperImage string
+	// Restart restarts the app after each batch that changed something (--restart); with
+	// restart.Process the workload first rolls out with the supervisor (Images.Supervise).
+	Restart restart.Mode
 }
 
 // Deps are what a session talks to; pkg/cmd builds the real ones, tests fakes.
@@ -69,6 +73,9 @@ type Images interface {
 	SetPullPolicy(ctx context.Context, w *workload.Workload, containers []string, policy string) error
 	// Refresh pins the moved tags of the containers; quiet leaves out "already current".
 	Refresh(ctx context.Context, w *workload.Workload, containers []string, quiet bool) error
+	// Supervise rolls the workload out with its containers' commands under livesync's
+	// supervisor (--restart process); under --dry-run it shows the patch instead.
+	Supervise(ctx context.Context, w *workload.Workload, containers []string) error
 }
 
 // Reporter tells the user what the session does: the engine's and the tracker's events,
@@ -77,6 +84,8 @@ type Reporter interface {
 	filesync.Reporter
 	// Refreshed reports a line of what --refresh or --follow-tag did.
 	Refreshed(line string)
+	// Restarted reports a restart of the app in a container (--restart), or why none.
+	Restarted(ev restart.Event)
 	// Warn reports a problem that does not end the session.
 	Warn(err error)
 	// Watching says the initial syncs are under way and the roots are watched.
@@ -110,6 +119,17 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 			return err
 		}
 	}
+	if cfg.Restart.Kind == restart.Process {
+		if cfg.Refresh {
+			// The refresh's rollout changed the workload: the patch needs its new resourceVersion.
+			if w, err = d.Resolve(); err != nil {
+				return err
+			}
+		}
+		if err := d.Images.Supervise(ctx, w, containers); err != nil {
+			return err
+		}
+	}
 
 	roots, matchers, err := newMatchers(cfg)
 	if err != nil {
@@ -117,6 +137,10 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}
 	sc := cfg.Sync
 	sc.Matchers = matchers
+	if cfg.Restart.Kind != restart.None {
+		r := &restart.Restarter{Exec: d.Executor, Mode: cfg.Restart, Report: d.Reporter.Restarted}
+		sc.AfterSync = r.AfterSync
+	}
 	engine := filesync.New(d.Executor, sc, filesync.WithReporter(d.Reporter))
 	sink := &countingSink{Sink: engine, live: map[string]bool{}}
 	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: sink, Reporter: d.Reporter}

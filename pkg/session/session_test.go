@@ -24,6 +24,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakeexec"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakewatch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -93,6 +94,9 @@ func (r fakeReporter) Refreshed(line string)   { r.j.add("refreshed %s", line) }
 func (r fakeReporter) Warn(err error)          { r.j.add("warn %v", err) }
 func (r fakeReporter) Watching(roots []string) { r.j.add("watching %d roots", len(roots)) }
 func (r fakeReporter) Summary()                { r.j.add("summary") }
+func (r fakeReporter) Restarted(ev restart.Event) {
+	r.j.add("restarted %s %s err=%v", ev.Target, ev.Mode, ev.Err)
+}
 
 // fakeImages records the image-side calls; fail, when set, answers them.
 type fakeImages struct {
@@ -114,6 +118,10 @@ func (f *fakeImages) SetPullPolicy(_ context.Context, w *workload.Workload, cont
 
 func (f *fakeImages) Refresh(_ context.Context, w *workload.Workload, containers []string, quiet bool) error {
 	return f.answer(fmt.Sprintf("refresh %s %v quiet=%v", w.Ref(), containers, quiet))
+}
+
+func (f *fakeImages) Supervise(_ context.Context, w *workload.Workload, containers []string) error {
+	return f.answer(fmt.Sprintf("supervise %s %v", w.Ref(), containers))
 }
 
 // recordingExecutor notes each exec in the journal before the real one runs it.
@@ -301,6 +309,44 @@ func TestRunImagesBeforeSync(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRunRestartProcess: --restart process rolls the supervisor out before the sync, and asks
+// each container to restart after its initial sync and after each batch; a container that
+// runs no supervisor (here: the real restart.sh on this machine finds none) is said once.
+func TestRunRestartProcess(t *testing.T) {
+	t.Setenv("LIVESYNC_STATE_DIRS", t.TempDir())
+	f := newFixture(t, runningPod("web-1"))
+	f.cfg.Refresh, f.cfg.Restart = true, restart.Mode{Kind: restart.Process}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, f.cfg, f.deps) }()
+	f.j.waitFor(t, "watching 1 roots")
+	f.j.waitFor(t, "restarted ns/web-1/app process err=the container does not run the livesync supervisor")
+	writeFile(t, filepath.Join(f.local, "index.html"), "v2")
+	if !f.watcher.Send(watch.Event{Root: f.local, Path: filepath.Join(f.local, "index.html")}) {
+		t.Fatal("the session does not read the watcher")
+	}
+	f.j.waitFor(t, "batch changed=1 deleted=0 failed=0")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"resolve", "refresh deployment/web [app] quiet=false", "resolve", "supervise deployment/web [app]"}
+	got := f.j.all()
+	if !slices.Equal(got[:len(want)], want) {
+		t.Errorf("calls:\n%s\nwant them to start with\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	n := 0
+	for _, l := range got {
+		if strings.HasPrefix(l, "restarted ") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d restart events, want the one refusal:\n%s", n, strings.Join(got, "\n"))
 	}
 }
 

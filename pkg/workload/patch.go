@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,7 +18,9 @@ import (
 
 // OriginalAnnotation records, per container, the image and pull policy a workload had before
 // livesync first changed them, so restore always returns to the true original, and what
-// livesync set, so restore can tell its own change from a later one by someone else.
+// livesync set, so restore can tell its own change from a later one by someone else. A
+// container whose command livesync wrapped in its supervisor (--restart process) also has its
+// original command recorded, under "supervisor".
 const OriginalAnnotation = "livesync.dev/original"
 
 // ErrBadOriginal means the OriginalAnnotation holds something livesync never writes: a hand
@@ -38,6 +41,16 @@ type Original struct {
 	// Set is the image and pull policy livesync last left the container with. Records written
 	// before it existed have none; see setFor for how those are read.
 	Set *State `json:"set,omitempty"`
+	// Supervisor is set while livesync's supervisor wraps the container's command.
+	Supervisor *SupervisorRecord `json:"supervisor,omitempty"`
+}
+
+// SupervisorRecord is what a container ran before livesync wrapped its command in the
+// supervisor (see PlanSupervise).
+type SupervisorRecord struct {
+	// Command is the template's command before; null when it set none (the image's
+	// entrypoint ran), which restore puts back by removing the command.
+	Command []string `json:"command"`
 }
 
 // Originals maps container names to their recorded original state.
@@ -149,12 +162,19 @@ func pinnedForm(img, ref string) bool {
 	return err == nil && r.Registry == i.Registry && r.Repository == i.Repository && r.Tag == i.Tag
 }
 
-// Change is a new image and/or pull policy for one container; empty fields stay as they are.
+// Change is a new image, pull policy and/or command for one container; empty fields stay as
+// they are.
 type Change struct {
 	Container  Container
 	Image      string
 	PullPolicy string
+	// SetCommand sets the container's command to Command; a nil Command removes it.
+	SetCommand bool
+	Command    []string
 }
+
+// empty reports that c changes nothing.
+func (c Change) empty() bool { return c.Image == "" && c.PullPolicy == "" && !c.SetCommand }
 
 // Patch is a strategic merge patch of a workload plus what it means, for --dry-run output.
 type Patch struct {
@@ -163,12 +183,6 @@ type Patch struct {
 	// Restore reports that the patch removes the annotation: nothing is left to restore.
 	Restore bool
 	Data    []byte
-}
-
-type containerPatch struct {
-	Name            string `json:"name"`
-	Image           string `json:"image,omitempty"`
-	ImagePullPolicy string `json:"imagePullPolicy,omitempty"`
 }
 
 // BuildPatch builds a patch that changes only the given containers and records each one's
@@ -215,9 +229,18 @@ func BuildPatch(w *Workload, changes []Change, restore bool) (*Patch, error) {
 // buildPatch builds the patch of changes that sets the annotation to orig, or removes it when
 // orig is empty.
 func buildPatch(w *Workload, changes []Change, orig Originals) (*Patch, error) {
-	var regular, init []containerPatch
+	var regular, init []map[string]any
 	for _, c := range changes {
-		cp := containerPatch{Name: c.Container.Name, Image: c.Image, ImagePullPolicy: c.PullPolicy}
+		cp := map[string]any{"name": c.Container.Name}
+		if c.Image != "" {
+			cp["image"] = c.Image
+		}
+		if c.PullPolicy != "" {
+			cp["imagePullPolicy"] = c.PullPolicy
+		}
+		if c.SetCommand {
+			cp["command"] = c.Command // nil: null, which removes it
+		}
 		if c.Container.Init {
 			init = append(init, cp)
 		} else {
@@ -307,7 +330,8 @@ func (p *Patch) rebase(h *resource.Helper) error {
 	}
 	for _, c := range p.Changes {
 		now, err := fresh.Containers([]string{c.Container.Name})
-		if err != nil || now[0].Image != c.Container.Image || now[0].PullPolicy != c.Container.PullPolicy || now[0].Init != c.Container.Init {
+		if err != nil || now[0].Image != c.Container.Image || now[0].PullPolicy != c.Container.PullPolicy || now[0].Init != c.Container.Init ||
+			!slices.Equal(now[0].Command, c.Container.Command) {
 			return errChanged
 		}
 	}

@@ -2,8 +2,11 @@ package workload
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // RestoreStep is restore's decision for one recorded container.
@@ -79,6 +82,18 @@ func planStep(c Container, o Original, force bool) RestoreStep {
 	if policyMoved && set.PullPolicy != o.PullPolicy && cur.PullPolicy != o.PullPolicy {
 		conflicts = append(conflicts, fmt.Sprintf("imagePullPolicy changed since livesync set it (now %s)", policyOrDefault(cur.PullPolicy)))
 	}
+	// The supervisor is livesync's while the command is still one it built; a command someone
+	// set since is theirs (putting the original back by hand is restore's job done).
+	var unwrap bool
+	if o.Supervisor != nil {
+		_, wrapped := remote.Supervised(c.Command)
+		switch {
+		case wrapped:
+			unwrap = true
+		case !slices.Equal(c.Command, o.Supervisor.Command):
+			conflicts = append(conflicts, fmt.Sprintf("command changed since livesync wrapped it in its supervisor (now %s)", quoteArgv(c.Command)))
+		}
+	}
 	s := RestoreStep{Container: c, Original: o, Change: Change{Container: c}, Conflict: strings.Join(conflicts, " and ")}
 	s.Skipped = s.Conflict != "" && !force
 	// Without force a field someone else changed is theirs and stays; with force, and for a
@@ -90,7 +105,22 @@ func planStep(c Container, o Original, force bool) RestoreStep {
 	if (all || !policyMoved) && o.PullPolicy != "" && cur.PullPolicy != o.PullPolicy {
 		s.Change.PullPolicy = o.PullPolicy
 	}
+	if o.Supervisor != nil && (unwrap || (all && !slices.Equal(c.Command, o.Supervisor.Command))) {
+		s.Change.SetCommand, s.Change.Command = true, o.Supervisor.Command
+	}
 	return s
+}
+
+// quoteArgv shows a command for a message: its words quoted, or "none" when unset.
+func quoteArgv(argv []string) string {
+	if argv == nil {
+		return "none"
+	}
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = fmt.Sprintf("%q", a)
+	}
+	return "[" + strings.Join(q, " ") + "]"
 }
 
 func policyOrDefault(p string) string {
@@ -108,7 +138,7 @@ func (p *RestorePlan) Empty() bool { return len(p.Steps) == 0 && len(p.Gone) == 
 func (p *RestorePlan) Changes() []Change {
 	var out []Change
 	for _, s := range p.Steps {
-		if !s.Skipped && (s.Change.Image != "" || s.Change.PullPolicy != "") {
+		if !s.Skipped && !s.Change.empty() {
 			out = append(out, s.Change)
 		}
 	}

@@ -61,6 +61,9 @@ type Container struct {
 	Init       bool
 	Image      string
 	PullPolicy string
+	// Command and Args are the template's; nil when it sets none (the image's
+	// entrypoint and cmd run).
+	Command, Args []string
 }
 
 func errNoPodTemplate(kind string) error {
@@ -121,10 +124,10 @@ func FromObject(obj runtime.Object) (*Workload, error) {
 func (w *Workload) Containers(names []string) ([]Container, error) {
 	var all []Container
 	for _, c := range w.Spec.InitContainers {
-		all = append(all, Container{Name: c.Name, Init: true, Image: c.Image, PullPolicy: string(c.ImagePullPolicy)})
+		all = append(all, Container{Name: c.Name, Init: true, Image: c.Image, PullPolicy: string(c.ImagePullPolicy), Command: c.Command, Args: c.Args})
 	}
 	for _, c := range w.Spec.Containers {
-		all = append(all, Container{Name: c.Name, Image: c.Image, PullPolicy: string(c.ImagePullPolicy)})
+		all = append(all, Container{Name: c.Name, Image: c.Image, PullPolicy: string(c.ImagePullPolicy), Command: c.Command, Args: c.Args})
 	}
 	if len(names) == 0 {
 		return all, nil

@@ -26,6 +26,8 @@ type Event struct {
 	Copy       []string   `json:"copy"`
 	Delete     []string   `json:"delete"`
 	ExitCode   *int       `json:"exitCode"`
+	Mode       string     `json:"mode"`    // restarted
+	Crashed    bool       `json:"crashed"` // restarted
 	Output     string     `json:"output"`
 	Error      string     `json:"error"`
 	Hint       string     `json:"hint"`
