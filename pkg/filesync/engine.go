@@ -168,7 +168,7 @@ func (e *Engine) AddTarget(t Target) {
 		}
 		e.dropLocked(old)
 	}
-	tg := &target{Target: t, wake: make(chan struct{}, 1), due: make([]pending, len(e.maps)), walkDeferred: make([]bool, len(e.maps))}
+	tg := &target{Target: t, wake: make(chan struct{}, 1), visits: make(chan func()), due: make([]pending, len(e.maps)), walkDeferred: make([]bool, len(e.maps))}
 	e.targets[t.String()] = tg
 	if e.runCtx != nil && !e.closing {
 		e.startLocked(tg)
