@@ -15,7 +15,7 @@ type Side struct {
 	// container never confirmed): nothing is decided against it.
 	Unknown bool
 	Type    remote.EntryType
-	Mode    fs.FileMode // permission bits
+	Mode    fs.FileMode // permission bits; files compare by the exec bits
 	Size    int64
 	MTime   int64     // seconds
 	Sum     *[32]byte // sha256 of a file's content, nil when unknown
@@ -82,7 +82,7 @@ func Decide(anc, local, rem Side, deletes bool) Action {
 }
 
 // same reports whether a and b hold the same: the same type, and for files
-// the same mode and content (by hash when both are known, else by size and
+// the same exec bits and content (by hash when both are known, else by size and
 // mtime), for links the same target.
 func same(a, b Side) bool {
 	switch {
@@ -94,7 +94,9 @@ func same(a, b Side) bool {
 		return a.Link == b.Link
 	case a.Type != remote.TypeFile:
 		return true
-	case a.Mode != b.Mode:
+	case a.Mode&0o111 != b.Mode&0o111:
+		// Only the exec bits: a non-root tar applies its umask, so the
+		// container's group and other bits may differ from what was sent.
 		return false
 	case a.Sum != nil && b.Sum != nil:
 		return *a.Sum == *b.Sum

@@ -39,6 +39,7 @@ func TestDecide(t *testing.T) {
 		// remote changed, local unchanged: download
 		{"remote edit", a, a, b, false, Download},
 		{"remote mode change", a, a, exec, false, Download},
+		{"remote umask differs: not a change", a, a, func() Side { s := a; s.Mode = 0o600; return s }(), false, Keep},
 		{"remote new file", absent, absent, b, false, Download},
 		{"remote new dir", absent, absent, dir, false, MakeDir},
 		{"remote edit, container without sha256sum", noSum(a), a, noSum(touched(b)), false, Download},
