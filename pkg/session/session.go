@@ -18,6 +18,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/syncback"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -40,6 +41,9 @@ type Config struct {
 	// Helper is --helper (auto, ephemeral or never) and HelperImage --helper-image: pkg/cmd
 	// builds the session's Executor from them.
 	Helper, HelperImage string
+	// SyncBack brings the listed paths back from the source replica (see
+	// pkg/syncback); off when it lists none.
+	SyncBack syncback.Config
 }
 
 // Deps are what a session talks to; pkg/cmd builds the real ones, tests fakes.
@@ -119,9 +123,13 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	sc.Matchers = matchers
 	engine := filesync.New(d.Executor, sc, filesync.WithReporter(d.Reporter))
 	sink := &countingSink{Sink: engine, live: map[string]bool{}}
-	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: sink, Reporter: d.Reporter}
 	tctx, stopTracking := context.WithCancel(ctx)
 	defer stopTracking()
+	back, tsink, err := newSyncBack(tctx, cfg, d, engine, sink)
+	if err != nil {
+		return err
+	}
+	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: tsink, Reporter: d.Reporter}
 	synced := make(chan struct{})
 	go tracker.Run(tctx, synced)
 	select {
@@ -132,6 +140,10 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 
 	if cfg.Once || cfg.Sync.DryRun {
 		ok, err := engine.Once(ctx)
+		if ok && err == nil && back != nil {
+			// One pass after the initial sync converged; its failure is reported.
+			_ = back.Pass(ctx)
+		}
 		d.Reporter.Summary()
 		if ctx.Err() != nil {
 			return nil
@@ -169,6 +181,9 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		go release(ctx, engine, d.Releases, d.Reporter)
 	}
 	d.Reporter.Watching(roots)
+	if back != nil {
+		go back.Run(tctx)
+	}
 	err = engine.Run(ctx, changes)
 	d.Reporter.Summary()
 	if ctx.Err() != nil {

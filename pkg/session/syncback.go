@@ -1,0 +1,61 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/syncback"
+	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
+)
+
+// newSyncBack returns the session's sync-back runner, nil when no path is
+// listed, and the sink the tracker feeds: it tells the runner of every
+// target, with its pod's creation time (the oldest pod is the source),
+// before the engine hears of it, so target-added can name the source.
+func newSyncBack(ctx context.Context, cfg Config, d Deps, engine *filesync.Engine, sink workload.Sink) (*syncback.Runner, workload.Sink, error) {
+	if len(cfg.SyncBack.Globs) == 0 {
+		return nil, sink, nil
+	}
+	rep, _ := d.Reporter.(syncback.Reporter)
+	r, err := syncback.New(cfg.SyncBack, engine, rep, d.Clock)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, &syncBackSink{Sink: sink, r: r, client: d.Client, ctx: ctx}, nil
+}
+
+type syncBackSink struct {
+	workload.Sink
+	r      *syncback.Runner
+	client kubernetes.Interface
+	ctx    context.Context
+}
+
+func (s *syncBackSink) AddTarget(t filesync.Target) {
+	s.r.Add(t, podCreated(s.ctx, s.client, t))
+	s.Sink.AddTarget(t)
+}
+
+func (s *syncBackSink) RemoveTarget(t filesync.Target) {
+	s.r.Remove(t)
+	s.Sink.RemoveTarget(t)
+}
+
+// podCreated is when t's pod was created; now when that cannot be read
+// (the pod then counts as the youngest).
+func podCreated(ctx context.Context, c kubernetes.Interface, t filesync.Target) time.Time {
+	if c == nil {
+		return time.Now()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pod, err := c.CoreV1().Pods(t.Namespace).Get(ctx, t.Pod, metav1.GetOptions{})
+	if err != nil {
+		return time.Now()
+	}
+	return pod.CreationTimestamp.Time
+}
