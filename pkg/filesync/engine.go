@@ -91,6 +91,7 @@ type Engine struct {
 	streams    *remote.Streams // one exec stream per target; nil: an exec per batch
 	owned      remote.Owned    // the executor, when it writes on behalf of another user
 	streamable bool            // the executor keeps streams (a dry run has none, and says so)
+	guard      UploadGuard     // nil without sync-back
 
 	mu       sync.Mutex
 	targets  map[string]*target

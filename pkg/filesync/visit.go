@@ -3,6 +3,10 @@ package filesync
 import (
 	"context"
 	"errors"
+	"slices"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // ErrNotSynced: Visit's target is gone, another container now, or its initial
@@ -81,5 +85,89 @@ func (e *Engine) Visit(ctx context.Context, t Target, fn func(*Visit) error) err
 		return err
 	case <-tg.ctx.Done():
 		return ErrNotSynced
+	}
+}
+
+// Upload is a path that a batch is about to replace or delete in a target,
+// with what the target confirmed there (Has false: nothing; Known false:
+// unknown, see Index).
+type Upload struct {
+	Target     Target
+	Mapping    int
+	Rel, Local string
+	Ancestor   Entry
+	Has, Known bool
+}
+
+// UploadGuard holds a batch's uploads to what the target confirmed
+// (sync-back's upload precondition, see pkg/syncback); WithUploadGuard sets it.
+type UploadGuard interface {
+	// Expect returns apply.sh's precondition for u (remote.ExpectFile or
+	// remote.ExpectAbsent, "" for none), or skip: u stays out of the batch.
+	Expect(u Upload) (check string, skip bool)
+	// Changed says u's precondition failed: the batch went without it.
+	Changed(u Upload, now remote.Changed)
+}
+
+// WithUploadGuard sets the engine's UploadGuard.
+func WithUploadGuard(g UploadGuard) Option { return func(e *Engine) { e.guard = g } }
+
+// applyGuarded applies a batch's plan p with the guard's preconditions for
+// its files (those under a deleted directory too); a path whose
+// precondition fails, or that the guard skips, is left out with what
+// stands on it, and the rest goes again.
+func (e *Engine) applyGuarded(tg *target, i int, m *mapping, p *Plan) (applyResult, error) {
+	for e.guard != nil && !m.file {
+		ups, owner, skip := map[string]Upload{}, map[string]string{}, map[string]bool{}
+		ask := func(rel, own string) {
+			a, has := tg.idx[i].Get(rel)
+			u := Upload{Target: tg.Target, Mapping: i, Rel: rel, Local: m.localPath(rel), Ancestor: a, Has: has, Known: !a.stale}
+			if check, sk := e.guard.Expect(u); sk {
+				skip[own] = true
+			} else if check != "" {
+				p.expect, ups["./"+rel], owner["./"+rel] = append(p.expect, check), u, own
+			}
+		}
+		p.expect = nil
+		for _, c := range p.Copies {
+			if c.Type != TypeDir {
+				ask(c.Rel, c.Rel)
+			}
+		}
+		for _, d := range p.Deletes {
+			tg.idx[i].walk(d, func(rel string) {
+				if a, ok := tg.idx[i].Get(rel); ok && a.Type != TypeDir {
+					ask(rel, d)
+				}
+			})
+		}
+		if p.drop(skip); p.Empty() && len(p.Rmdirs) == 0 {
+			return applyResult{}, nil
+		}
+		res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false, nil)
+		var ce *remote.ChangedError
+		if !errors.As(err, &ce) {
+			return res, err
+		}
+		gone := map[string]bool{}
+		for _, c := range ce.Changed {
+			if u, ok := ups[c.Name]; ok {
+				e.guard.Changed(u, c)
+				gone[owner[c.Name]] = true
+			}
+		}
+		if len(gone) == 0 {
+			return res, err
+		}
+		p.drop(gone)
+	}
+	return e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false, nil)
+}
+
+// drop leaves the copies and deletes at or under gone out of p.
+func (p *Plan) drop(gone map[string]bool) {
+	if len(gone) > 0 {
+		p.Copies = slices.DeleteFunc(p.Copies, func(c Copy) bool { return localtree.UnderAny(c.Rel, gone) })
+		p.Deletes = slices.DeleteFunc(p.Deletes, func(d string) bool { return localtree.UnderAny(d, gone) })
 	}
 }

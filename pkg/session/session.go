@@ -121,14 +121,15 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}
 	sc := cfg.Sync
 	sc.Matchers = matchers
-	engine := filesync.New(d.Executor, sc, filesync.WithReporter(d.Reporter))
-	sink := &countingSink{Sink: engine, live: map[string]bool{}}
-	tctx, stopTracking := context.WithCancel(ctx)
-	defer stopTracking()
-	back, tsink, err := newSyncBack(tctx, cfg, d, engine, sink)
+	back, opts, err := newSyncBack(cfg, d)
 	if err != nil {
 		return err
 	}
+	engine := filesync.New(d.Executor, sc, append(opts, filesync.WithReporter(d.Reporter))...)
+	sink := &countingSink{Sink: engine, live: map[string]bool{}}
+	tctx, stopTracking := context.WithCancel(ctx)
+	defer stopTracking()
+	tsink := syncBackSink(tctx, back, d, engine, sink)
 	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: tsink, Reporter: d.Reporter}
 	synced := make(chan struct{})
 	go tracker.Run(tctx, synced)

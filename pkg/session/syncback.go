@@ -13,34 +13,45 @@ import (
 )
 
 // newSyncBack returns the session's sync-back runner, nil when no path is
-// listed, and the sink the tracker feeds: it tells the runner of every
-// target, with its pod's creation time (the oldest pod is the source),
-// before the engine hears of it, so target-added can name the source.
-func newSyncBack(ctx context.Context, cfg Config, d Deps, engine *filesync.Engine, sink workload.Sink) (*syncback.Runner, workload.Sink, error) {
+// listed, and the engine's options for it (the runner guards uploads to the
+// source, see syncback.Runner.Expect).
+func newSyncBack(cfg Config, d Deps) (*syncback.Runner, []filesync.Option, error) {
 	if len(cfg.SyncBack.Globs) == 0 {
-		return nil, sink, nil
+		return nil, nil, nil
 	}
 	rep, _ := d.Reporter.(syncback.Reporter)
-	r, err := syncback.New(cfg.SyncBack, engine, rep, d.Clock)
+	r, err := syncback.New(cfg.SyncBack, rep, d.Clock)
 	if err != nil {
 		return nil, nil, err
 	}
-	return r, &syncBackSink{Sink: sink, r: r, client: d.Client, ctx: ctx}, nil
+	return r, []filesync.Option{filesync.WithUploadGuard(r)}, nil
 }
 
-type syncBackSink struct {
+// syncBackSink makes engine r's host and returns the sink the tracker
+// feeds: it tells r of every target, with its pod's creation time (the
+// oldest pod is the source), before the engine hears of it, so
+// target-added can name the source.
+func syncBackSink(ctx context.Context, r *syncback.Runner, d Deps, engine *filesync.Engine, sink workload.Sink) workload.Sink {
+	if r == nil {
+		return sink
+	}
+	r.Serve(engine)
+	return &backSink{Sink: sink, r: r, client: d.Client, ctx: ctx}
+}
+
+type backSink struct {
 	workload.Sink
 	r      *syncback.Runner
 	client kubernetes.Interface
 	ctx    context.Context
 }
 
-func (s *syncBackSink) AddTarget(t filesync.Target) {
+func (s *backSink) AddTarget(t filesync.Target) {
 	s.r.Add(t, podCreated(s.ctx, s.client, t))
 	s.Sink.AddTarget(t)
 }
 
-func (s *syncBackSink) RemoveTarget(t filesync.Target) {
+func (s *backSink) RemoveTarget(t filesync.Target) {
 	s.r.Remove(t)
 	s.Sink.RemoveTarget(t)
 }

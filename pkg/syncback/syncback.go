@@ -127,10 +127,11 @@ type Runner struct {
 	rep   Reporter
 	clk   clock.WithTicker
 
-	mu     sync.Mutex
-	live   map[string]member // by Target.String()
-	source *filesync.Target
-	states map[string]*state // by target and container ID
+	mu        sync.Mutex
+	live      map[string]member // by Target.String()
+	source    *filesync.Target
+	states    map[string]*state // by target and container ID
+	conflicts map[string]mark   // see Expect
 }
 
 type member struct {
@@ -148,8 +149,9 @@ type state struct {
 	lastErr     string
 }
 
-// New returns a Runner; it fails on a glob that could reach outside a mapping.
-func New(cfg Config, host Host, rep Reporter, clk clock.WithTicker) (*Runner, error) {
+// New returns a Runner; it fails on a glob that could reach outside a
+// mapping. Its passes run on the host that Serve sets.
+func New(cfg Config, rep Reporter, clk clock.WithTicker) (*Runner, error) {
 	g, err := ignore.NewGlobs(cfg.Globs)
 	if err != nil {
 		return nil, err
@@ -163,8 +165,12 @@ func New(cfg Config, host Host, rep Reporter, clk clock.WithTicker) (*Runner, er
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Runner{cfg: cfg, globs: g, host: host, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}}, nil
+	return &Runner{cfg: cfg, globs: g, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]mark{}}, nil
 }
+
+// Serve sets the host that passes run on: the engine, which is built with r
+// as its filesync.UploadGuard (see Expect). Call it before the first pass.
+func (r *Runner) Serve(h Host) { r.host = h }
 
 // Add records t, a container of a pod created at created; the oldest pod's
 // becomes the source (reported as a Source event before it changes).
@@ -240,11 +246,7 @@ func (r *Runner) Pass(ctx context.Context) error {
 	src := r.source
 	var st *state
 	if src != nil {
-		key := src.String() + "@" + src.ContainerID
-		if st = r.states[key]; st == nil {
-			st = &state{since: map[int]int64{}, lastFull: map[int]time.Time{}, needFull: map[int]bool{}, reported: map[string]string{}}
-			r.states = map[string]*state{key: st} // a new source starts over
-		}
+		st = r.stateLocked(*src)
 	}
 	r.mu.Unlock()
 	if src == nil {
@@ -260,6 +262,17 @@ func (r *Runner) Pass(ctx context.Context) error {
 		r.report(Failed{Target: *src, Err: err})
 	}
 	return err
+}
+
+// stateLocked returns what passes keep for t, the source.
+func (r *Runner) stateLocked(t filesync.Target) *state {
+	key := t.String() + "@" + t.ContainerID
+	st := r.states[key]
+	if st == nil {
+		st = &state{since: map[int]int64{}, lastFull: map[int]time.Time{}, needFull: map[int]bool{}, reported: map[string]string{}}
+		r.states = map[string]*state{key: st} // a new source starts over
+	}
+	return st
 }
 
 // pass scans every directory mapping of v's target and brings back what
@@ -574,6 +587,7 @@ func (p *mappingPass) record(rel string, local Side) {
 	if err != nil {
 		return
 	}
+	p.r.settle(p.v.Target, p.i, rel)
 	e := filesync.Entry{Type: local.Type, Mode: fi.Mode().Perm(), MTime: fi.ModTime(), Link: local.Link, Sum: local.Sum}
 	if local.Type == remote.TypeFile {
 		e.Size = fi.Size()
@@ -582,22 +596,31 @@ func (p *mappingPass) record(rel string, local Side) {
 }
 
 func (p *mappingPass) conflict(rel string, local, rem *[32]byte) {
-	ev := Conflicted{Target: p.v.Target, Path: p.local(rel), LocalSum: hexSum(local), RemoteSum: hexSum(rem)}
-	p.once(rel, "conflict "+ev.LocalSum+" "+ev.RemoteSum, ev)
+	p.r.conflict(p.st, p.v.Target, p.i, rel, p.local(rel), local, rem)
 }
 
+// conflict reports the conflict at rel (local, its local path) once, and
+// marks it: both sides stay until the next local save, which wins.
+func (r *Runner) conflict(st *state, t filesync.Target, i int, rel, local string, lsum, rsum *[32]byte) {
+	r.markConflict(t, i, rel, local)
+	ev := Conflicted{Target: t, Path: local, LocalSum: hexSum(lsum), RemoteSum: hexSum(rsum)}
+	r.once(st, rel, "conflict "+ev.LocalSum+" "+ev.RemoteSum, ev)
+}
+
+func (p *mappingPass) once(key, what string, ev Event) { p.r.once(p.st, key, what, ev) }
+
 // once reports ev unless what was last reported for key is what.
-func (p *mappingPass) once(key, what string, ev Event) {
-	if p.st.reported[key] == what {
+func (r *Runner) once(st *state, key, what string, ev Event) {
+	if st.reported[key] == what {
 		return
 	}
-	p.st.reported[key] = what
-	p.r.report(ev)
+	st.reported[key] = what
+	r.report(ev)
 }
 
 func (p *mappingPass) failed(d *decision, err error) {
 	if errors.Is(err, localtree.ErrChanged) {
-		p.conflict(d.rel, nil, d.rem.Sum)
+		p.conflict(d.rel, localSide(p.local(d.rel)).Sum, d.rem.Sum)
 		return
 	}
 	p.once(d.rel, err.Error(), Failed{Target: p.v.Target, Path: p.local(d.rel), Err: err})
@@ -608,6 +631,14 @@ func hexSum(s *[32]byte) string {
 		return ""
 	}
 	return hex.EncodeToString(s[:])
+}
+
+func sumOf(h string) *[32]byte {
+	b, err := hex.DecodeString(h)
+	if err != nil || len(b) != 32 {
+		return nil
+	}
+	return (*[32]byte)(b)
 }
 
 // download brings ds back in one archive, each file written only if the
@@ -663,6 +694,7 @@ func (p *mappingPass) wrote(rel string, fi fs.FileInfo, h hash.Hash) {
 	p.out.Paths = append(p.out.Paths, p.local(rel))
 	p.out.Bytes += fi.Size()
 	delete(p.st.reported, rel)
+	p.r.settle(p.v.Target, p.i, rel)
 }
 
 // recordParents records the directories above rel that the index lacks
@@ -698,5 +730,6 @@ func (p *mappingPass) deleteLocal(d *decision) {
 		return
 	}
 	p.v.Forget(p.i, d.rel)
+	p.r.settle(p.v.Target, p.i, d.rel)
 	p.out.Deleted = append(p.out.Deleted, p.local(d.rel))
 }

@@ -26,9 +26,15 @@ type executor struct {
 	// unshare runs every command in a new mount namespace: a container
 	// that restarted under the same pod and name.
 	unshare bool
+	// beforeDownload runs before each download's exec: a local save
+	// between the scan and the download.
+	beforeDownload func()
 }
 
 func (e *executor) Exec(ctx context.Context, _ filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(argv) > 3 && argv[3] == "livesync-download" && e.beforeDownload != nil {
+		e.beforeDownload()
+	}
 	if e.unshare {
 		argv = append([]string{"unshare", "-m", "--"}, argv...)
 		r := localexec.Runner{SysProcAttr: e.SysProcAttr}
@@ -72,14 +78,16 @@ func newFixture(t *testing.T, ex *executor, cfg Config) *fixture {
 	write(t, f.local, "package.json", "{}", 0o644)
 	write(t, f.local, "package-lock.json", "v1", 0o644)
 	write(t, f.local, "src/main.go", "package main", 0o644)
-	f.engine = filesync.New(ex, filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(f.local), Remote: filesync.RemotePath(f.remote)}}})
-	f.engine.AddTarget(src)
 	if cfg.Globs == nil {
 		cfg.Globs = []string{"package-lock.json", "gen/**"}
 	}
 	var err error
-	f.runner, err = New(cfg, f.engine, f.rec, clocktesting.NewFakeClock(time.Unix(1e9, 0)))
+	f.runner, err = New(cfg, f.rec, clocktesting.NewFakeClock(time.Unix(1e9, 0)))
 	must(t, err)
+	f.engine = filesync.New(ex, filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(f.local), Remote: filesync.RemotePath(f.remote)}}},
+		filesync.WithUploadGuard(f.runner))
+	f.runner.Serve(f.engine)
+	f.engine.AddTarget(src)
 	f.runner.Add(src, time.Unix(1, 0))
 	if evs := f.rec.take(); len(evs) != 1 || evs[0] != (Source{Target: src}) {
 		t.Fatalf("source events: %v", evs)
@@ -199,6 +207,32 @@ func TestSyncBack(t *testing.T) {
 	}
 }
 
+// TestLocalSaveBetweenScanAndDownload: the pass decided to download over an
+// unchanged local file, which the user saved before the download landed:
+// a conflict, the local save stays.
+func TestLocalSaveBetweenScanAndDownload(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			ex := &executor{Runner: *r}
+			f := newFixture(t, ex, Config{})
+			f.initialSync(t)
+			f.pass(t)
+			write(t, f.remote, "package-lock.json", "v2 from the container", 0o644)
+			ex.beforeDownload = func() { write(t, f.local, "package-lock.json", "saved meanwhile", 0o644) }
+			evs := f.pass(t)
+			if len(evs) != 1 {
+				t.Fatalf("events: %v", evs)
+			}
+			if c, ok := evs[0].(Conflicted); !ok || c.Path != f.path("package-lock.json") || c.LocalSum != sum("saved meanwhile") || c.RemoteSum != sum("v2 from the container") {
+				t.Fatalf("event: %#v", evs[0])
+			}
+			if got := read(t, f.local, "package-lock.json"); got != "saved meanwhile" {
+				t.Fatalf("the local save was overwritten: %q", got)
+			}
+		})
+	}
+}
+
 func TestSyncBackDeletes(t *testing.T) {
 	for name, r := range localexec.Variants(t) {
 		t.Run(name, func(t *testing.T) {
@@ -262,7 +296,7 @@ func TestSyncBackRestartedContainer(t *testing.T) {
 
 func TestSourceIsTheOldestPod(t *testing.T) {
 	rec := &recorder{}
-	r, err := New(Config{Globs: []string{"x"}}, nil, rec, nil)
+	r, err := New(Config{Globs: []string{"x"}}, rec, nil)
 	must(t, err)
 	a := filesync.Target{Namespace: "ns", Pod: "a", Container: "app", ContainerID: "1"}
 	b := filesync.Target{Namespace: "ns", Pod: "b", Container: "app", ContainerID: "2"}
