@@ -6,13 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Scripts of sync-back (see Scan and Download).
 var (
-	scanScript     = script("scan.sh")
-	downloadScript = script("download.sh")
+	scanScript        = script("scan.sh")
+	downloadScript    = script("download.sh")
+	incarnationScript = script("incarnation.sh")
 )
+
+// Incarnation returns which incarnation of t's container it is now, as
+// ScanResult.Incarnation names it; "" when the container does not say.
+func Incarnation(ctx context.Context, ex Executor, t Target) (string, error) {
+	var out bytes.Buffer
+	err := Run(ctx, ex, t, "reading the container's incarnation", "/", []string{"sh", "-c", incarnationScript, "livesync-incarnation"}, nil, &out)
+	return strings.TrimSpace(out.String()), err
+}
 
 // ScanArgv is the exec that runs scan.sh in the remote directory root: the
 // entries under starts ("./name", one component each) that changed since

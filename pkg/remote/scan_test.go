@@ -198,3 +198,19 @@ func TestReadArchiveRefusesHostileEntries(t *testing.T) {
 		return nil
 	}))
 }
+
+// TestIncarnation: what Incarnation reads before an initial sync is what
+// every scan of the same container says, and a non-empty token.
+func TestIncarnation(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			inc, err := Incarnation(context.Background(), ex, testTarget)
+			must(t, err)
+			r, err := Scan(context.Background(), ex, testTarget, t.TempDir(), 0, nil)
+			must(t, err)
+			if inc == "" || inc != r.Incarnation {
+				t.Fatalf("incarnation %q, scan's %q", inc, r.Incarnation)
+			}
+		})
+	}
+}

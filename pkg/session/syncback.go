@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/syncback"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -36,18 +37,19 @@ func syncBackSink(ctx context.Context, r *syncback.Runner, d Deps, engine *files
 		return sink
 	}
 	r.Serve(engine)
-	return &backSink{Sink: sink, r: r, client: d.Client, ctx: ctx}
+	return &backSink{Sink: sink, r: r, client: d.Client, ex: d.Executor, ctx: ctx}
 }
 
 type backSink struct {
 	workload.Sink
 	r      *syncback.Runner
 	client kubernetes.Interface
+	ex     filesync.Executor
 	ctx    context.Context
 }
 
 func (s *backSink) AddTarget(t filesync.Target) {
-	s.r.Add(t, podCreated(s.ctx, s.client, t))
+	s.r.Add(t, podCreated(s.ctx, s.client, t), incarnation(s.ctx, s.ex, t))
 	s.Sink.AddTarget(t)
 }
 
@@ -69,4 +71,16 @@ func podCreated(ctx context.Context, c kubernetes.Interface, t filesync.Target) 
 		return time.Now()
 	}
 	return pod.CreationTimestamp.Time
+}
+
+// incarnation reads which incarnation of t's container runs now, before
+// its initial sync; "" (sync-back refused from it) when that fails.
+func incarnation(ctx context.Context, ex filesync.Executor, t filesync.Target) string {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	inc, err := remote.Incarnation(ctx, ex, t)
+	if err != nil {
+		return ""
+	}
+	return inc
 }

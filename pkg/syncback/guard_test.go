@@ -12,6 +12,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // running is a fixture whose engine runs (batches, not only the initial
@@ -42,7 +43,9 @@ func newRunning(t *testing.T, ex *executor, cfg Config) *running {
 			}
 		})))
 	f.runner.Serve(f.engine)
-	f.runner.Add(src, time.Unix(1, 0))
+	inc, err := remote.Incarnation(context.Background(), ex, src)
+	must(t, err)
+	f.runner.Add(src, time.Unix(1, 0), inc)
 	f.engine.AddTarget(src)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -199,8 +202,8 @@ func TestExpectOnlyOnTheSource(t *testing.T) {
 	r, err := New(Config{Globs: []string{"lock"}}, nil, nil)
 	must(t, err)
 	other := filesync.Target{Namespace: "ns", Pod: "web-2", Container: "app", ContainerID: "c2"}
-	r.Add(src, time.Unix(1, 0))
-	r.Add(other, time.Unix(2, 0))
+	r.Add(src, time.Unix(1, 0), "mnt:[1]")
+	r.Add(other, time.Unix(2, 0), "mnt:[2]")
 	local := filepath.Join(t.TempDir(), "lock")
 	for _, tc := range []struct {
 		u    filesync.Upload

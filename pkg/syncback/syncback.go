@@ -119,6 +119,10 @@ func (Failed) syncBackEvent()     {}
 // the ancestor describes fails with.
 var ErrRestarted = errors.New("the container restarted: nothing comes back from it until it is synced again")
 
+// ErrNoIncarnation: the container's incarnation was not read before its
+// initial sync (see Add), so a restart since could not be told apart.
+var ErrNoIncarnation = errors.New("could not tell which incarnation of the container was synced (readlink /proc/self/ns/mnt): nothing comes back from it")
+
 // Runner runs sync-back passes against the source replica.
 type Runner struct {
 	cfg   Config
@@ -135,8 +139,9 @@ type Runner struct {
 }
 
 type member struct {
-	t       filesync.Target
-	created time.Time
+	t           filesync.Target
+	created     time.Time
+	incarnation string
 }
 
 // state is what passes keep per source container.
@@ -172,11 +177,14 @@ func New(cfg Config, rep Reporter, clk clock.WithTicker) (*Runner, error) {
 // as its filesync.UploadGuard (see Expect). Call it before the first pass.
 func (r *Runner) Serve(h Host) { r.host = h }
 
-// Add records t, a container of a pod created at created; the oldest pod's
-// becomes the source (reported as a Source event before it changes).
-func (r *Runner) Add(t filesync.Target, created time.Time) {
+// Add records t, a container of a pod created at created, whose
+// incarnation (remote.Incarnation) was read before the engine heard of t,
+// so before its initial sync: what a pass finds in another one never comes
+// back ("" refuses every pass). The oldest pod's container becomes the
+// source (reported as a Source event before it changes).
+func (r *Runner) Add(t filesync.Target, created time.Time, incarnation string) {
 	r.mu.Lock()
-	r.live[t.String()] = member{t: t, created: created}
+	r.live[t.String()] = member{t: t, created: created, incarnation: incarnation}
 	ev := r.pickLocked()
 	r.mu.Unlock()
 	r.report(ev)
@@ -270,6 +278,9 @@ func (r *Runner) stateLocked(t filesync.Target) *state {
 	st := r.states[key]
 	if st == nil {
 		st = &state{since: map[int]int64{}, lastFull: map[int]time.Time{}, needFull: map[int]bool{}, reported: map[string]string{}}
+		if m := r.live[t.String()]; m.t == t {
+			st.incarnation = m.incarnation
+		}
 		r.states = map[string]*state{key: st} // a new source starts over
 	}
 	return st
@@ -293,9 +304,10 @@ func (r *Runner) pass(v *filesync.Visit, st *state) error {
 		if err != nil {
 			return err
 		}
-		if st.incarnation == "" {
-			st.incarnation = res.Incarnation
-		} else if res.Incarnation != st.incarnation {
+		switch {
+		case st.incarnation == "":
+			return ErrNoIncarnation
+		case res.Incarnation != st.incarnation:
 			return ErrRestarted
 		}
 		if res.Exists {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 var src = filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
@@ -88,7 +89,12 @@ func newFixture(t *testing.T, ex *executor, cfg Config) *fixture {
 		filesync.WithUploadGuard(f.runner))
 	f.runner.Serve(f.engine)
 	f.engine.AddTarget(src)
-	f.runner.Add(src, time.Unix(1, 0))
+	inc, err := remote.Incarnation(context.Background(), ex, src)
+	must(t, err)
+	if inc == "" {
+		t.Fatal("no incarnation on this machine")
+	}
+	f.runner.Add(src, time.Unix(1, 0), inc)
 	if evs := f.rec.take(); len(evs) != 1 || evs[0] != (Source{Target: src}) {
 		t.Fatalf("source events: %v", evs)
 	}
@@ -292,6 +298,73 @@ func TestSyncBackRestartedContainer(t *testing.T) {
 	if got := read(t, f.local, "package-lock.json"); got != "v1" {
 		t.Fatalf("local lockfile: %q", got)
 	}
+
+	// The tracker sees the new container (a new ID): nothing comes back
+	// before its initial sync converged, which the local side wins.
+	ex.unshare = false
+	restarted := src
+	restarted.ContainerID = "c2"
+	inc, err := remote.Incarnation(context.Background(), ex, restarted)
+	must(t, err)
+	f.runner.Add(restarted, time.Unix(1, 0), inc)
+	if evs := f.rec.take(); len(evs) != 2 || evs[1] != (Source{Target: restarted}) {
+		t.Fatalf("events of the restart: %v", evs)
+	}
+	f.engine.AddTarget(restarted)
+	if err := f.runner.Pass(context.Background()); !errors.Is(err, filesync.ErrNotSynced) {
+		t.Fatalf("pass before the new container's initial sync: %v", err)
+	}
+	f.initialSync(t)
+	if got := read(t, f.remote, "package-lock.json"); got != "v1" {
+		t.Fatalf("the restarted container holds %q: the local side wins", got)
+	}
+	if evs := f.pass(t); len(evs) != 0 {
+		t.Fatalf("first pass in the restarted container: %v", evs)
+	}
+	if got := read(t, f.local, "package-lock.json"); got != "v1" {
+		t.Fatalf("local lockfile after the restart: %q", got)
+	}
+}
+
+// TestSyncBackRestartBeforeFirstScan: the container restarted between its
+// initial sync and the first scan, with the image's older lockfile. Its
+// incarnation was read before the initial sync, so the first scan already
+// sees another one: nothing comes back (read against the ancestor, the old
+// file would have replaced the local one as a container change).
+func TestSyncBackRestartBeforeFirstScan(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root for unshare -m")
+	}
+	ex := &executor{}
+	f := newFixture(t, ex, Config{})
+	f.initialSync(t)
+	ex.unshare = true
+	write(t, f.remote, "package-lock.json", "the image's old version", 0o644)
+	if err := f.runner.Pass(context.Background()); !errors.Is(err, ErrRestarted) {
+		t.Fatalf("first pass in a restarted container: %v", err)
+	}
+	if got := read(t, f.local, "package-lock.json"); got != "v1" {
+		t.Fatalf("local lockfile: %q", got)
+	}
+}
+
+// TestSyncBackUnknownIncarnation: a container whose incarnation could not be
+// read before its initial sync never sends anything back.
+func TestSyncBackUnknownIncarnation(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, &executor{Runner: *r}, Config{})
+			f.runner.Add(src, time.Unix(1, 0), "")
+			f.initialSync(t)
+			write(t, f.remote, "package-lock.json", "v2", 0o644)
+			if err := f.runner.Pass(context.Background()); !errors.Is(err, ErrNoIncarnation) {
+				t.Fatalf("pass: %v", err)
+			}
+			if got := read(t, f.local, "package-lock.json"); got != "v1" {
+				t.Fatalf("local lockfile: %q", got)
+			}
+		})
+	}
 }
 
 func TestSourceIsTheOldestPod(t *testing.T) {
@@ -300,8 +373,8 @@ func TestSourceIsTheOldestPod(t *testing.T) {
 	must(t, err)
 	a := filesync.Target{Namespace: "ns", Pod: "a", Container: "app", ContainerID: "1"}
 	b := filesync.Target{Namespace: "ns", Pod: "b", Container: "app", ContainerID: "2"}
-	r.Add(b, time.Unix(20, 0))
-	r.Add(a, time.Unix(10, 0))
+	r.Add(b, time.Unix(20, 0), "mnt:[2]")
+	r.Add(a, time.Unix(10, 0), "mnt:[1]")
 	if !r.IsSource(a) || r.IsSource(b) {
 		t.Fatal("the oldest pod is not the source")
 	}
