@@ -57,15 +57,18 @@ done
 shift "$n"
 printf 'LS2\0%s\0\0dir\0' "$h"
 st=OK
+# One walk each: an unanchored glob (package-lock.json matches at any depth)
+# starts at ".", so a walk per kind would cost a find of the mapping each.
+# An -exec ... + is true, so files go to the first, the rest to the second,
+# and directories to the third too. No parentheses: busybox find never runs
+# an -exec ... + inside them.
 if [ $# -gt 0 ] && [ -n "$m" ]; then
-  find "$@" -newer "$m" -type f -exec sh -c "$chunk" sh "$h" {} + || st=PARTIAL
-  find "$@" -newer "$m" ! -type f -exec sh -c "$chunk" sh "" {} + || st=PARTIAL
   # The inner find's {} is spelled "{""}": GNU find refuses a second {}
   # among the arguments of an -exec ... +, even inside another's script.
   # shellcheck disable=SC2016 # expanded by the inner sh
-  find "$@" -newer "$m" -type d -exec sh -c 'm=$1 c=$2 h=$3; shift 3; find "$@" -mindepth 1 -maxdepth 1 ! -newer "$m" -type f -exec sh -c "$c" sh "$h" "{""}" + && find "$@" -mindepth 1 -maxdepth 1 ! -newer "$m" ! -type f -exec sh -c "$c" sh "" "{""}" +' sh "$m" "$chunk" "$h" {} + || st=PARTIAL
+  find "$@" -newer "$m" -type f -exec sh -c "$chunk" sh "$h" {} + -o -newer "$m" -exec sh -c "$chunk" sh "" {} + -type d \
+    -exec sh -c 'm=$1 c=$2 h=$3; shift 3; find "$@" -mindepth 1 -maxdepth 1 ! -newer "$m" -type f -exec sh -c "$c" sh "$h" "{""}" + -o ! -newer "$m" -exec sh -c "$c" sh "" "{""}" +' sh "$m" "$chunk" "$h" {} + || st=PARTIAL
 elif [ $# -gt 0 ]; then
-  find "$@" -type f -exec sh -c "$chunk" sh "$h" {} + || st=PARTIAL
-  find "$@" ! -type f -exec sh -c "$chunk" sh "" {} + || st=PARTIAL
+  find "$@" -type f -exec sh -c "$chunk" sh "$h" {} + -o -exec sh -c "$chunk" sh "" {} + || st=PARTIAL
 fi
 printf 'END\0%s\0' "$st"
