@@ -76,7 +76,7 @@ func podCreated(ctx context.Context, c kubernetes.Interface, t filesync.Target) 
 // incarnation reads which incarnation of t's container runs now, before
 // its initial sync; "" (sync-back refused from it) when that fails.
 func incarnation(ctx context.Context, ex filesync.Executor, t filesync.Target) string {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute) // a helper may have to start first
 	defer cancel()
 	inc, err := remote.Incarnation(ctx, ex, t)
 	if err != nil {

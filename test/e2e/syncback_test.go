@@ -259,3 +259,27 @@ func sha(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
 }
+
+// TestSyncBackDistroless: a distroless target (no sh, no tar) is scanned and read through the
+// helper container like it is written: a file its app writes comes home, as its user wrote it.
+func TestSyncBackDistroless(t *testing.T) {
+	ns, pod := webOf(t, "distroless")
+	hImg := helperImage(t)
+	local := t.TempDir()
+	write(t, filepath.Join(local, "main.go"), "package main")
+	s := newSession(t, ns).Args("deploy/web", "--helper-image", hImg, "--sync-back", "gen/**").Map(local, "/app").Start().WaitSynced()
+	defer s.Stop()
+	h := s.WaitFor("helper").Helper.Name
+	waitHelperTree(t, ns, pod, h, local, "/app")
+	// The app writes into its own /app (as its user, 65532): through the helper, its root.
+	if r := inHelper(t, ns, pod, h, "sh", "-c", "mkdir -p /proc/1/root/app/gen && printf generated > /proc/1/root/app/gen/x.go && chown -R 65532:65532 /proc/1/root/app/gen"); r.code != 0 {
+		t.Fatal(r)
+	}
+	ev := s.WaitMatch("synced-back", func(ev sessiontest.Event) bool { return ev.Type == "synced-back" })
+	if ev.Target == nil || ev.Target.Pod != pod || !slices.Contains(ev.Paths, filepath.Join(local, "gen/x.go")) {
+		t.Fatalf("synced-back event %s", ev.Line)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "gen/x.go")); string(b) != "generated" {
+		t.Fatalf("gen/x.go locally: %q", b)
+	}
+}
