@@ -125,7 +125,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	if err != nil {
 		return err
 	}
-	engine := filesync.New(d.Executor, sc, append(opts, filesync.WithReporter(d.Reporter))...)
+	engine := filesync.New(d.Executor, sc, append(opts, filesync.WithReporter(engineReporter(d.Reporter, back)))...)
 	sink := &countingSink{Sink: engine, live: map[string]bool{}}
 	tctx, stopTracking := context.WithCancel(ctx)
 	defer stopTracking()

@@ -84,3 +84,17 @@ func incarnation(ctx context.Context, ex filesync.Executor, t filesync.Target) s
 	}
 	return inc
 }
+
+// engineReporter is what the engine reports to: rep, and with sync-back
+// the end of each on-sync run to r, whose next pass then lists everything.
+func engineReporter(rep filesync.Reporter, r *syncback.Runner) filesync.Reporter {
+	if r == nil {
+		return rep
+	}
+	return filesync.ReporterFunc(func(ev filesync.Event) {
+		if o, ok := ev.(filesync.OnSync); ok {
+			r.OnSyncRan(o.Target)
+		}
+		rep.Report(ev)
+	})
+}

@@ -136,6 +136,7 @@ type Runner struct {
 	source    *filesync.Target
 	states    map[string]*state // by target and container ID
 	conflicts map[string]mark   // see Expect
+	onSync    map[string]bool   // by target and container ID: an on-sync run ended (see OnSyncRan)
 }
 
 type member struct {
@@ -170,7 +171,7 @@ func New(cfg Config, rep Reporter, clk clock.WithTicker) (*Runner, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Runner{cfg: cfg, globs: g, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]mark{}}, nil
+	return &Runner{cfg: cfg, globs: g, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]mark{}, onSync: map[string]bool{}}, nil
 }
 
 // Serve sets the host that passes run on: the engine, which is built with r
@@ -286,10 +287,27 @@ func (r *Runner) stateLocked(t filesync.Target) *state {
 	return st
 }
 
+// OnSyncRan says that a run of the on-sync command ended in t: what it
+// wrote may keep old mtimes (an archive it unpacked, a cp -p), so the next
+// pass against t lists everything, with hashes.
+func (r *Runner) OnSyncRan(t filesync.Target) {
+	r.mu.Lock()
+	r.onSync[t.String()+"@"+t.ContainerID] = true
+	r.mu.Unlock()
+}
+
 // pass scans every directory mapping of v's target and brings back what
 // Decide says, on the target's worker.
 func (r *Runner) pass(v *filesync.Visit, st *state) error {
 	out := SyncedBack{Target: v.Target, DryRun: r.cfg.DryRun}
+	r.mu.Lock()
+	if r.onSync[v.Target.String()+"@"+v.Target.ContainerID] {
+		delete(r.onSync, v.Target.String()+"@"+v.Target.ContainerID)
+		for i := range v.Mappings() {
+			st.needFull[i] = true
+		}
+	}
+	r.mu.Unlock()
 	for i := range v.Mappings() {
 		root, dir, ignored, ok := v.Mapping(i)
 		if !ok {

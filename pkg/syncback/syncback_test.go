@@ -239,6 +239,31 @@ func TestLocalSaveBetweenScanAndDownload(t *testing.T) {
 	}
 }
 
+// TestFullScanAfterOnSync: a change that keeps an old mtime (an archive an
+// on-sync command unpacked) escapes the scans of what changed since the last
+// one; the pass after an on-sync run lists everything, with hashes.
+func TestFullScanAfterOnSync(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, &executor{Runner: *r}, Config{})
+			f.initialSync(t)
+			old := time.Now().Add(-time.Hour)
+			must(t, os.Chtimes(f.remote, old, old)) // no directory changed since the last scan either
+			f.pass(t)                               // the first pass is a full one
+			write(t, f.remote, "package-lock.json", "v2, unpacked", 0o644)
+			must(t, os.Chtimes(filepath.Join(f.remote, "package-lock.json"), old, old))
+			if evs := f.pass(t); len(evs) != 0 {
+				t.Fatalf("an incremental pass saw an old mtime: %v", evs)
+			}
+			f.runner.OnSyncRan(src)
+			sb := syncedBack(t, f.pass(t))
+			if !slices.Equal(sb.Paths, []string{f.path("package-lock.json")}) || read(t, f.local, "package-lock.json") != "v2, unpacked" {
+				t.Fatalf("after an on-sync run: %+v", sb)
+			}
+		})
+	}
+}
+
 func TestSyncBackDeletes(t *testing.T) {
 	for name, r := range localexec.Variants(t) {
 		t.Run(name, func(t *testing.T) {
