@@ -90,13 +90,15 @@ func (e *Engine) Visit(ctx context.Context, t Target, fn func(*Visit) error) err
 
 // Upload is a path that a batch is about to replace or delete in a target,
 // with what the target confirmed there (Has false: nothing; Known false:
-// unknown, see Index).
+// unknown, see Index); for a directory it deletes, Entries counts what the
+// index holds at and under it.
 type Upload struct {
 	Target     Target
 	Mapping    int
 	Rel, Local string
 	Ancestor   Entry
 	Has, Known bool
+	Entries    int
 }
 
 // UploadGuard holds a batch's uploads to what the target confirmed
@@ -113,7 +115,7 @@ type UploadGuard interface {
 func WithUploadGuard(g UploadGuard) Option { return func(e *Engine) { e.guard = g } }
 
 // applyGuarded applies a batch's plan p with the guard's preconditions for
-// its files (those under a deleted directory too); a path whose
+// its files (those under a deleted directory too, and the directory); a path whose
 // precondition fails, or that the guard skips, is left out with what
 // stands on it, and the rest goes again.
 func (e *Engine) applyGuarded(tg *target, i int, m *mapping, p *Plan) (applyResult, error) {
@@ -122,6 +124,9 @@ func (e *Engine) applyGuarded(tg *target, i int, m *mapping, p *Plan) (applyResu
 		ask := func(rel, own string) {
 			a, has := tg.idx[i].Get(rel)
 			u := Upload{Target: tg.Target, Mapping: i, Rel: rel, Local: m.localPath(rel), Ancestor: a, Has: has, Known: !a.stale}
+			if a.Type == TypeDir {
+				u.Entries = tg.idx[i].countTree(rel)
+			}
 			if check, sk := e.guard.Expect(u); sk {
 				skip[own] = true
 			} else if check != "" {
@@ -136,7 +141,7 @@ func (e *Engine) applyGuarded(tg *target, i int, m *mapping, p *Plan) (applyResu
 		}
 		for _, d := range p.Deletes {
 			tg.idx[i].walk(d, func(rel string) {
-				if a, ok := tg.idx[i].Get(rel); ok && a.Type != TypeDir {
+				if a, ok := tg.idx[i].Get(rel); ok && (a.Type != TypeDir || rel == d) {
 					ask(rel, d)
 				}
 			})

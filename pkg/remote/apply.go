@@ -131,12 +131,17 @@ func ExpectFile(name string, sum *[32]byte, size, mtime int64) string {
 // ("./"-prefixed) in the container.
 func ExpectAbsent(name string) string { return "a" + name }
 
+// ExpectAtMost is apply.sh's precondition that the directory name
+// ("./"-prefixed) holds at most n entries at and under it in the container:
+// the ones the client knows of, so that deleting it takes nothing else.
+func ExpectAtMost(name string, n int) string { return fmt.Sprintf("n%d%s", n, name) }
+
 // Changed is a precondition that failed: what the container holds at Name.
 type Changed struct {
 	Name string // "./"-prefixed
 	// Now is its sha256 (hex), or "<size>:<mtime>" where the container
 	// has no sha256sum or none was expected, "-" for nothing, "!" for
-	// something else than a regular file.
+	// something else than a regular file, "+<n>" for a directory's entries.
 	Now string
 }
 

@@ -126,6 +126,23 @@ func TestApplyPreconditions(t *testing.T) {
 			if _, err := os.Lstat(filepath.Join(dir, "same.txt")); err != nil {
 				t.Fatalf("same.txt deleted: %v", err)
 			}
+			// A directory deleted whole that holds an entry the client never
+			// saw: it stays; with the count the client knows, it goes.
+			writeTree(t, dir, map[string]string{"d/known": "k", "d/new": "n"})
+			del := func(n int) error {
+				_, err := Apply(ctx, ex, testTarget, "deleting files", &ApplyArgs{Root: dir, Expect: []string{ExpectAtMost("./d", n)}, Deletes: []string{"./d"}}, nil)
+				return err
+			}
+			if err := del(2); !errors.As(err, &ce) || !slices.Equal(ce.Changed, []Changed{{"./d", "+3"}}) {
+				t.Fatalf("deleting a directory with an unseen entry: %v", err)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, "d", "new")); err != nil {
+				t.Fatalf("d/new: %v", err)
+			}
+			must(t, del(3))
+			if _, err := os.Lstat(filepath.Join(dir, "d")); !os.IsNotExist(err) {
+				t.Fatalf("d not deleted: %v", err)
+			}
 			if loops != nil {
 				if n, _ := loops.counts(); n != 1 {
 					t.Fatalf("%d stream execs: a refused batch must not end the loop", n)

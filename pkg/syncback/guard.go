@@ -3,6 +3,7 @@ package syncback
 import (
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
@@ -46,7 +47,7 @@ func conflictKey(t filesync.Target, i int, rel string) string {
 // never confirmed) or a directory or link; skip while u is a conflict that
 // no local save has followed yet.
 func (r *Runner) Expect(u filesync.Upload) (check string, skip bool) {
-	if !r.IsSource(u.Target) || !r.globs.Match(u.Rel, false) {
+	if !r.IsSource(u.Target) || !r.listedAt(u.Rel, u.Ancestor.Type == remote.TypeDir && u.Has) {
 		return "", false
 	}
 	key := conflictKey(u.Target, u.Mapping, u.Rel)
@@ -66,6 +67,10 @@ func (r *Runner) Expect(u filesync.Upload) (check string, skip bool) {
 	case u.Ancestor.Type == remote.TypeFile:
 		a := u.Ancestor
 		return remote.ExpectFile("./"+u.Rel, a.Sum, a.Size, a.MTime.Unix()), false
+	case u.Ancestor.Type == remote.TypeDir && u.Entries > 0:
+		// A directory deleted whole: a file the container made in it
+		// since the last scan must not go with it.
+		return remote.ExpectAtMost("./"+u.Rel, u.Entries), false
 	}
 	return "", false
 }
@@ -107,4 +112,19 @@ func (r *Runner) settle(t filesync.Target, i int, rel string) {
 	r.mu.Lock()
 	delete(r.conflicts, conflictKey(t, i, rel))
 	r.mu.Unlock()
+}
+
+// listedAt reports whether rel comes back, or for a directory whether
+// something under it may: it is under a glob's start point, or holds one.
+func (r *Runner) listedAt(rel string, isDir bool) bool {
+	if !isDir {
+		return r.globs.Match(rel, false)
+	}
+	for _, s := range r.globs.Starts() {
+		s = strings.TrimPrefix(strings.TrimPrefix(s, "."), "/")
+		if s == "" || rel == s || strings.HasPrefix(rel, s+"/") || strings.HasPrefix(s, rel+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -184,6 +184,24 @@ func TestUploadPrecondition(t *testing.T) {
 				t.Fatalf("conflict events for a delete: %#v", evs)
 			}
 
+			// A listed directory deleted locally while the container made a
+			// file in it that no scan has seen: nothing of it is deleted.
+			write(t, f.local, "gen/sub/a.go", "a", 0o644)
+			f.save(t, "gen/sub/a.go")
+			write(t, f.remote, "gen/sub/b.go", "made in the container", 0o644)
+			must(t, os.RemoveAll(f.path("gen/sub")))
+			f.save(t, "gen/sub")
+			if got := read(t, f.remote, "gen/sub/b.go"); got != "made in the container" {
+				t.Fatalf("the container's new file: %q", got)
+			}
+			if got := read(t, f.remote, "gen/sub/a.go"); got != "a" {
+				t.Fatalf("gen/sub/a.go in the container: %q", got)
+			}
+			evs = f.rec.take()
+			if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.Path != f.path("gen/sub") {
+				t.Fatalf("conflict events for a directory delete: %#v", evs)
+			}
+
 			// An unlisted path is never checked: the local side wins.
 			write(t, f.remote, "src/main.go", "changed in the container", 0o644)
 			write(t, f.local, "src/main.go", "package main // again", 0o644)

@@ -33,10 +33,13 @@
 #     "h<sha256>:<size>:<mtime>./name": a regular file (not a symlink),
 #     with that sha256 where sha256sum is found and <sha256> is not "",
 #     else that size and mtime (seconds);
-#     "a./name": nothing at all.
+#     "a./name": nothing at all;
+#     "n<count>./dir": at most <count> entries at and under it (find's),
+#     so a delete of the directory takes nothing the client never saw.
 #     Each that fails is reported on stdout as "C<now>./name\0", <now>
 #     being what is there: its sha256 (or "<size>:<mtime>", as compared),
-#     "-" for nothing, "!" for something else than a regular file; then
+#     "-" for nothing, "!" for something else than a regular file, "+<n>"
+#     for the entries under a directory; then
 #     the script exits 5 with nothing below $1 changed, and the caller
 #     sends the batch again without those names.
 #  3. Deletes, with rm -rf and never a trailing slash, so a symlink is
@@ -95,10 +98,11 @@ if [ -n "$file" ] && [ -d "$file" ] && [ ! -L "$file" ]; then echo "livesync: co
 i=0 c=0 hs=
 for a; do
   [ $i -lt "$nc" ] || break
-  case $a in h*|a*) ;; *) break ;; esac
+  case $a in h*|a*|n*) ;; *) break ;; esac
   i=$((i+1)) e=${a%%./*} p=./${a#*./} n=-
   # "a" expects "-" as the sha256, so that a file there is hashed.
   e=${e#?}; [ -n "$e" ] || e=-::
+  case $a in n*) n=$(find "$p" 2>/dev/null | wc -l) || :; n=$((n)); [ "$n" -le "$e" ] || { printf 'C+%s%s\0' "$n" "$p"; c=1; }; continue ;; esac
   if [ -L "$p" ] || { [ -e "$p" ] && [ ! -f "$p" ]; }; then n='!'
   elif [ ! -e "$p" ]; then e=${e%%:*}
   else
