@@ -16,6 +16,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
+	"github.com/livesync-dev/kubectl-livesync/pkg/syncback"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
 
@@ -101,8 +102,10 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.DurationVar(&o.cfg.Sync.Cap, "batch-max", coalesce.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.StringVar(&o.transport, "transport", "stream", "how batches reach a container: stream (one kept-open exec per container; an exec per batch where the container lacks dd) or exec (an exec per batch, for proxies that cut long-lived connections)")
 	f.IntVar(&o.cfg.Sync.Parallelism, "parallel", 8, "at most this many containers are written to at once")
-	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, restarted, target-added, target-removed, waiting, restarting, error, recovered, held, refresh, dry-run)")
+	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, restarted, target-added, target-removed, waiting, restarting, error, recovered, held, refresh, dry-run, synced-back, conflict)")
 	f.BoolVar(&o.cfg.Once, "once", false, "initial sync and exit once the --on-sync runs finished or timed out; the exit code says whether every container converged (not how --on-sync went)")
+	f.DurationVar(&o.cfg.SyncBack.Interval, "sync-back-interval", syncback.DefaultInterval, "how often the source container is scanned for --sync-back paths")
+	f.BoolVar(&o.cfg.SyncBack.Deletes, "sync-back-deletes", false, "with --sync-back, delete local files the container deleted (never a locally changed one; mass deletes are held)")
 	f.BoolVar(&o.cfg.Sync.AllowMassDelete, "allow-mass-delete", false, "let a batch or initial sync delete more than 50 remote entries and more than half of a mapping's, or mirror an emptied local root; without it such deletes are held and reported")
 	return cmd
 }
@@ -122,6 +125,7 @@ func (o *SyncOptions) addEntryFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.cfg.FollowTag, "follow-tag", false, "while syncing, poll the registry and pin each new push of the tag; new pods get their initial sync")
 	f.DurationVar(&o.cfg.Interval, "interval", 30*time.Second, "registry polling interval with --follow-tag")
 	addHelperFlags(f, &o.cfg)
+	f.StringArrayVar(&o.cfg.SyncBack.Globs, "sync-back", nil, "bring files the container writes at paths matching this gitignore-style pattern (relative to each LOCAL) home, from the oldest pod, never over a local edit; repeatable")
 }
 
 // Validate checks arguments and flags before anything talks to the cluster.

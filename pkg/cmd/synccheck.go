@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
+
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
@@ -44,6 +46,12 @@ func (o *SyncOptions) check(c *session.Config, ms []filesync.Mapping, initial st
 		return err
 	}
 	c.Sync.Initial, c.Sync.DryRun = mode, o.mutate.dryRun
+	c.SyncBack.DryRun = o.mutate.dryRun
+	for _, g := range c.SyncBack.Globs {
+		if err := ignore.CheckGlob(g); err != nil {
+			return err
+		}
+	}
 	if err := validateHelper(c); err != nil {
 		return err
 	}

@@ -31,6 +31,8 @@ type syncReporter struct {
 	bytes   int64
 	errors  int
 	started time.Time
+	// sources is each entry's sync-back source replica, as target@containerID.
+	sources map[string]string
 	// helperNoted: the note on what helpers leave in a pod was printed.
 	helperNoted bool
 
@@ -63,7 +65,11 @@ func (r *syncReporter) report(ev filesync.Event) {
 	switch e := ev.(type) {
 	case filesync.TargetAdded:
 		r.targets[e.Target.String()] = true
-		r.emit(jsonEvent{Type: "target-added", Target: toJSONTarget(e.Target), Transport: e.Transport}, "+ %s (container %s%s)", e.Target, shortID(e.Target.ContainerID), via(e.Transport))
+		ev, src := jsonEvent{Type: "target-added", Target: toJSONTarget(e.Target), Transport: e.Transport}, ""
+		if r.isSource(e.Target.String() + "@" + e.Target.ContainerID) {
+			ev.SyncBack, src = "source", ", sync-back source"
+		}
+		r.emit(ev, "+ %s (container %s%s%s)", e.Target, shortID(e.Target.ContainerID), via(e.Transport), src)
 	case filesync.TargetRemoved:
 		delete(r.targets, e.Target.String())
 		r.emit(jsonEvent{Type: "target-removed", Target: toJSONTarget(e.Target)}, "- %s", e.Target)

@@ -55,6 +55,13 @@ type jsonEvent struct {
 	Helper    *jsonHelper    `json:"helper,omitempty"`
 	Remote    string         `json:"remote,omitempty"` // dry-run: the mapping's remote directory
 	Preflight *jsonPreflight `json:"preflight,omitempty"`
+	// sync-back: the source replica on target-added; synced-back's local
+	// paths; conflict's local path and both sides' sha256.
+	SyncBack  string   `json:"syncBack,omitempty"`
+	Paths     []string `json:"paths,omitempty"`
+	Path      string   `json:"path,omitempty"`
+	LocalSum  string   `json:"localSha256,omitempty"`
+	RemoteSum string   `json:"remoteSha256,omitempty"`
 }
 
 // via says which transport a target's batches use, for the text output.

@@ -16,7 +16,7 @@ import (
 
 // scriptArgsOf turns p into apply.sh's arguments.
 func scriptArgsOf(m *mapping, p *Plan) *remote.ApplyArgs {
-	a := &remote.ApplyArgs{Root: string(m.remoteDir()), Tar: len(p.Copies) > 0}
+	a := &remote.ApplyArgs{Root: string(m.remoteDir()), Tar: len(p.Copies) > 0, Expect: p.expect}
 	if m.file {
 		a.File = "./" + m.remoteName("")
 	}

@@ -355,7 +355,7 @@ func (e *Engine) applyBatchPlan(tg *target, i int, m *mapping, p *Plan, r *unitR
 		tg.idx[i].apply(p, archiveResult{})
 		return nil
 	}
-	res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false, nil)
+	res, err := e.applyGuarded(tg, i, m, p)
 	if err != nil {
 		// Not confirmed: the container may have applied all of it, some of
 		// it or none (a lost ack, a tar error after the deletes ran). See

@@ -98,6 +98,7 @@ type Engine struct {
 	streams    *remote.Streams // one exec stream per target; nil: an exec per batch
 	owned      remote.Owned    // the executor, when it writes on behalf of another user
 	streamable bool            // the executor keeps streams (a dry run has none, and says so)
+	guard      UploadGuard     // nil without sync-back
 
 	mu       sync.Mutex
 	targets  map[string]*target
@@ -175,7 +176,7 @@ func (e *Engine) AddTarget(t Target) {
 		}
 		e.dropLocked(old)
 	}
-	tg := &target{Target: t, wake: make(chan struct{}, 1), due: make([]pending, len(e.maps)), walkDeferred: make([]bool, len(e.maps))}
+	tg := &target{Target: t, wake: make(chan struct{}, 1), visits: make(chan func()), due: make([]pending, len(e.maps)), walkDeferred: make([]bool, len(e.maps))}
 	e.targets[t.String()] = tg
 	if e.runCtx != nil && !e.closing {
 		e.startLocked(tg)

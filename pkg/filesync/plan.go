@@ -31,6 +31,7 @@ type Plan struct {
 	// ones) when listed: their other entries are in Deletes, and they are
 	// removed after those only if nothing is left in them. Deepest first.
 	Rmdirs []string
+	expect []string // preconditions (see applyGuarded)
 }
 
 // Empty reports whether the plan changes nothing in the container.

@@ -38,6 +38,7 @@ type target struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wake    chan struct{}
+	visits  chan func() // see Engine.Visit
 	backoff time.Duration
 	runner  runners // after-sync runs: --on-sync, AfterSync
 	// early is what passes that no batch waited for sent (copies ahead of
@@ -97,13 +98,19 @@ func (e *Engine) work(tg *target) {
 			timer = e.clk.NewTimer(tg.backoff)
 			retryC = timer.C()
 		}
+		var visit func()
 		select {
 		case <-tg.ctx.Done():
 		case <-tg.wake:
 		case <-retryC:
+		case visit = <-tg.visits:
 		}
 		if timer != nil {
 			timer.Stop()
+		}
+		if visit != nil {
+			visit()
+			continue
 		}
 		if tg.ctx.Err() != nil {
 			return

@@ -220,12 +220,13 @@ func TestSchemaMatchesTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	item := s.Properties["syncs"].Items
-	for _, f := range []string{"name", "workload", "selector", "namespace", "containers", "mappings", "exclude", "gitignore", "initial", "onSync", "onSyncTimeout", "pullPolicy", "refresh", "restart", "followTag", "interval", "helper", "helperImage"} {
+	fields := []string{"name", "workload", "selector", "namespace", "containers", "mappings", "exclude", "gitignore", "syncBack", "initial", "onSync", "onSyncTimeout", "pullPolicy", "refresh", "restart", "followTag", "interval", "helper", "helperImage"}
+	for _, f := range fields {
 		if _, ok := item.Properties[f]; !ok {
 			t.Errorf("schema lacks syncs[].%s", f)
 		}
 	}
-	if len(item.Properties) != 18 || item.AdditionalProperties {
-		t.Errorf("schema has %d entry fields (additionalProperties %v), want exactly the 18 Load accepts", len(item.Properties), item.AdditionalProperties)
+	if len(item.Properties) != len(fields) || item.AdditionalProperties {
+		t.Errorf("schema has %d entry fields (additionalProperties %v), want exactly the %d Load accepts", len(item.Properties), item.AdditionalProperties, len(fields))
 	}
 }

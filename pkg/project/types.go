@@ -33,6 +33,7 @@ type Sync struct {
 	Mappings   []string `json:"mappings" doc:"LOCAL:REMOTE pairs; a relative LOCAL is relative to this file's directory (one that resolves outside it needs --trust-file), REMOTE is absolute in the container."`
 	Exclude    []string `json:"exclude,omitempty" doc:"gitignore-style patterns never synced, beside .livesyncignore."`
 	GitIgnore  bool     `json:"gitignore,omitempty" doc:"Also honour .gitignore files."`
+	SyncBack   []string `json:"syncBack,omitempty" doc:"gitignore-style patterns, relative to each LOCAL, of files the container writes that come home (from the oldest pod, never over a local edit); none may be absolute or use ..."`
 	Initial    string   `json:"initial,omitempty" doc:"Initial sync of each new container: upload (default), mirror or none." enum:"upload,mirror,none"`
 	OnSync     string   `json:"onSync,omitempty" doc:"Run sh -c CMD in each container after each applied batch; $LIVESYNC_CHANGED lists the changed remote paths. Named in a note when the run starts."`
 	// OnSyncTimeout bounds an OnSync run; zero means the command line's --on-sync-timeout.

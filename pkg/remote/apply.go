@@ -2,6 +2,9 @@ package remote
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -18,6 +21,7 @@ const MaxArgBytes = 32 << 10
 type ApplyArgs struct {
 	Root    string   // the remote directory the script works in
 	File    string   // "./name": the one entry to write in Root (a file's sync); "" for all of Root
+	Expect  []string // preconditions (ExpectFile, ExpectAbsent): tested before anything else
 	Checks  []string // "p./dir", "k./dir", "w./dir", parents first
 	Deletes []string // "./name"
 	Rmdirs  []string // "./dir", deepest first
@@ -28,7 +32,7 @@ type ApplyArgs struct {
 
 // Empty reports whether a has nothing to do.
 func (a *ApplyArgs) Empty() bool {
-	return len(a.Checks)+len(a.Deletes)+len(a.Rmdirs)+len(a.Chmods) == 0 && !a.Tar
+	return len(a.Expect)+len(a.Checks)+len(a.Deletes)+len(a.Rmdirs)+len(a.Chmods) == 0 && !a.Tar
 }
 
 // Argv returns the exec's command line.
@@ -40,9 +44,10 @@ func (a *ApplyArgs) Argv() []string {
 	case a.Tar:
 		mode = "x"
 	}
-	out := make([]string, 0, 10+len(a.Checks)+len(a.Rmdirs)+len(a.Chmods)+len(a.Deletes))
+	out := make([]string, 0, 10+len(a.Expect)+len(a.Checks)+len(a.Rmdirs)+len(a.Chmods)+len(a.Deletes))
 	out = append(out, "sh", "-c", applyScript, "livesync", a.Root, mode, a.File,
-		strconv.Itoa(len(a.Checks)), strconv.Itoa(len(a.Rmdirs)), strconv.Itoa(len(a.Chmods)))
+		strconv.Itoa(len(a.Expect)+len(a.Checks)), strconv.Itoa(len(a.Rmdirs)), strconv.Itoa(len(a.Chmods)))
+	out = append(out, a.Expect...)
 	out = append(out, a.Checks...)
 	out = append(out, a.Rmdirs...)
 	out = append(out, a.Chmods...)
@@ -50,8 +55,10 @@ func (a *ApplyArgs) Argv() []string {
 }
 
 // Split cuts a into execs of at most max bytes of paths each, keeping the
-// order of the steps across them: checks, deletes, rmdirs, tar, chmods. A
-// single longer path gets an exec of its own.
+// order of the steps across them: preconditions, checks, deletes, rmdirs,
+// tar, chmods. A single longer path gets an exec of its own. Preconditions
+// go first, so every one of them is tested before the first exec changes
+// anything.
 func (a *ApplyArgs) Split(max int) []*ApplyArgs {
 	var (
 		out  []*ApplyArgs
@@ -66,6 +73,9 @@ func (a *ApplyArgs) Split(max int) []*ApplyArgs {
 		l := list(cur)
 		*l = append(*l, p)
 		size += len(p) + 1
+	}
+	for _, p := range a.Expect {
+		add(func(a *ApplyArgs) *[]string { return &a.Expect }, p)
 	}
 	for _, p := range a.Checks {
 		add(func(a *ApplyArgs) *[]string { return &a.Checks }, p)
@@ -89,22 +99,88 @@ func (a *ApplyArgs) Split(max int) []*ApplyArgs {
 // Apply runs one exec of a in t, with archive (nil without a.Tar) on its
 // stdin, and returns the directories it found as symlinks and replaced with
 // empty ones (apply.sh's "R./dir" reports, without "./"), whether or not it
-// failed, and its failure classified under op.
+// failed, and its failure classified under op; a precondition that failed
+// (see ExpectFile) is a *ChangedError, and nothing changed.
 func Apply(ctx context.Context, ex Executor, t Target, op string, a *ApplyArgs, archive io.Reader) (replaced []string, err error) {
 	stdout := &TailBuffer{Max: 2 * MaxArgBytes}
 	err = Run(ctx, ex, t, op, a.Root, a.Argv(), archive, stdout)
-	return replacedIn(stdout.String()), err
+	replaced, changed := reportsIn(stdout.String())
+	var ee ExitError
+	if len(changed) > 0 && errors.As(err, &ee) && ee.ExitStatus() == statusChanged {
+		err = &ChangedError{Changed: changed, Err: err}
+	}
+	return replaced, err
 }
 
-// replacedIn parses the "R./dir\0" reports of apply.sh.
-func replacedIn(out string) []string {
-	var dirs []string
+// statusChanged is apply.sh's exit status when a precondition failed.
+const statusChanged = 5
+
+// ExpectFile is apply.sh's precondition that name ("./"-prefixed) in the
+// container is still the regular file the client last confirmed there:
+// with sum (sha256) where the container has sha256sum and sum is not nil,
+// else by size and mtime (seconds), which tar keeps.
+func ExpectFile(name string, sum *[32]byte, size, mtime int64) string {
+	h := ""
+	if sum != nil {
+		h = hex.EncodeToString(sum[:])
+	}
+	return fmt.Sprintf("h%s:%d:%d%s", h, size, mtime, name)
+}
+
+// ExpectAbsent is apply.sh's precondition that nothing is at name
+// ("./"-prefixed) in the container.
+func ExpectAbsent(name string) string { return "a" + name }
+
+// ExpectAtMost is apply.sh's precondition that the directory name
+// ("./"-prefixed) holds at most n entries at and under it in the container:
+// the ones the client knows of, so that deleting it takes nothing else.
+func ExpectAtMost(name string, n int) string { return fmt.Sprintf("n%d%s", n, name) }
+
+// Changed is a precondition that failed: what the container holds at Name.
+type Changed struct {
+	Name string // "./"-prefixed
+	// Now is its sha256 (hex), or "<size>:<mtime>" where the container
+	// has no sha256sum or none was expected, "-" for nothing, "!" for
+	// something else than a regular file, "+<n>" for a directory's entries.
+	Now string
+}
+
+// Sum returns c.Now when it is a sha256, else "".
+func (c Changed) Sum() string {
+	if b, err := hex.DecodeString(c.Now); err == nil && len(b) == 32 {
+		return c.Now
+	}
+	return ""
+}
+
+// ChangedError is an apply that changed nothing because paths it was to
+// replace or delete are no longer what the client last confirmed there.
+type ChangedError struct {
+	Changed []Changed
+	Err     error // the classified exit
+}
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("%d paths changed in the container since they were last synced: %s", len(e.Changed), e.Changed[0].Name)
+}
+
+// Unwrap returns the classified exit, which is not transient.
+func (e *ChangedError) Unwrap() error { return e.Err }
+
+// reportsIn parses apply.sh's stdout: the "R./dir\0" reports (directories
+// replaced, without "./") and the "C<now>./name\0" ones (preconditions that
+// failed).
+func reportsIn(out string) (replaced []string, changed []Changed) {
 	for tok := range strings.SplitSeq(out, "\x00") {
 		if dir, ok := strings.CutPrefix(tok, "R./"); ok {
-			dirs = append(dirs, dir)
+			replaced = append(replaced, dir)
+		} else if c, ok := strings.CutPrefix(tok, "C"); ok {
+			if now, name, ok := strings.Cut(c, "./"); ok {
+				changed = append(changed, Changed{Name: "./" + name, Now: now})
+			}
 		}
 	}
-	return dirs
+	return replaced, changed
 }
 
 // Run runs argv, one of this package's scripts working on the remote

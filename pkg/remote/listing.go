@@ -68,7 +68,11 @@ func (t *tokens) next() (string, bool) {
 
 // ParseListing parses list.sh's output (its header describes the format).
 func ParseListing(b []byte) (*Listing, error) {
-	t := &tokens{b: b}
+	return parseListing(&tokens{b: b})
+}
+
+// parseListing reads a listing from t, up to and including its END.
+func parseListing(t *tokens) (*Listing, error) {
 	magic, _ := t.next()
 	alg, _ := t.next()
 	gz, _ := t.next()

@@ -19,6 +19,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
+	"github.com/livesync-dev/kubectl-livesync/pkg/syncback"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -44,6 +45,9 @@ type Config struct {
 	// Restart restarts the app after each batch that changed something (--restart); with
 	// restart.Process the workload first rolls out with the supervisor (Images.Supervise).
 	Restart restart.Mode
+	// SyncBack brings the listed paths back from the source replica (see
+	// pkg/syncback); off when it lists none.
+	SyncBack syncback.Config
 }
 
 // Deps are what a session talks to; pkg/cmd builds the real ones, tests fakes.
@@ -141,11 +145,16 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		r := &restart.Restarter{Exec: d.Executor, Mode: cfg.Restart, Report: d.Reporter.Restarted}
 		sc.AfterSync = r.AfterSync
 	}
-	engine := filesync.New(d.Executor, sc, filesync.WithReporter(d.Reporter))
+	back, opts, err := newSyncBack(cfg, d)
+	if err != nil {
+		return err
+	}
+	engine := filesync.New(d.Executor, sc, append(opts, filesync.WithReporter(engineReporter(d.Reporter, back)))...)
 	sink := &countingSink{Sink: engine, live: map[string]bool{}}
-	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: sink, Reporter: d.Reporter}
 	tctx, stopTracking := context.WithCancel(ctx)
 	defer stopTracking()
+	tsink := syncBackSink(tctx, back, d, engine, sink)
+	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: tsink, Reporter: d.Reporter}
 	synced := make(chan struct{})
 	go tracker.Run(tctx, synced)
 	select {
@@ -156,6 +165,10 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 
 	if cfg.Once || cfg.Sync.DryRun {
 		ok, err := engine.Once(ctx)
+		if ok && err == nil && back != nil {
+			// One pass after the initial sync converged; its failure is reported.
+			_ = back.Pass(ctx)
+		}
 		d.Reporter.Summary()
 		if ctx.Err() != nil {
 			return nil
@@ -193,6 +206,9 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		go release(ctx, engine, d.Releases, d.Reporter)
 	}
 	d.Reporter.Watching(roots)
+	if back != nil {
+		go back.Run(tctx)
+	}
 	err = engine.Run(ctx, changes)
 	d.Reporter.Summary()
 	if ctx.Err() != nil {

@@ -103,7 +103,10 @@ func (tr *Tracker) Run(ctx context.Context, synced chan<- struct{}) {
 	}()
 	if synced != nil {
 		go func() {
-			if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			// The registration's, not the informer's: it is synced once the handler has
+			// returned for every listed pod, so the Sink has every target (a Sink may take a
+			// while: sync-back reads each new container's incarnation before passing it on).
+			if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 				close(synced)
 			}
 		}()

@@ -48,7 +48,7 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-var phases = []string{"micro", "latency", "remote", "quiet", "fanout", "initial", "resync", "watcher", "restart"}
+var phases = []string{"micro", "latency", "remote", "quiet", "fanout", "initial", "resync", "watcher", "restart", "syncback"}
 
 func main() {
 	b := &bench{rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), start: time.Now()}
@@ -135,6 +135,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		{"fan10", 10, "", false, []string{"fanout"}},
 		// The bursts go to a tmpfs: see measureWatcher.
 		{"w", 1, "/data", true, []string{"watcher"}},
+		{"sb", 1, "", false, []string{"syncback"}},
 	}
 	for _, d := range deployments {
 		if slices.ContainsFunc(d.phases, want) {
@@ -172,6 +173,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		{"resync", b.measureResync},
 		{"watcher", b.measureWatcher},
 		{"restart", b.measureRestart},
+		{"syncback", b.measureSyncBack},
 	}
 	for _, s := range steps {
 		if !want(s.name) {

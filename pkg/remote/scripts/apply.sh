@@ -26,6 +26,22 @@
 #     listed by mirror): a symlink stops the script before any delete;
 #     "w./dir": make the directory u+rwx (best effort) so that a non-root
 #     tar can fill it; a chmod below restores its mode.
+#     Preconditions lead the list (sync-back's, see ExpectFile), and all of
+#     them are tested before any other check: each names what the batch
+#     replaces or deletes and what the container must still hold there,
+#     the state the client last confirmed.
+#     "h<sha256>:<size>:<mtime>./name": a regular file (not a symlink),
+#     with that sha256 where sha256sum is found and <sha256> is not "",
+#     else that size and mtime (seconds);
+#     "a./name": nothing at all;
+#     "n<count>./dir": at most <count> entries at and under it (find's),
+#     so a delete of the directory takes nothing the client never saw.
+#     Each that fails is reported on stdout as "C<now>./name\0", <now>
+#     being what is there: its sha256 (or "<size>:<mtime>", as compared),
+#     "-" for nothing, "!" for something else than a regular file, "+<n>"
+#     for the entries under a directory; then
+#     the script exits 5 with nothing below $1 changed, and the caller
+#     sends the batch again without those names.
 #  3. Deletes, with rm -rf and never a trailing slash, so a symlink is
 #     removed, not followed. They run before the tar so a type change
 #     (dir→file) extracts cleanly.
@@ -78,6 +94,25 @@ if [ ! -d "$root" ]; then
 fi
 cd "$root" || fail cd
 if [ -n "$file" ] && [ -d "$file" ] && [ ! -L "$file" ]; then echo "livesync: conflict: a directory" >&2; exit 3; fi
+# 2. Preconditions first (sync-back's; see above), all of them.
+i=0 c=0 hs=
+for a; do
+  [ $i -lt "$nc" ] || break
+  case $a in h*|a*|n*) ;; *) break ;; esac
+  i=$((i+1)) e=${a%%./*} p=./${a#*./} n=-
+  # "a" expects "-" as the sha256, so that a file there is hashed.
+  e=${e#?}; [ -n "$e" ] || e=-::
+  case $a in n*) n=$(find "$p" 2>/dev/null | wc -l) || :; n=$((n)); [ "$n" -le "$e" ] || { printf 'C+%s%s\0' "$n" "$p"; c=1; }; continue ;; esac
+  if [ -L "$p" ] || { [ -e "$p" ] && [ ! -f "$p" ]; }; then n='!'
+  elif [ ! -e "$p" ]; then e=${e%%:*}
+  else
+    if [ -z "$hs" ]; then if command -v sha256sum >/dev/null 2>&1; then hs=y; else hs=n; fi; fi
+    if [ -n "${e%%:*}" ] && [ "$hs" = y ]; then n=$(sha256sum <"$p") || n='?'; n=${n%% *}; e=${e%%:*}
+    else n=$(stat -c %s:%Y -- "$p") || n='?'; e=${e#*:}; fi
+  fi
+  [ "$n" = "$e" ] || { printf 'C%s%s\0' "$n" "$p"; c=1; }
+done
+[ $c = 0 ] || exit 5
 # 2. Checks.
 i=0
 for a; do

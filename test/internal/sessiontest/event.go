@@ -40,6 +40,12 @@ type Event struct {
 	Helper     *Helper    `json:"helper"`
 	Remote     string     `json:"remote"`
 	Preflight  *Preflight `json:"preflight"`
+	// sync-back
+	SyncBack     string   `json:"syncBack"`
+	Paths        []string `json:"paths"`
+	Path         string   `json:"path"`
+	LocalSha256  string   `json:"localSha256"`
+	RemoteSha256 string   `json:"remoteSha256"`
 
 	// Line is the line as printed; Invalid says it was not JSON (and the fields above are zero).
 	Line    string `json:"-"`

@@ -1,0 +1,178 @@
+package filesync
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+)
+
+// ErrNotSynced: Visit's target is gone, another container now, or its initial
+// sync has not converged (or holds deletes back), so its index is no ancestor.
+var ErrNotSynced = errors.New("the container's initial sync has not converged")
+
+// Visit is what a function run by Engine.Visit may use until it returns: the
+// target's executor (bounded, with the exec deadline) and, per mapping, its index.
+type Visit struct {
+	Ctx    context.Context
+	Target Target
+	Exec   Executor
+	e      *Engine
+	tg     *target
+}
+
+// Mapping returns mapping i's absolute local root and remote directory, and
+// whether rel (or a parent) is ignored there; ok is false for a file mapping.
+func (v *Visit) Mapping(i int) (root string, remote RemotePath, ignored func(rel string, isDir bool) bool, ok bool) {
+	m := v.e.maps[i]
+	return m.root, m.Remote, m.ignored, !m.file
+}
+
+// Mappings returns how many mappings there are.
+func (v *Visit) Mappings() int { return len(v.e.maps) }
+
+// Entry returns what the target confirmed at rel under mapping i: a three-way
+// decision's ancestor; known is false while its state there is unknown (see Index).
+func (v *Visit) Entry(i int, rel string) (e Entry, ok, known bool) {
+	e, ok = v.tg.idx[i].Get(rel)
+	return e, ok, !e.stale
+}
+
+// Record records that the target and the local side both hold e at rel
+// (a file that came back from it): no plan sends it back there.
+func (v *Visit) Record(i int, rel string, e Entry) { v.tg.idx[i].Put(rel, e) }
+
+// Forget records that neither side holds rel, or anything under it.
+func (v *Visit) Forget(i int, rel string) { v.tg.idx[i].DeleteTree(rel) }
+
+// Visit runs fn on t's worker between its batches, so that nothing fn does in
+// the container overlaps an upload to it, and returns fn's error or
+// ErrNotSynced. Without a running worker (--once) fn runs on the caller's goroutine.
+func (e *Engine) Visit(ctx context.Context, t Target, fn func(*Visit) error) error {
+	e.mu.Lock()
+	tg, ok := e.targets[t.String()]
+	running := e.runCtx != nil && !e.closing
+	e.mu.Unlock()
+	if !ok || tg.ContainerID != t.ContainerID || tg.ctx == nil {
+		return ErrNotSynced
+	}
+	done := make(chan error, 1)
+	run := func() {
+		tg.mu.Lock()
+		synced := tg.synced
+		tg.mu.Unlock()
+		if !synced || tg.holding() || tg.ctx.Err() != nil {
+			done <- ErrNotSynced
+			return
+		}
+		done <- fn(&Visit{Ctx: tg.ctx, Target: tg.Target, Exec: e.exec, e: e, tg: tg})
+	}
+	if !running {
+		run()
+		return <-done
+	}
+	select {
+	case tg.visits <- run:
+	case <-tg.ctx.Done():
+		return ErrNotSynced
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-tg.ctx.Done():
+		return ErrNotSynced
+	}
+}
+
+// Upload is a path that a batch is about to replace or delete in a target,
+// with what the target confirmed there (Has false: nothing; Known false:
+// unknown, see Index); for a directory it deletes, Entries counts what the
+// index holds at and under it.
+type Upload struct {
+	Target     Target
+	Mapping    int
+	Rel, Local string
+	Ancestor   Entry
+	Has, Known bool
+	Entries    int
+}
+
+// UploadGuard holds a batch's uploads to what the target confirmed
+// (sync-back's upload precondition, see pkg/syncback); WithUploadGuard sets it.
+type UploadGuard interface {
+	// Expect returns apply.sh's precondition for u (remote.ExpectFile or
+	// remote.ExpectAbsent, "" for none), or skip: u stays out of the batch.
+	Expect(u Upload) (check string, skip bool)
+	// Changed says u's precondition failed: the batch went without it.
+	Changed(u Upload, now remote.Changed)
+}
+
+// WithUploadGuard sets the engine's UploadGuard.
+func WithUploadGuard(g UploadGuard) Option { return func(e *Engine) { e.guard = g } }
+
+// applyGuarded applies a batch's plan p with the guard's preconditions for
+// its files (those under a deleted directory too, and the directory); a path whose
+// precondition fails, or that the guard skips, is left out with what
+// stands on it, and the rest goes again.
+func (e *Engine) applyGuarded(tg *target, i int, m *mapping, p *Plan) (applyResult, error) {
+	for e.guard != nil && !m.file {
+		ups, owner, skip := map[string]Upload{}, map[string]string{}, map[string]bool{}
+		ask := func(rel, own string) {
+			a, has := tg.idx[i].Get(rel)
+			u := Upload{Target: tg.Target, Mapping: i, Rel: rel, Local: m.localPath(rel), Ancestor: a, Has: has, Known: !a.stale}
+			if a.Type == TypeDir {
+				u.Entries = tg.idx[i].countTree(rel)
+			}
+			if check, sk := e.guard.Expect(u); sk {
+				skip[own] = true
+			} else if check != "" {
+				p.expect, ups["./"+rel], owner["./"+rel] = append(p.expect, check), u, own
+			}
+		}
+		p.expect = nil
+		for _, c := range p.Copies {
+			if c.Type != TypeDir {
+				ask(c.Rel, c.Rel)
+			}
+		}
+		for _, d := range p.Deletes {
+			tg.idx[i].walk(d, func(rel string) {
+				if a, ok := tg.idx[i].Get(rel); ok && (a.Type != TypeDir || rel == d) {
+					ask(rel, d)
+				}
+			})
+		}
+		if p.drop(skip); p.Empty() && len(p.Rmdirs) == 0 {
+			return applyResult{}, nil
+		}
+		res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false, nil)
+		var ce *remote.ChangedError
+		if !errors.As(err, &ce) {
+			return res, err
+		}
+		gone := map[string]bool{}
+		for _, c := range ce.Changed {
+			if u, ok := ups[c.Name]; ok {
+				e.guard.Changed(u, c)
+				gone[owner[c.Name]] = true
+			}
+		}
+		if len(gone) == 0 {
+			return res, err
+		}
+		p.drop(gone)
+	}
+	return e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false, nil)
+}
+
+// drop leaves the copies and deletes at or under gone out of p.
+func (p *Plan) drop(gone map[string]bool) {
+	if len(gone) > 0 {
+		p.Copies = slices.DeleteFunc(p.Copies, func(c Copy) bool { return localtree.UnderAny(c.Rel, gone) })
+		p.Deletes = slices.DeleteFunc(p.Deletes, func(d string) bool { return localtree.UnderAny(d, gone) })
+	}
+}

@@ -1,0 +1,216 @@
+package remote
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// scanNames returns the names a scan listed, sorted, without ".".
+func scanNames(r *ScanResult) []string {
+	var out []string
+	for n := range r.Names {
+		if n != "." {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestScan(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{
+				"package.json": "{}", "package-lock.json": "v1", "gen/a.go": "a", "gen/sub/b.go": "b", "src/x.go": "x",
+			})
+			old := time.Now().Add(-time.Hour)
+			for _, p := range []string{"package.json", "package-lock.json", "gen/a.go", "gen/sub/b.go", "gen/sub", "gen", "src/x.go", "src", "."} {
+				must(t, os.Chtimes(filepath.Join(dir, p), old, old))
+			}
+			must(t, os.Symlink("/etc/passwd", filepath.Join(dir, "gen", "passwd")))
+			must(t, os.Lchown(filepath.Join(dir, "gen", "passwd"), -1, -1))
+
+			full, err := Scan(ctx, ex, testTarget, dir, 0, []string{".", "./gen", "./nope"})
+			must(t, err)
+			if full.Since || !full.Complete || full.Now == 0 || !slices.Equal(full.Missing, []string{"./nope"}) {
+				t.Fatalf("full scan header: %+v", full)
+			}
+			want := []string{"./gen", "./gen/a.go", "./gen/passwd", "./gen/sub", "./gen/sub/b.go", "./package-lock.json", "./package.json", "./src", "./src/x.go"}
+			if got := scanNames(full); !slices.Equal(got, want) {
+				t.Fatalf("full scan names:\n got %q\nwant %q", got, want)
+			}
+			if l := full.Names["./gen/passwd"]; l.Type != TypeSymlink || l.Link != "/etc/passwd" {
+				t.Fatalf("a symlink is listed as a link, not followed: %+v", l)
+			}
+			if f := full.Names["./package-lock.json"]; f.Type != TypeFile || f.Size != 2 || len(f.Sum) != 32 {
+				t.Fatalf("file entry: %+v", f)
+			}
+
+			// A write in the same second as the scan that follows: the
+			// marker is back-dated, so it is seen.
+			since := full.Now - 2
+			must(t, os.WriteFile(filepath.Join(dir, "package-lock.json"), []byte("v2"), 0o644))
+			// A rename keeps the old mtime: seen through its directory.
+			must(t, os.WriteFile(filepath.Join(dir, "gen", "tmp"), []byte("new"), 0o644))
+			must(t, os.Chtimes(filepath.Join(dir, "gen", "tmp"), old, old))
+			must(t, os.Rename(filepath.Join(dir, "gen", "tmp"), filepath.Join(dir, "gen", "c.go")))
+			inc, err := Scan(ctx, ex, testTarget, dir, since, []string{".", "./gen"})
+			must(t, err)
+			if !inc.Since || !inc.Complete {
+				t.Fatalf("incremental scan header: %+v", inc)
+			}
+			got := scanNames(inc)
+			for _, w := range []string{"./package-lock.json", "./gen", "./gen/c.go", "./gen/a.go"} {
+				if !slices.Contains(got, w) {
+					t.Errorf("incremental scan lacks %q: %q", w, got)
+				}
+			}
+			for _, nw := range []string{"./src/x.go", "./gen/sub/b.go", "./package.json"} {
+				if slices.Contains(got, nw) {
+					t.Errorf("incremental scan lists unchanged %q", nw)
+				}
+			}
+			if inc.Incarnation != full.Incarnation {
+				t.Errorf("same container, other incarnation: %q vs %q", inc.Incarnation, full.Incarnation)
+			}
+		})
+	}
+}
+
+func TestScanMissingRoot(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			r, err := Scan(context.Background(), ex, testTarget, filepath.Join(t.TempDir(), "gone"), 0, []string{"."})
+			must(t, err)
+			if r.Exists || !r.Complete || len(r.Names) != 0 {
+				t.Fatalf("missing root: %+v", r)
+			}
+		})
+	}
+}
+
+func TestParseScanTruncated(t *testing.T) {
+	full := "SB1\x00100\x00mnt:[1]\x00\x00LS2\x00sha256sum\x00\x00dir\x00END\x00OK\x00"
+	if _, err := ParseScan([]byte(full)); err != nil {
+		t.Fatalf("complete output: %v", err)
+	}
+	// Every cut short of the last token is an error, never an empty listing.
+	for i := range len(full) - 1 {
+		if r, err := ParseScan([]byte(full[:i])); err == nil {
+			t.Fatalf("output cut at %d parsed as %+v", i, r)
+		}
+	}
+	if r, err := ParseScan([]byte(strings.Replace(full, "OK", "PARTIAL", 1))); err != nil || r.Complete {
+		t.Fatalf("partial: %+v %v", r, err)
+	}
+}
+
+func TestDownload(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{"a.lock": "lock", "gen/x.go": "x"})
+			must(t, os.Chmod(filepath.Join(dir, "gen", "x.go"), 0o755))
+			must(t, os.Symlink("/etc/passwd", filepath.Join(dir, "gen", "passwd")))
+			got := map[string]string{}
+			err := Download(context.Background(), ex, testTarget, dir, []string{"./a.lock", "./gen/x.go"}, func(e ArchiveEntry) error {
+				b, _ := io.ReadAll(e.Body)
+				got[e.Rel] = e.Type.String() + ":" + e.Mode.String() + ":" + string(b)
+				return nil
+			})
+			must(t, err)
+			want := map[string]string{"a.lock": "file:-rw-r--r--:lock", "gen/x.go": "file:-rwxr-xr-x:x"}
+			if len(got) != len(want) || got["a.lock"] != want["a.lock"] || got["gen/x.go"] != want["gen/x.go"] {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+			// A link to outside the root is refused, not followed.
+			err = Download(context.Background(), ex, testTarget, dir, []string{"./gen/passwd"}, func(e ArchiveEntry) error {
+				t.Errorf("entry handed on: %+v", e)
+				return nil
+			})
+			if !errors.Is(err, ErrHostileEntry) {
+				t.Fatalf("link to /etc/passwd: %v", err)
+			}
+		})
+	}
+}
+
+func TestReadArchiveRefusesHostileEntries(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    tar.Header
+	}{
+		{"absolute", tar.Header{Name: "/etc/passwd", Typeflag: tar.TypeReg}},
+		{"dotdot", tar.Header{Name: "../x", Typeflag: tar.TypeReg}},
+		{"inner dotdot", tar.Header{Name: "./a/../../x", Typeflag: tar.TypeReg}},
+		{"dotdot dir", tar.Header{Name: "a/../..", Typeflag: tar.TypeDir}},
+		{"absolute link", tar.Header{Name: "a", Typeflag: tar.TypeSymlink, Linkname: "/etc"}},
+		{"escaping link", tar.Header{Name: "a/b", Typeflag: tar.TypeSymlink, Linkname: "../../etc"}},
+		{"hard link", tar.Header{Name: "a", Typeflag: tar.TypeLink, Linkname: "b"}},
+		{"hard link out", tar.Header{Name: "a", Typeflag: tar.TypeLink, Linkname: "../../etc/passwd"}},
+		{"device", tar.Header{Name: "a", Typeflag: tar.TypeChar}},
+		{"fifo", tar.Header{Name: "a", Typeflag: tar.TypeFifo}},
+		{"backslash", tar.Header{Name: `..\x`, Typeflag: tar.TypeReg}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			tw := tar.NewWriter(&buf)
+			must(t, tw.WriteHeader(&tar.Header{Name: "./ok", Typeflag: tar.TypeReg, Size: 2, Mode: 0o644}))
+			_, _ = tw.Write([]byte("ok"))
+			h := tc.h
+			h.Mode = 0o644
+			must(t, tw.WriteHeader(&h))
+			must(t, tw.WriteHeader(&tar.Header{Name: "./after", Typeflag: tar.TypeReg, Mode: 0o644}))
+			must(t, tw.Close())
+			var seen []string
+			err := ReadArchive(&buf, func(e ArchiveEntry) error {
+				seen = append(seen, e.Rel)
+				return nil
+			})
+			if !errors.Is(err, ErrHostileEntry) {
+				t.Fatalf("want ErrHostileEntry, got %v", err)
+			}
+			if !slices.Equal(seen, []string{"ok"}) {
+				t.Fatalf("entries handed on: %q (nothing at or after the hostile one)", seen)
+			}
+		})
+	}
+	// Links that stay inside are entries like any other.
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	must(t, tw.WriteHeader(&tar.Header{Name: "a/b", Typeflag: tar.TypeSymlink, Linkname: "../c"}))
+	must(t, tw.Close())
+	must(t, ReadArchive(&buf, func(e ArchiveEntry) error {
+		if e.Type != TypeSymlink || e.Link != "../c" {
+			t.Errorf("inside link: %+v", e)
+		}
+		return nil
+	}))
+}
+
+// TestIncarnation: what Incarnation reads before an initial sync is what
+// every scan of the same container says, and a non-empty token.
+func TestIncarnation(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			inc, err := Incarnation(context.Background(), ex, testTarget)
+			must(t, err)
+			r, err := Scan(context.Background(), ex, testTarget, t.TempDir(), 0, nil)
+			must(t, err)
+			if inc == "" || inc != r.Incarnation {
+				t.Fatalf("incarnation %q, scan's %q", inc, r.Incarnation)
+			}
+		})
+	}
+}

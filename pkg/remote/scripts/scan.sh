@@ -1,0 +1,74 @@
+# shellcheck shell=sh
+# scan.sh looks for what changed in the container under the paths listed for
+# sync-back, run as `sh -c` (comment lines are dropped before it is sent).
+# Arguments: $1 the remote directory, $2 the container time (seconds) to
+# look back to, or "" for a full listing, $3 list-chunk.sh, then the start
+# points ("./name": one component each, so that find never resolves a
+# symlink on its way to one; find itself never follows one below them).
+#
+# Output, NUL-terminated tokens:
+#
+#   SB1 <now: the container's `date +%s`> <incarnation> <"newer" | "">
+#   M <start point> ...      for each start point that does not exist
+#   then list.sh's format (LS2 header, C/S/L/H chunks, END), over
+#   what changed since $2 (or everything), and finally
+#   OK | PARTIAL             whether every find finished cleanly.
+#
+# A listing without its last token was cut short: the caller treats it as
+# a failure, never as deletions. PARTIAL (a directory find could not read)
+# lets what was seen come back but no delete be inferred from it.
+#
+# The incarnation is the mount namespace the scan runs in (the helper's
+# target process's, through a helper): a restarted container runs in a new
+# one, and a scan that lands in it must not be read against the ancestor of
+# the container before.
+#
+# "Since" is a marker file whose mtime is $2, which the caller sets two
+# seconds before the previous scan's start: a marker as new as the scan
+# misses writes in the same timestamp tick (GNU find compares nanoseconds
+# that the kernel's coarse clock leaves equal; busybox compares seconds).
+# What comes back twice is weeded out by the caller against its index. A
+# rename keeps the file's old mtime, so the entries of every directory that
+# changed are listed too. Without a writable temp directory for the marker,
+# the listing is full.
+d=$1 since=$2 chunk=$3
+shift 3
+if [ -n "${LIVESYNC_ROOTFS:-}" ]; then d=$(livesync_inroot "$d") || exit; fi
+now=$(date +%s) || exit
+ns=$(readlink "/proc/${LIVESYNC_PID:-self}/ns/mnt" 2>/dev/null) || ns=
+h=
+if command -v sha256sum >/dev/null 2>&1; then h=sha256sum; fi
+m=
+if [ -n "$since" ] && m=$(mktemp "${TMPDIR:-/tmp}/livesync-scan.XXXXXX" 2>/dev/null); then
+  trap 'rm -f "$m"' EXIT
+  touch -d "@$since" "$m" 2>/dev/null || { rm -f "$m"; m=; }
+fi
+printf 'SB1\0%s\0%s\0%s\0' "$now" "$ns" "${m:+newer}"
+if [ ! -d "$d" ]; then
+  s=none; { [ ! -e "$d" ] && [ ! -L "$d" ]; } || s=notdir
+  printf 'LS2\0%s\0\0%s\0END\0OK\0' "$h" "$s"; exit 0
+fi
+cd "$d" || exit
+for c in find stat; do command -v $c >/dev/null 2>&1 || { echo "livesync: $c not found" >&2; exit 127; }; done
+n=$#
+for s; do
+  if [ -e "$s" ] || [ -L "$s" ]; then set -- "$@" "$s"; else printf 'M\0%s\0' "$s"; fi
+done
+shift "$n"
+printf 'LS2\0%s\0\0dir\0' "$h"
+st=OK
+# One walk each: an unanchored glob (package-lock.json matches at any depth)
+# starts at ".", so a walk per kind would cost a find of the mapping each.
+# An -exec ... + is true, so files go to the first, the rest to the second,
+# and directories to the third too. No parentheses: busybox find never runs
+# an -exec ... + inside them.
+if [ $# -gt 0 ] && [ -n "$m" ]; then
+  # The inner find's {} is spelled "{""}": GNU find refuses a second {}
+  # among the arguments of an -exec ... +, even inside another's script.
+  # shellcheck disable=SC2016 # expanded by the inner sh
+  find "$@" -newer "$m" -type f -exec sh -c "$chunk" sh "$h" {} + -o -newer "$m" -exec sh -c "$chunk" sh "" {} + -type d \
+    -exec sh -c 'm=$1 c=$2 h=$3; shift 3; find "$@" -mindepth 1 -maxdepth 1 ! -newer "$m" -type f -exec sh -c "$c" sh "$h" "{""}" + -o ! -newer "$m" -exec sh -c "$c" sh "" "{""}" +' sh "$m" "$chunk" "$h" {} + || st=PARTIAL
+elif [ $# -gt 0 ]; then
+  find "$@" -type f -exec sh -c "$chunk" sh "$h" {} + -o -exec sh -c "$chunk" sh "" {} + || st=PARTIAL
+fi
+printf 'END\0%s\0' "$st"

@@ -1,0 +1,241 @@
+package syncback
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+)
+
+// running is a fixture whose engine runs (batches, not only the initial
+// sync), with the runner as its upload guard.
+type running struct {
+	*fixture
+	changes chan coalesce.Change
+	events  chan filesync.Event
+}
+
+func newRunning(t *testing.T, ex *executor, cfg Config) *running {
+	t.Helper()
+	f := &running{fixture: &fixture{local: t.TempDir(), remote: filepath.Join(t.TempDir(), "app"), ex: ex, rec: &recorder{}},
+		changes: make(chan coalesce.Change), events: make(chan filesync.Event, 100)}
+	write(t, f.local, "package-lock.json", "v1", 0o644)
+	write(t, f.local, "src/main.go", "package main", 0o644)
+	if cfg.Globs == nil {
+		cfg.Globs = []string{"package-lock.json", "gen/**"}
+	}
+	var err error
+	f.runner, err = New(cfg, f.rec, clocktesting.NewFakeClock(time.Unix(1e9, 0)))
+	must(t, err)
+	f.engine = filesync.New(ex, filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(f.local), Remote: filesync.RemotePath(f.remote)}}},
+		filesync.WithUploadGuard(f.runner), filesync.WithReporter(filesync.ReporterFunc(func(ev filesync.Event) {
+			switch ev.(type) {
+			case filesync.InitialSync, filesync.Batch:
+				f.events <- ev
+			}
+		})))
+	f.runner.Serve(f.engine)
+	inc, err := remote.Incarnation(context.Background(), ex, src)
+	must(t, err)
+	f.runner.Add(src, time.Unix(1, 0), inc)
+	f.engine.AddTarget(src)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- f.engine.Run(ctx, f.changes) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if is, ok := f.next(t).(filesync.InitialSync); !ok || is.Err != nil {
+		t.Fatalf("initial sync: %#v", is)
+	}
+	f.rec.take()
+	return f
+}
+
+func (f *running) next(t *testing.T) filesync.Event {
+	t.Helper()
+	select {
+	case ev := <-f.events:
+		return ev
+	case <-time.After(60 * time.Second):
+		t.Fatal("no event from the engine") // a deadlock, not a slow machine
+		return nil
+	}
+}
+
+// save sends local changes at rels as one batch and returns its outcome.
+func (f *running) save(t *testing.T, rels ...string) filesync.Batch {
+	t.Helper()
+	for _, rel := range rels {
+		f.changes <- coalesce.Change{Root: f.local, Path: f.path(rel)}
+	}
+	b, ok := f.next(t).(filesync.Batch)
+	if !ok {
+		t.Fatalf("want a batch, got %#v", b)
+	}
+	return b
+}
+
+// TestUploadPrecondition holds the upload side of the three-way rules with
+// the real engine and apply.sh under busybox (with and without sha256sum)
+// and GNU: a container change that no scan has seen yet is never
+// overwritten by an upload; the batch's other paths still land; both sides
+// stay until the next local save, which wins.
+func TestUploadPrecondition(t *testing.T) {
+	vs := localexec.Variants(t)
+	vs["busybox without sha256sum"] = localexec.Busybox(t, "sha256sum")
+	for name, r := range vs {
+		t.Run(name, func(t *testing.T) {
+			noSum := name == "busybox without sha256sum"
+			remoteSum := func(s string) string {
+				if noSum {
+					return ""
+				}
+				return sum(s)
+			}
+			f := newRunning(t, &executor{Runner: *r}, Config{})
+			if evs := f.pass(t); len(evs) != 0 {
+				t.Fatalf("first pass: %v", evs)
+			}
+
+			// The container rewrites the lockfile and the local side saves
+			// it too, before any scan: the upload must not replace it.
+			write(t, f.remote, "package-lock.json", "from the container", 0o644)
+			write(t, f.local, "package-lock.json", "saved locally", 0o644)
+			write(t, f.local, "src/main.go", "package main // edited", 0o644)
+			b := f.save(t, "package-lock.json", "src/main.go")
+			if b.Failed != 0 || b.Changed != 1 {
+				t.Fatalf("batch: %+v", b)
+			}
+			evs := f.rec.take()
+			if len(evs) != 1 {
+				t.Fatalf("conflict events: %v", evs)
+			}
+			if c, ok := evs[0].(Conflicted); !ok || c.Target != src || c.Path != f.path("package-lock.json") ||
+				c.LocalSum != sum("saved locally") || c.RemoteSum != remoteSum("from the container") {
+				t.Fatalf("conflict event: %#v", evs[0])
+			}
+			if got := read(t, f.remote, "package-lock.json"); got != "from the container" {
+				t.Fatalf("the upload replaced the container's unseen change: %q", got)
+			}
+			if got := read(t, f.remote, "src/main.go"); got != "package main // edited" {
+				t.Fatalf("the rest of the batch did not land: %q", got)
+			}
+			if got := read(t, f.local, "package-lock.json"); got != "saved locally" {
+				t.Fatalf("local file: %q", got)
+			}
+			// Nothing comes back either, and the conflict is said once.
+			if evs := f.pass(t); len(evs) != 0 {
+				t.Fatalf("a pass after the conflict: %v", evs)
+			}
+			if got := read(t, f.local, "package-lock.json"); got != "saved locally" {
+				t.Fatalf("local file after a pass: %q", got)
+			}
+			// The path planned again without a local save (as a walk after
+			// a failure plans it): still left alone.
+			if b := f.save(t, "package-lock.json"); b.Failed != 0 || b.Changed != 0 {
+				t.Fatalf("batch without a save: %+v", b)
+			}
+			if got := read(t, f.remote, "package-lock.json"); got != "from the container" {
+				t.Fatalf("replaced without a local save: %q", got)
+			}
+			if evs := f.rec.take(); len(evs) != 0 {
+				t.Fatalf("events without a save: %v", evs)
+			}
+			// The next local save wins.
+			write(t, f.local, "package-lock.json", "saved again", 0o644)
+			if b := f.save(t, "package-lock.json"); b.Failed != 0 || b.Changed != 1 {
+				t.Fatalf("the next save: %+v", b)
+			}
+			if got := read(t, f.remote, "package-lock.json"); got != "saved again" {
+				t.Fatalf("the next local save did not win: %q", got)
+			}
+			if evs := f.pass(t); len(evs) != 0 {
+				t.Fatalf("a pass after the next save: %v", evs)
+			}
+
+			// A new file on both sides (the ancestor: nothing there).
+			write(t, f.remote, "gen/new.go", "theirs", 0o644)
+			write(t, f.local, "gen/new.go", "mine", 0o644)
+			f.save(t, "gen/new.go")
+			if got := read(t, f.remote, "gen/new.go"); got != "theirs" {
+				t.Fatalf("a new container file replaced: %q", got)
+			}
+			evs = f.rec.take()
+			if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.LocalSum != sum("mine") || c.RemoteSum != remoteSum("theirs") {
+				t.Fatalf("conflict events for a new file: %#v", evs)
+			}
+
+			// A local delete over a container change: the change stays.
+			write(t, f.remote, "package-lock.json", "changed in the container again", 0o644)
+			must(t, os.Remove(f.path("package-lock.json")))
+			f.save(t, "package-lock.json")
+			if got := read(t, f.remote, "package-lock.json"); got != "changed in the container again" {
+				t.Fatalf("a local delete removed the container's change: %q", got)
+			}
+			evs = f.rec.take()
+			if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.LocalSum != "" || c.RemoteSum != remoteSum("changed in the container again") {
+				t.Fatalf("conflict events for a delete: %#v", evs)
+			}
+
+			// A listed directory deleted locally while the container made a
+			// file in it that no scan has seen: nothing of it is deleted.
+			write(t, f.local, "gen/sub/a.go", "a", 0o644)
+			f.save(t, "gen/sub/a.go")
+			write(t, f.remote, "gen/sub/b.go", "made in the container", 0o644)
+			must(t, os.RemoveAll(f.path("gen/sub")))
+			f.save(t, "gen/sub")
+			if got := read(t, f.remote, "gen/sub/b.go"); got != "made in the container" {
+				t.Fatalf("the container's new file: %q", got)
+			}
+			if got := read(t, f.remote, "gen/sub/a.go"); got != "a" {
+				t.Fatalf("gen/sub/a.go in the container: %q", got)
+			}
+			evs = f.rec.take()
+			if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.Path != f.path("gen/sub") {
+				t.Fatalf("conflict events for a directory delete: %#v", evs)
+			}
+
+			// An unlisted path is never checked: the local side wins.
+			write(t, f.remote, "src/main.go", "changed in the container", 0o644)
+			write(t, f.local, "src/main.go", "package main // again", 0o644)
+			f.save(t, "src/main.go")
+			if got := read(t, f.remote, "src/main.go"); got != "package main // again" {
+				t.Fatalf("an unlisted path: %q", got)
+			}
+		})
+	}
+}
+
+// TestExpectOnlyOnTheSource: another replica is upload-only, so it gets the
+// source's content whatever it holds; checking it would turn two replicas
+// writing different content into a conflict.
+func TestExpectOnlyOnTheSource(t *testing.T) {
+	r, err := New(Config{Globs: []string{"lock"}}, nil, nil)
+	must(t, err)
+	other := filesync.Target{Namespace: "ns", Pod: "web-2", Container: "app", ContainerID: "c2"}
+	r.Add(src, time.Unix(1, 0), "mnt:[1]")
+	r.Add(other, time.Unix(2, 0), "mnt:[2]")
+	local := filepath.Join(t.TempDir(), "lock")
+	for _, tc := range []struct {
+		u    filesync.Upload
+		want string
+	}{
+		{filesync.Upload{Target: src, Rel: "lock", Local: local, Known: true}, "a./lock"},
+		{filesync.Upload{Target: other, Rel: "lock", Local: local, Known: true}, ""},
+		{filesync.Upload{Target: src, Rel: "other", Local: local, Known: true}, ""},
+		{filesync.Upload{Target: src, Rel: "lock", Local: local, Has: true}, ""}, // unknown: an unconfirmed upload
+		{filesync.Upload{Target: src, Rel: "lock", Local: local, Has: true, Known: true,
+			Ancestor: filesync.Entry{Type: filesync.TypeFile, Size: 3, MTime: time.Unix(7, 0)}}, "h:3:7./lock"},
+	} {
+		if got, skip := r.Expect(tc.u); got != tc.want || skip {
+			t.Errorf("Expect(%+v) = %q, %v; want %q", tc.u, got, skip, tc.want)
+		}
+	}
+}

@@ -1,0 +1,765 @@
+// Package syncback brings files that a container writes home: the paths the
+// user lists (--sync-back, syncBack in livesync.yaml), from one source
+// replica, decided three-way against the source's confirmed index (see
+// filesync.Index) so that no local edit is ever overwritten.
+//
+// A pass runs on the source target's worker (filesync.Engine.Visit), so it
+// never overlaps an upload to that container: it scans the listed paths in
+// the container (remote.Scan: what changed since the last scan, or
+// everything every FullEvery), decides each path with Decide, downloads what
+// comes back (remote.Download, every entry checked by the archive reader and
+// each file's hash against the scan's), writes it with localtree.ReplaceFile
+// (atomic, never through a symlink, never over a file that is no longer the
+// ancestor), and records it in the source's index as confirmed on both
+// sides, so it is not sent back there. The watcher then sees the local write
+// and the engine uploads it to every other replica like any local change.
+//
+// What it never does: bring anything back before the source's initial sync
+// converged (Visit says so), from a container other than the one the
+// ancestor describes (a restarted one runs in another mount namespace: the
+// scan says which, and the engine re-syncs it from the local side), read a
+// failed or cut-short scan as deletions (remote.ParseScan), delete locally
+// without Deletes, or delete more than the mass-delete guard allows.
+package syncback
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+)
+
+// Defaults of Config.
+const (
+	DefaultInterval  = time.Second
+	DefaultFullEvery = 30 * time.Second
+)
+
+// massDeleteMin is how many local deletes one pass may make before the
+// guard holds them when they are more than half of what is listed: the
+// same bound as uploads' (see filesync.Config.AllowMassDelete).
+const massDeleteMin = 50
+
+// Config is sync-back as the command line asked for it.
+type Config struct {
+	// Globs list what comes back, in gitignore syntax, relative to each
+	// directory mapping's LOCAL.
+	Globs []string
+	// Interval is how often the source is scanned; FullEvery how often the
+	// scan lists everything listed (with hashes) instead of what changed.
+	Interval, FullEvery time.Duration
+	// Deletes brings the container's deletes back too.
+	Deletes bool
+	// DryRun reports what would come back and changes nothing.
+	DryRun bool
+}
+
+// Host runs fn on a target's worker (filesync.Engine implements it).
+type Host interface {
+	Visit(ctx context.Context, t filesync.Target, fn func(*filesync.Visit) error) error
+}
+
+// Reporter receives sync-back's events.
+type Reporter interface{ SyncBack(Event) }
+
+// Event is Source, SyncedBack, Conflicted or Failed.
+type Event interface{ syncBackEvent() }
+
+// Source reports the replica that files come back from: the oldest pod's.
+type Source struct{ Target filesync.Target }
+
+// SyncedBack reports one pass that brought something back (or, under
+// DryRun, would have).
+type SyncedBack struct {
+	Target  filesync.Target
+	Paths   []string // local paths written
+	Deleted []string // local paths deleted
+	Bytes   int64
+	DryRun  bool
+}
+
+// Conflicted reports a path that both sides changed: both stay as they are,
+// and the next local save wins. Sums are hex sha256, "" when unknown or absent.
+type Conflicted struct {
+	Target              filesync.Target
+	Path                string // local path
+	LocalSum, RemoteSum string
+}
+
+// Failed reports a pass, or one path of it, that did not bring anything back.
+type Failed struct {
+	Target filesync.Target
+	Path   string // "" for the whole pass
+	Err    error
+}
+
+func (Source) syncBackEvent()     {}
+func (SyncedBack) syncBackEvent() {}
+func (Conflicted) syncBackEvent() {}
+func (Failed) syncBackEvent()     {}
+
+// ErrRestarted is what a scan that ran in another container than the one
+// the ancestor describes fails with.
+var ErrRestarted = errors.New("the container restarted: nothing comes back from it until it is synced again")
+
+// ErrNoIncarnation: the container's incarnation was not read before its
+// initial sync (see Add), so a restart since could not be told apart.
+var ErrNoIncarnation = errors.New("could not tell which incarnation of the container was synced (readlink /proc/self/ns/mnt): nothing comes back from it")
+
+// Runner runs sync-back passes against the source replica.
+type Runner struct {
+	cfg   Config
+	globs *ignore.Globs
+	host  Host
+	rep   Reporter
+	clk   clock.WithTicker
+
+	mu        sync.Mutex
+	live      map[string]member // by Target.String()
+	source    *filesync.Target
+	states    map[string]*state // by target and container ID
+	conflicts map[string]mark   // see Expect
+	onSync    map[string]bool   // by target and container ID: an on-sync run ended (see OnSyncRan)
+}
+
+type member struct {
+	t           filesync.Target
+	created     time.Time
+	incarnation string
+}
+
+// state is what passes keep per source container.
+type state struct {
+	since       map[int]int64     // per mapping: container time to look back to
+	lastFull    map[int]time.Time // per mapping
+	needFull    map[int]bool
+	incarnation string
+	reported    map[string]string // path -> what was last reported for it
+	lastErr     string
+}
+
+// New returns a Runner; it fails on a glob that could reach outside a
+// mapping. Its passes run on the host that Serve sets.
+func New(cfg Config, rep Reporter, clk clock.WithTicker) (*Runner, error) {
+	g, err := ignore.NewGlobs(cfg.Globs)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.FullEvery <= 0 {
+		cfg.FullEvery = DefaultFullEvery
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Runner{cfg: cfg, globs: g, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]mark{}, onSync: map[string]bool{}}, nil
+}
+
+// Serve sets the host that passes run on: the engine, which is built with r
+// as its filesync.UploadGuard (see Expect). Call it before the first pass.
+func (r *Runner) Serve(h Host) { r.host = h }
+
+// Add records t, a container of a pod created at created, whose
+// incarnation (remote.Incarnation) was read before the engine heard of t,
+// so before its initial sync: what a pass finds in another one never comes
+// back ("" refuses every pass). The oldest pod's container becomes the
+// source (reported as a Source event before it changes).
+func (r *Runner) Add(t filesync.Target, created time.Time, incarnation string) {
+	r.mu.Lock()
+	r.live[t.String()] = member{t: t, created: created, incarnation: incarnation}
+	ev := r.pickLocked()
+	r.mu.Unlock()
+	r.report(ev)
+}
+
+// Remove forgets t; another replica may become the source.
+func (r *Runner) Remove(t filesync.Target) {
+	r.mu.Lock()
+	if m, ok := r.live[t.String()]; ok && m.t.ContainerID == t.ContainerID {
+		delete(r.live, t.String())
+	}
+	ev := r.pickLocked()
+	r.mu.Unlock()
+	r.report(ev)
+}
+
+// IsSource reports whether t is the source replica.
+func (r *Runner) IsSource(t filesync.Target) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.source != nil && *r.source == t
+}
+
+func (r *Runner) pickLocked() Event {
+	var best *member
+	for _, m := range r.live {
+		if best == nil || m.created.Before(best.created) || m.created.Equal(best.created) && m.t.String() < best.t.String() {
+			best = &m
+		}
+	}
+	switch {
+	case best == nil:
+		r.source = nil
+	case r.source == nil || *r.source != best.t:
+		t := best.t
+		r.source = &t
+		return Source{Target: t}
+	}
+	return nil
+}
+
+func (r *Runner) report(ev Event) {
+	if ev != nil && r.rep != nil {
+		r.rep.SyncBack(ev)
+	}
+}
+
+// Run runs a pass every Interval until ctx ends.
+func (r *Runner) Run(ctx context.Context) {
+	t := r.clk.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		_ = r.Pass(ctx)
+	}
+}
+
+// Pass runs one pass against the source now and returns its error (also
+// reported, once per distinct error); filesync.ErrNotSynced while the
+// source's initial sync has not converged, which is not reported.
+func (r *Runner) Pass(ctx context.Context) error {
+	r.mu.Lock()
+	src := r.source
+	var st *state
+	if src != nil {
+		st = r.stateLocked(*src)
+	}
+	r.mu.Unlock()
+	if src == nil {
+		return filesync.ErrNotSynced
+	}
+	err := r.host.Visit(ctx, *src, func(v *filesync.Visit) error { return r.pass(v, st) })
+	switch {
+	case err == nil:
+		st.lastErr = ""
+	case errors.Is(err, filesync.ErrNotSynced) || ctx.Err() != nil:
+	case err.Error() != st.lastErr:
+		st.lastErr = err.Error()
+		r.report(Failed{Target: *src, Err: err})
+	}
+	return err
+}
+
+// stateLocked returns what passes keep for t, the source.
+func (r *Runner) stateLocked(t filesync.Target) *state {
+	key := t.String() + "@" + t.ContainerID
+	st := r.states[key]
+	if st == nil {
+		st = &state{since: map[int]int64{}, lastFull: map[int]time.Time{}, needFull: map[int]bool{}, reported: map[string]string{}}
+		if m := r.live[t.String()]; m.t == t {
+			st.incarnation = m.incarnation
+		}
+		r.states = map[string]*state{key: st} // a new source starts over
+	}
+	return st
+}
+
+// OnSyncRan says that a run of the on-sync command ended in t: what it
+// wrote may keep old mtimes (an archive it unpacked, a cp -p), so the next
+// pass against t lists everything, with hashes.
+func (r *Runner) OnSyncRan(t filesync.Target) {
+	r.mu.Lock()
+	r.onSync[t.String()+"@"+t.ContainerID] = true
+	r.mu.Unlock()
+}
+
+// pass scans every directory mapping of v's target and brings back what
+// Decide says, on the target's worker.
+func (r *Runner) pass(v *filesync.Visit, st *state) error {
+	out := SyncedBack{Target: v.Target, DryRun: r.cfg.DryRun}
+	r.mu.Lock()
+	if r.onSync[v.Target.String()+"@"+v.Target.ContainerID] {
+		delete(r.onSync, v.Target.String()+"@"+v.Target.ContainerID)
+		for i := range v.Mappings() {
+			st.needFull[i] = true
+		}
+	}
+	r.mu.Unlock()
+	for i := range v.Mappings() {
+		root, dir, ignored, ok := v.Mapping(i)
+		if !ok {
+			continue // a single file's mapping: nothing is listed under it
+		}
+		full := st.since[i] == 0 || st.needFull[i] || r.clk.Since(st.lastFull[i]) >= r.cfg.FullEvery
+		since := st.since[i]
+		if full {
+			since = 0
+		}
+		res, err := remote.Scan(v.Ctx, v.Exec, v.Target, string(dir), since, r.globs.Starts())
+		if err != nil {
+			return err
+		}
+		switch {
+		case st.incarnation == "":
+			return ErrNoIncarnation
+		case res.Incarnation != st.incarnation:
+			return ErrRestarted
+		}
+		if res.Exists {
+			p := &mappingPass{r: r, v: v, st: st, i: i, root: root, ignored: ignored, res: res, since: since, out: &out}
+			if err := p.run(); err != nil {
+				return err
+			}
+		}
+		st.since[i] = res.Now - 2
+		if full {
+			st.lastFull[i], st.needFull[i] = r.clk.Now(), false
+		}
+	}
+	if len(out.Paths)+len(out.Deleted) > 0 {
+		r.report(out)
+	}
+	return nil
+}
+
+// mappingPass is one pass over one mapping.
+type mappingPass struct {
+	r       *Runner
+	v       *filesync.Visit
+	st      *state
+	i       int
+	root    string
+	ignored func(string, bool) bool
+	res     *remote.ScanResult
+	since   int64
+	out     *SyncedBack
+}
+
+// decision is one path's sides and what Decide made of them.
+type decision struct {
+	rel             string
+	anc, local, rem Side
+	action          Action
+}
+
+func (p *mappingPass) run() error {
+	rems := map[string]remote.Entry{}
+	for name, e := range p.res.Names {
+		rel := strings.TrimPrefix(name, "./")
+		if name == "." || !localtree.ValidRel(rel) || rel == "" {
+			continue
+		}
+		rems[rel] = e
+	}
+	cands := map[string]bool{}
+	for rel, e := range rems {
+		if p.listed(rel, e.Type == remote.TypeDir) {
+			cands[rel] = true
+		}
+	}
+	if p.r.cfg.Deletes && p.res.Complete {
+		for _, rel := range p.goneLocally(rems) {
+			cands[rel] = true
+		}
+	}
+	var ds []*decision
+	for _, rel := range slices.Sorted(mapsKeys(cands)) {
+		d := &decision{rel: rel, anc: p.ancestor(rel)}
+		if e, ok := rems[rel]; ok {
+			d.rem = p.remoteSide(e)
+		}
+		d.local = localSide(filepath.Join(p.root, filepath.FromSlash(rel)))
+		d.action = Decide(d.anc, d.local, d.rem, p.r.cfg.Deletes)
+		ds = append(ds, d)
+	}
+	p.guardDeletes(ds, countRemote(ds))
+	if p.r.cfg.DryRun {
+		for _, d := range ds {
+			switch d.action {
+			case Download, MakeDir:
+				p.out.Paths = append(p.out.Paths, p.local(d.rel))
+				p.out.Bytes += d.rem.Size
+			case DeleteLocal:
+				p.out.Deleted = append(p.out.Deleted, p.local(d.rel))
+			}
+		}
+		return nil
+	}
+	var downloads []*decision
+	for _, d := range ds {
+		switch d.action {
+		case MakeDir:
+			p.makeDir(d)
+		case Download:
+			downloads = append(downloads, d)
+		case Record:
+			p.record(d.rel, d.local)
+		case Conflict:
+			p.conflict(d.rel, d.local.Sum, d.rem.Sum)
+		case Refuse:
+			p.once(d.rel, "refused", Failed{Target: p.v.Target, Path: p.local(d.rel),
+				Err: fmt.Errorf("%q is a symlink in the container: symlinks never come back", d.rel)})
+		}
+	}
+	if err := p.download(downloads); err != nil {
+		return err
+	}
+	for _, d := range slices.Backward(ds) { // deepest first
+		if d.action == DeleteLocal {
+			p.deleteLocal(d)
+		}
+	}
+	return nil
+}
+
+func mapsKeys(m map[string]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// listed reports whether rel comes back: listed, and not ignored.
+func (p *mappingPass) listed(rel string, isDir bool) bool {
+	return p.r.globs.Match(rel, isDir) && !p.ignored(rel, isDir)
+}
+
+func (p *mappingPass) local(rel string) string {
+	return filepath.Join(p.root, filepath.FromSlash(rel))
+}
+
+func (p *mappingPass) ancestor(rel string) Side {
+	e, ok, known := p.v.Entry(p.i, rel)
+	if !ok {
+		return Side{}
+	}
+	return Side{Present: true, Unknown: !known, Type: e.Type, Mode: e.Mode, Size: e.Size, MTime: e.MTime.Unix(), Sum: e.Sum, Link: e.Link}
+}
+
+func (p *mappingPass) remoteSide(e remote.Entry) Side {
+	s := Side{Present: true, Type: e.Type, Mode: e.Mode, Size: e.Size, MTime: e.MTime, Link: e.Link}
+	if p.res.Alg == "sha256sum" && len(e.Sum) == sha256.Size {
+		s.Sum = (*[32]byte)(e.Sum)
+	}
+	return s
+}
+
+// localSide describes the local entry at name, a file with its hash.
+func localSide(name string) Side {
+	fi, err := os.Lstat(name)
+	if err != nil {
+		return Side{Present: !errors.Is(err, fs.ErrNotExist), Unknown: !errors.Is(err, fs.ErrNotExist)}
+	}
+	s := Side{Present: true, Mode: fi.Mode().Perm(), Size: fi.Size(), MTime: fi.ModTime().Unix()}
+	switch {
+	case fi.IsDir():
+		s.Type = remote.TypeDir
+	case fi.Mode()&fs.ModeSymlink != 0:
+		s.Type = remote.TypeSymlink
+		s.Link, _ = os.Readlink(name)
+	case fi.Mode().IsRegular():
+		s.Type = remote.TypeFile
+		if f, _, err := localtree.OpenRegular(name); err == nil {
+			h := sha256.New()
+			if _, err := io.Copy(h, f); err == nil {
+				s.Sum = (*[32]byte)(h.Sum(nil))
+			}
+			f.Close()
+		}
+	default:
+		s.Type = 0 // a FIFO, socket or device: never the same as anything
+	}
+	return s
+}
+
+// goneLocally returns the listed local entries that the scan shows gone
+// from the container: under a start point it found missing, under a
+// directory whose every entry it listed (one that changed since the last
+// scan), or anywhere under the start points after a full scan.
+func (p *mappingPass) goneLocally(rems map[string]remote.Entry) []string {
+	var out []string
+	add := func(rel string, isDir bool) {
+		if _, ok := rems[rel]; !ok && p.listed(rel, isDir) {
+			out = append(out, rel)
+		}
+	}
+	walk := func(rel string, deep bool) {
+		base := p.local(rel)
+		_ = filepath.WalkDir(base, func(name string, de fs.DirEntry, err error) error {
+			if err != nil || name == base {
+				return nil
+			}
+			r, ok := localtree.RelTo(p.root, name)
+			if !ok {
+				return filepath.SkipDir
+			}
+			add(r, de.IsDir())
+			if de.IsDir() && (!deep || p.ignored(r, true)) {
+				return filepath.SkipDir
+			}
+			return nil
+		})
+	}
+	for _, s := range p.res.Missing {
+		if rel := strings.TrimPrefix(s, "./"); rel != "" && rel != "." {
+			if fi, err := os.Lstat(p.local(rel)); err == nil {
+				add(rel, fi.IsDir())
+				walk(rel, true)
+			}
+		}
+	}
+	if !p.res.Since {
+		for _, s := range p.r.globs.Starts() {
+			if rel := strings.TrimPrefix(strings.TrimPrefix(s, "."), "/"); rel == "" {
+				walk("", true)
+			} else if _, ok := rems[rel]; ok && rems[rel].Type == remote.TypeDir {
+				walk(rel, true)
+			}
+		}
+		return out
+	}
+	for rel, e := range rems {
+		// Only a directory newer than the marker had its entries listed;
+		// a second's granularity leaves out, never adds, a borderline one.
+		if e.Type == remote.TypeDir && e.MTime > p.since {
+			walk(rel, false)
+		}
+	}
+	if e, ok := p.res.Names["."]; ok && e.MTime > p.since {
+		walk("", false)
+	}
+	return out
+}
+
+// guardDeletes holds a pass's local deletes, reporting why, when they are
+// more than massDeleteMin and more than half of what is listed locally, or
+// when the container holds none of what is listed (an emptied root).
+func (p *mappingPass) guardDeletes(ds []*decision, remoteListed int) {
+	n, held := 0, 0
+	for _, d := range ds {
+		if d.local.Present {
+			held++
+		}
+		if d.action == DeleteLocal {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	emptied := !p.res.Since && remoteListed == 0
+	if !emptied && (n <= massDeleteMin || 2*n <= held) {
+		return
+	}
+	for _, d := range ds {
+		if d.action == DeleteLocal {
+			d.action = Keep
+		}
+	}
+	why := fmt.Errorf("held %d deletes from the container: more than %d and more than half of what is listed", n, massDeleteMin)
+	if emptied {
+		why = fmt.Errorf("held %d deletes from the container: it holds none of the listed paths any more", n)
+	}
+	p.once("", why.Error(), Failed{Target: p.v.Target, Err: why})
+}
+
+func countRemote(ds []*decision) int {
+	n := 0
+	for _, d := range ds {
+		if d.rem.Present {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *mappingPass) makeDir(d *decision) {
+	fi, err := localtree.MakeDir(p.root, d.rel, d.rem.Mode|0o700)
+	if err != nil {
+		p.failed(d, err)
+		return
+	}
+	p.v.Record(p.i, d.rel, filesync.Entry{Type: remote.TypeDir, Mode: fi.Mode().Perm(), MTime: fi.ModTime()})
+	p.recordParents(d.rel)
+	p.out.Paths = append(p.out.Paths, p.local(d.rel))
+	p.st.needFull[p.i] = true // a directory moved in keeps old mtimes below it
+}
+
+// record makes local, which the container holds too, the ancestor.
+func (p *mappingPass) record(rel string, local Side) {
+	fi, err := os.Lstat(p.local(rel))
+	if err != nil {
+		return
+	}
+	p.r.settle(p.v.Target, p.i, rel)
+	e := filesync.Entry{Type: local.Type, Mode: fi.Mode().Perm(), MTime: fi.ModTime(), Link: local.Link, Sum: local.Sum}
+	if local.Type == remote.TypeFile {
+		e.Size = fi.Size()
+	}
+	p.v.Record(p.i, rel, e)
+}
+
+func (p *mappingPass) conflict(rel string, local, rem *[32]byte) {
+	p.r.conflict(p.st, p.v.Target, p.i, rel, p.local(rel), local, rem)
+}
+
+// conflict reports the conflict at rel (local, its local path) once, and
+// marks it: both sides stay until the next local save, which wins.
+func (r *Runner) conflict(st *state, t filesync.Target, i int, rel, local string, lsum, rsum *[32]byte) {
+	r.markConflict(t, i, rel, local)
+	ev := Conflicted{Target: t, Path: local, LocalSum: hexSum(lsum), RemoteSum: hexSum(rsum)}
+	r.once(st, rel, "conflict "+ev.LocalSum+" "+ev.RemoteSum, ev)
+}
+
+func (p *mappingPass) once(key, what string, ev Event) { p.r.once(p.st, key, what, ev) }
+
+// once reports ev unless what was last reported for key is what.
+func (r *Runner) once(st *state, key, what string, ev Event) {
+	if st.reported[key] == what {
+		return
+	}
+	st.reported[key] = what
+	r.report(ev)
+}
+
+func (p *mappingPass) failed(d *decision, err error) {
+	if errors.Is(err, localtree.ErrChanged) {
+		p.conflict(d.rel, localSide(p.local(d.rel)).Sum, d.rem.Sum)
+		return
+	}
+	p.once(d.rel, err.Error(), Failed{Target: p.v.Target, Path: p.local(d.rel), Err: err})
+}
+
+func hexSum(s *[32]byte) string {
+	if s == nil {
+		return ""
+	}
+	return hex.EncodeToString(s[:])
+}
+
+func sumOf(h string) *[32]byte {
+	b, err := hex.DecodeString(h)
+	if err != nil || len(b) != 32 {
+		return nil
+	}
+	return (*[32]byte)(b)
+}
+
+// download brings ds back in one archive, each file written only if the
+// local one is still what it was decided against.
+func (p *mappingPass) download(ds []*decision) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	byRel := map[string]*decision{}
+	names := make([]string, 0, len(ds))
+	for _, d := range ds {
+		byRel[d.rel] = d
+		names = append(names, "./"+d.rel)
+	}
+	_, dir, _, _ := p.v.Mapping(p.i)
+	err := remote.Download(p.v.Ctx, p.v.Exec, p.v.Target, string(dir), names, func(e remote.ArchiveEntry) error {
+		d := byRel[e.Rel]
+		if d == nil || e.Type != remote.TypeFile {
+			return nil // not asked for, or no longer a file: the next scan decides
+		}
+		delete(byRel, e.Rel)
+		want := localtree.Expect{Absent: !d.local.Present}
+		if d.local.Present {
+			if d.local.Sum == nil {
+				return nil
+			}
+			want.Size, want.Sum = d.local.Size, *d.local.Sum
+		}
+		h := sha256.New()
+		fi, err := localtree.ReplaceFile(p.root, d.rel, io.TeeReader(e.Body, h), e.Mode, e.MTime, d.rem.Sum, want)
+		if err != nil {
+			p.failed(d, err)
+			return nil
+		}
+		p.wrote(d.rel, fi, h)
+		return nil
+	})
+	if errors.Is(err, remote.ErrHostileEntry) {
+		p.once("", err.Error(), Failed{Target: p.v.Target, Err: err})
+		return nil
+	}
+	if err != nil && len(byRel) < len(ds) {
+		return nil // what came stands; the next scan sees the rest again
+	}
+	return err
+}
+
+// wrote records a file that came back as confirmed on both sides, with the
+// directories made on its way.
+func (p *mappingPass) wrote(rel string, fi fs.FileInfo, h hash.Hash) {
+	p.v.Record(p.i, rel, filesync.Entry{Type: remote.TypeFile, Mode: fi.Mode().Perm(), Size: fi.Size(), MTime: fi.ModTime(), Sum: (*[32]byte)(h.Sum(nil))})
+	p.recordParents(rel)
+	p.out.Paths = append(p.out.Paths, p.local(rel))
+	p.out.Bytes += fi.Size()
+	delete(p.st.reported, rel)
+	p.r.settle(p.v.Target, p.i, rel)
+}
+
+// recordParents records the directories above rel that the index lacks
+// (made on the way to it, here and in the container), so no plan sends them.
+func (p *mappingPass) recordParents(rel string) {
+	for a := localtree.ParentRel(rel); a != ""; a = localtree.ParentRel(a) {
+		if _, ok, _ := p.v.Entry(p.i, a); ok {
+			continue
+		}
+		if e, ok := p.res.Names["./"+a]; !ok || e.Type != remote.TypeDir {
+			continue // not known to be a directory in the container
+		}
+		if di, err := os.Lstat(p.local(a)); err == nil && di.IsDir() {
+			p.v.Record(p.i, a, filesync.Entry{Type: remote.TypeDir, Mode: di.Mode().Perm(), MTime: di.ModTime()})
+		}
+	}
+}
+
+func (p *mappingPass) deleteLocal(d *decision) {
+	var err error
+	if d.anc.Type == remote.TypeDir {
+		err = localtree.RemoveEmptyDir(p.root, d.rel)
+		if _, serr := os.Lstat(p.local(d.rel)); err == nil && serr == nil {
+			return // something is left in it: it stays
+		}
+	} else if d.local.Sum != nil {
+		err = localtree.RemoveFile(p.root, d.rel, localtree.Expect{Size: d.local.Size, Sum: *d.local.Sum})
+	} else {
+		return
+	}
+	if err != nil {
+		p.failed(d, err)
+		return
+	}
+	p.v.Forget(p.i, d.rel)
+	p.r.settle(p.v.Target, p.i, d.rel)
+	p.out.Deleted = append(p.out.Deleted, p.local(d.rel))
+}

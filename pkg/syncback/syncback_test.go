@@ -1,0 +1,489 @@
+package syncback
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+)
+
+var src = filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
+
+type executor struct {
+	localexec.Runner
+	// unshare runs every command in a new mount namespace: a container
+	// that restarted under the same pod and name.
+	unshare bool
+	// beforeDownload runs before each download's exec: a local save
+	// between the scan and the download.
+	beforeDownload func()
+}
+
+func (e *executor) Exec(ctx context.Context, _ filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(argv) > 3 && argv[3] == "livesync-download" && e.beforeDownload != nil {
+		e.beforeDownload()
+	}
+	if e.unshare {
+		argv = append([]string{"unshare", "-m", "--"}, argv...)
+		r := localexec.Runner{SysProcAttr: e.SysProcAttr}
+		return r.Run(ctx, argv, stdin, stdout, stderr)
+	}
+	return e.Run(ctx, argv, stdin, stdout, stderr)
+}
+
+type recorder struct {
+	mu  sync.Mutex
+	evs []Event
+}
+
+func (r *recorder) SyncBack(ev Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.evs = append(r.evs, ev)
+}
+
+func (r *recorder) take() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.evs
+	r.evs = nil
+	return out
+}
+
+// fixture is an engine that synced local into remote once, and a runner
+// for it.
+type fixture struct {
+	local, remote string
+	ex            *executor
+	engine        *filesync.Engine
+	runner        *Runner
+	rec           *recorder
+}
+
+func newFixture(t *testing.T, ex *executor, cfg Config) *fixture {
+	t.Helper()
+	f := &fixture{local: t.TempDir(), remote: filepath.Join(t.TempDir(), "app"), ex: ex, rec: &recorder{}}
+	write(t, f.local, "package.json", "{}", 0o644)
+	write(t, f.local, "package-lock.json", "v1", 0o644)
+	write(t, f.local, "src/main.go", "package main", 0o644)
+	if cfg.Globs == nil {
+		cfg.Globs = []string{"package-lock.json", "gen/**"}
+	}
+	var err error
+	f.runner, err = New(cfg, f.rec, clocktesting.NewFakeClock(time.Unix(1e9, 0)))
+	must(t, err)
+	f.engine = filesync.New(ex, filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(f.local), Remote: filesync.RemotePath(f.remote)}}},
+		filesync.WithUploadGuard(f.runner))
+	f.runner.Serve(f.engine)
+	f.engine.AddTarget(src)
+	inc, err := remote.Incarnation(context.Background(), ex, src)
+	must(t, err)
+	if inc == "" {
+		t.Fatal("no incarnation on this machine")
+	}
+	f.runner.Add(src, time.Unix(1, 0), inc)
+	if evs := f.rec.take(); len(evs) != 1 || evs[0] != (Source{Target: src}) {
+		t.Fatalf("source events: %v", evs)
+	}
+	return f
+}
+
+func (f *fixture) initialSync(t *testing.T) {
+	t.Helper()
+	ok, err := f.engine.Once(context.Background())
+	must(t, err)
+	if !ok {
+		t.Fatal("initial sync did not converge")
+	}
+}
+
+func (f *fixture) pass(t *testing.T) []Event {
+	t.Helper()
+	must(t, f.runner.Pass(context.Background()))
+	return f.rec.take()
+}
+
+func TestSyncBack(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			ex := &executor{Runner: *r}
+			f := newFixture(t, ex, Config{})
+			if err := f.runner.Pass(context.Background()); !errors.Is(err, filesync.ErrNotSynced) {
+				t.Fatalf("a pass before the initial sync converged: %v", err)
+			}
+			write(t, f.remote, "package-lock.json", "written before the initial sync", 0o644)
+			f.initialSync(t)
+			if got := read(t, f.remote, "package-lock.json"); got != "v1" {
+				t.Fatalf("the initial sync left %q in the container: the local side wins", got)
+			}
+			if evs := f.pass(t); len(evs) != 0 {
+				t.Fatalf("first pass after the initial sync: %v", evs)
+			}
+
+			// A command in the container writes the lockfile and a
+			// generator makes a nested directory; a file outside the
+			// globs never comes back.
+			write(t, f.remote, "package-lock.json", "v2", 0o600)
+			write(t, f.remote, "gen/sub/x.go", "generated", 0o755)
+			write(t, f.remote, "src/main.go", "changed in the container", 0o644)
+			evs := f.pass(t)
+			sb := syncedBack(t, evs)
+			if want := []string{f.path("gen/sub"), f.path("gen/sub/x.go"), f.path("package-lock.json")}; !slices.Equal(sorted(sb.Paths), want) {
+				t.Fatalf("synced back %q, want %q", sb.Paths, want)
+			}
+			if got := read(t, f.local, "package-lock.json"); got != "v2" || mode(t, f.local, "package-lock.json") != 0o600 {
+				t.Fatalf("lockfile %q %v", got, mode(t, f.local, "package-lock.json"))
+			}
+			if got := read(t, f.local, "gen/sub/x.go"); got != "generated" || mode(t, f.local, "gen/sub/x.go") != 0o755 {
+				t.Fatalf("generated file %q %v", got, mode(t, f.local, "gen/sub/x.go"))
+			}
+			if got := read(t, f.local, "src/main.go"); got != "package main" {
+				t.Fatalf("an unlisted file came back: %q", got)
+			}
+			// No echo: the source's index holds what came back, as the
+			// local side now has it.
+			f.assertConfirmed(t, "package-lock.json", "v2")
+			f.assertConfirmed(t, "gen/sub/x.go", "generated")
+			f.assertConfirmedDir(t, "gen")
+			if evs := f.pass(t); len(evs) != 0 {
+				t.Fatalf("a pass with nothing new: %v", evs)
+			}
+
+			// Both sides change the lockfile: a conflict, neither overwritten.
+			write(t, f.remote, "package-lock.json", "v3 from the container", 0o600)
+			write(t, f.local, "package-lock.json", "saved locally", 0o600)
+			evs = f.pass(t)
+			if len(evs) != 1 {
+				t.Fatalf("conflict events: %v", evs)
+			}
+			c, ok := evs[0].(Conflicted)
+			if !ok || c.Path != f.path("package-lock.json") || c.LocalSum != sum("saved locally") || c.RemoteSum != sum("v3 from the container") {
+				t.Fatalf("conflict event: %#v", evs[0])
+			}
+			if got := read(t, f.local, "package-lock.json"); got != "saved locally" {
+				t.Fatalf("local file overwritten: %q", got)
+			}
+			if got := read(t, f.remote, "package-lock.json"); got != "v3 from the container" {
+				t.Fatalf("container file overwritten: %q", got)
+			}
+			if evs := f.pass(t); len(evs) != 0 {
+				t.Fatalf("the same conflict reported again: %v", evs)
+			}
+
+			// A symlink under a listed path is never followed.
+			must(t, os.Symlink("/etc/passwd", filepath.Join(f.remote, "gen", "passwd")))
+			must(t, os.Symlink("/etc", filepath.Join(f.remote, "gen", "etc")))
+			evs = f.pass(t)
+			for _, ev := range evs {
+				if fe, ok := ev.(Failed); !ok || fe.Path == "" {
+					t.Fatalf("symlink events: %v", evs)
+				}
+			}
+			if len(evs) != 2 {
+				t.Fatalf("symlink events: %v", evs)
+			}
+			for _, n := range []string{"gen/passwd", "gen/etc"} {
+				if _, err := os.Lstat(filepath.Join(f.local, n)); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("%s came back: %v", n, err)
+				}
+			}
+
+			// A remote delete does not come back without Deletes.
+			must(t, os.Remove(filepath.Join(f.remote, "gen", "sub", "x.go")))
+			if evs := f.pass(t); len(evs) != 0 {
+				t.Fatalf("a delete came back without Deletes: %v", evs)
+			}
+			if got := read(t, f.local, "gen/sub/x.go"); got != "generated" {
+				t.Fatalf("local file after a remote delete: %q", got)
+			}
+		})
+	}
+}
+
+// TestLocalSaveBetweenScanAndDownload: the pass decided to download over an
+// unchanged local file, which the user saved before the download landed:
+// a conflict, the local save stays.
+func TestLocalSaveBetweenScanAndDownload(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			ex := &executor{Runner: *r}
+			f := newFixture(t, ex, Config{})
+			f.initialSync(t)
+			f.pass(t)
+			write(t, f.remote, "package-lock.json", "v2 from the container", 0o644)
+			ex.beforeDownload = func() { write(t, f.local, "package-lock.json", "saved meanwhile", 0o644) }
+			evs := f.pass(t)
+			if len(evs) != 1 {
+				t.Fatalf("events: %v", evs)
+			}
+			if c, ok := evs[0].(Conflicted); !ok || c.Path != f.path("package-lock.json") || c.LocalSum != sum("saved meanwhile") || c.RemoteSum != sum("v2 from the container") {
+				t.Fatalf("event: %#v", evs[0])
+			}
+			if got := read(t, f.local, "package-lock.json"); got != "saved meanwhile" {
+				t.Fatalf("the local save was overwritten: %q", got)
+			}
+		})
+	}
+}
+
+// TestFullScanAfterOnSync: a change that keeps an old mtime (an archive an
+// on-sync command unpacked) escapes the scans of what changed since the last
+// one; the pass after an on-sync run lists everything, with hashes.
+func TestFullScanAfterOnSync(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, &executor{Runner: *r}, Config{})
+			f.initialSync(t)
+			old := time.Now().Add(-time.Hour)
+			must(t, os.Chtimes(f.remote, old, old)) // no directory changed since the last scan either
+			f.pass(t)                               // the first pass is a full one
+			write(t, f.remote, "package-lock.json", "v2, unpacked", 0o644)
+			must(t, os.Chtimes(filepath.Join(f.remote, "package-lock.json"), old, old))
+			if evs := f.pass(t); len(evs) != 0 {
+				t.Fatalf("an incremental pass saw an old mtime: %v", evs)
+			}
+			f.runner.OnSyncRan(src)
+			sb := syncedBack(t, f.pass(t))
+			if !slices.Equal(sb.Paths, []string{f.path("package-lock.json")}) || read(t, f.local, "package-lock.json") != "v2, unpacked" {
+				t.Fatalf("after an on-sync run: %+v", sb)
+			}
+		})
+	}
+}
+
+func TestSyncBackDeletes(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, &executor{Runner: *r}, Config{Deletes: true})
+			write(t, f.local, "gen/a.go", "a", 0o644)
+			write(t, f.local, "gen/b.go", "b", 0o644)
+			f.initialSync(t)
+			f.pass(t)
+			must(t, os.Remove(filepath.Join(f.remote, "gen", "a.go")))
+			// b.go changed locally and was deleted in the container:
+			// the modification wins.
+			write(t, f.local, "gen/b.go", "edited", 0o644)
+			must(t, os.Remove(filepath.Join(f.remote, "gen", "b.go")))
+			sb := syncedBack(t, f.pass(t))
+			if !slices.Equal(sb.Deleted, []string{f.path("gen/a.go")}) {
+				t.Fatalf("deleted %q", sb.Deleted)
+			}
+			if _, err := os.Lstat(filepath.Join(f.local, "gen", "a.go")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("a.go: %v", err)
+			}
+			if got := read(t, f.local, "gen/b.go"); got != "edited" {
+				t.Fatalf("b.go: %q", got)
+			}
+			// A container whose listed files are all gone: held.
+			must(t, os.RemoveAll(filepath.Join(f.remote, "gen")))
+			must(t, os.Remove(filepath.Join(f.remote, "package-lock.json")))
+			f.runner.states[src.String()+"@"+src.ContainerID].needFull[0] = true
+			evs := f.pass(t)
+			if len(evs) != 1 {
+				t.Fatalf("emptied: %v", evs)
+			}
+			if fe, ok := evs[0].(Failed); !ok || fe.Path != "" {
+				t.Fatalf("emptied: %#v", evs[0])
+			}
+			if got := read(t, f.local, "package-lock.json"); got != "v1" {
+				t.Fatalf("lockfile after the container emptied: %q", got)
+			}
+		})
+	}
+}
+
+func TestSyncBackRestartedContainer(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root for unshare -m")
+	}
+	ex := &executor{}
+	f := newFixture(t, ex, Config{})
+	f.initialSync(t)
+	f.pass(t)
+	// The container restarted (a new mount namespace) and holds the
+	// image's older lockfile: nothing comes back from it.
+	ex.unshare = true
+	write(t, f.remote, "package-lock.json", "the image's old version", 0o644)
+	if err := f.runner.Pass(context.Background()); !errors.Is(err, ErrRestarted) {
+		t.Fatalf("pass in a restarted container: %v", err)
+	}
+	if got := read(t, f.local, "package-lock.json"); got != "v1" {
+		t.Fatalf("local lockfile: %q", got)
+	}
+
+	// The tracker sees the new container (a new ID): nothing comes back
+	// before its initial sync converged, which the local side wins.
+	ex.unshare = false
+	restarted := src
+	restarted.ContainerID = "c2"
+	inc, err := remote.Incarnation(context.Background(), ex, restarted)
+	must(t, err)
+	f.runner.Add(restarted, time.Unix(1, 0), inc)
+	if evs := f.rec.take(); len(evs) != 2 || evs[1] != (Source{Target: restarted}) {
+		t.Fatalf("events of the restart: %v", evs)
+	}
+	f.engine.AddTarget(restarted)
+	if err := f.runner.Pass(context.Background()); !errors.Is(err, filesync.ErrNotSynced) {
+		t.Fatalf("pass before the new container's initial sync: %v", err)
+	}
+	f.initialSync(t)
+	if got := read(t, f.remote, "package-lock.json"); got != "v1" {
+		t.Fatalf("the restarted container holds %q: the local side wins", got)
+	}
+	if evs := f.pass(t); len(evs) != 0 {
+		t.Fatalf("first pass in the restarted container: %v", evs)
+	}
+	if got := read(t, f.local, "package-lock.json"); got != "v1" {
+		t.Fatalf("local lockfile after the restart: %q", got)
+	}
+}
+
+// TestSyncBackRestartBeforeFirstScan: the container restarted between its
+// initial sync and the first scan, with the image's older lockfile. Its
+// incarnation was read before the initial sync, so the first scan already
+// sees another one: nothing comes back (read against the ancestor, the old
+// file would have replaced the local one as a container change).
+func TestSyncBackRestartBeforeFirstScan(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root for unshare -m")
+	}
+	ex := &executor{}
+	f := newFixture(t, ex, Config{})
+	f.initialSync(t)
+	ex.unshare = true
+	write(t, f.remote, "package-lock.json", "the image's old version", 0o644)
+	if err := f.runner.Pass(context.Background()); !errors.Is(err, ErrRestarted) {
+		t.Fatalf("first pass in a restarted container: %v", err)
+	}
+	if got := read(t, f.local, "package-lock.json"); got != "v1" {
+		t.Fatalf("local lockfile: %q", got)
+	}
+}
+
+// TestSyncBackUnknownIncarnation: a container whose incarnation could not be
+// read before its initial sync never sends anything back.
+func TestSyncBackUnknownIncarnation(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, &executor{Runner: *r}, Config{})
+			f.runner.Add(src, time.Unix(1, 0), "")
+			f.initialSync(t)
+			write(t, f.remote, "package-lock.json", "v2", 0o644)
+			if err := f.runner.Pass(context.Background()); !errors.Is(err, ErrNoIncarnation) {
+				t.Fatalf("pass: %v", err)
+			}
+			if got := read(t, f.local, "package-lock.json"); got != "v1" {
+				t.Fatalf("local lockfile: %q", got)
+			}
+		})
+	}
+}
+
+func TestSourceIsTheOldestPod(t *testing.T) {
+	rec := &recorder{}
+	r, err := New(Config{Globs: []string{"x"}}, rec, nil)
+	must(t, err)
+	a := filesync.Target{Namespace: "ns", Pod: "a", Container: "app", ContainerID: "1"}
+	b := filesync.Target{Namespace: "ns", Pod: "b", Container: "app", ContainerID: "2"}
+	r.Add(b, time.Unix(20, 0), "mnt:[2]")
+	r.Add(a, time.Unix(10, 0), "mnt:[1]")
+	if !r.IsSource(a) || r.IsSource(b) {
+		t.Fatal("the oldest pod is not the source")
+	}
+	r.Remove(a)
+	if !r.IsSource(b) {
+		t.Fatal("the next oldest did not become the source")
+	}
+	if evs := rec.take(); !slices.Equal(evs, []Event{Source{b}, Source{a}, Source{b}}) {
+		t.Fatalf("events %v", evs)
+	}
+}
+
+func (f *fixture) path(rel string) string { return filepath.Join(f.local, filepath.FromSlash(rel)) }
+
+// assertConfirmed checks that the source's index holds rel as the local
+// side has it, content content: a plan sends nothing back.
+func (f *fixture) assertConfirmed(t *testing.T, rel, content string) {
+	t.Helper()
+	fi, err := os.Lstat(f.path(rel))
+	must(t, err)
+	must(t, f.engine.Visit(context.Background(), src, func(v *filesync.Visit) error {
+		e, ok, known := v.Entry(0, rel)
+		s := sha256.Sum256([]byte(content))
+		if !ok || !known || e.Size != fi.Size() || !e.MTime.Equal(fi.ModTime()) || e.Mode != fi.Mode().Perm() || e.Sum == nil || *e.Sum != s {
+			t.Errorf("index entry of %s: %+v, local %v %v %v", rel, e, fi.Size(), fi.ModTime(), fi.Mode())
+		}
+		return nil
+	}))
+}
+
+func (f *fixture) assertConfirmedDir(t *testing.T, rel string) {
+	t.Helper()
+	must(t, f.engine.Visit(context.Background(), src, func(v *filesync.Visit) error {
+		if e, ok, known := v.Entry(0, rel); !ok || !known || e.Type != filesync.TypeDir {
+			t.Errorf("index entry of %s: %+v %v", rel, e, ok)
+		}
+		return nil
+	}))
+}
+
+func syncedBack(t *testing.T, evs []Event) SyncedBack {
+	t.Helper()
+	if len(evs) != 1 {
+		t.Fatalf("want one synced-back event, got %v", evs)
+	}
+	sb, ok := evs[0].(SyncedBack)
+	if !ok {
+		t.Fatalf("want a synced-back event, got %#v", evs[0])
+	}
+	return sb
+}
+
+func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+func sum(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func write(t *testing.T, root, rel, content string, perm os.FileMode) {
+	t.Helper()
+	name := filepath.Join(root, filepath.FromSlash(rel))
+	must(t, os.MkdirAll(filepath.Dir(name), 0o755))
+	must(t, os.WriteFile(name, []byte(content), perm))
+	must(t, os.Chmod(name, perm))
+}
+
+func read(t *testing.T, root, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
+	must(t, err)
+	return string(b)
+}
+
+func mode(t *testing.T, root, rel string) os.FileMode {
+	t.Helper()
+	fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(rel)))
+	must(t, err)
+	return fi.Mode().Perm()
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,191 @@
+//go:build bench
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+)
+
+// syncBackGlobs are the five listed globs of the sync-back rows (issue 24).
+var syncBackGlobs = []string{"package-lock.json", "go.sum", "gen/**", "db/migrate/", "vendor/modules.txt"}
+
+// measureSyncBack is the sync-back rows of issue 24, against deploy/sb (one replica, /app
+// holding a 10,000-file tree of which the globs list 221 files; package-lock.json, unanchored,
+// starts the scan at the mapping's root): a container write → the local
+// file at the default --sync-back-interval, against the interval; the container CPU of one
+// scan (the steady state's, what changed since the last one, and the full one every 30 s)
+// against one `find` of the mapping; and an idle session's client CPU with sync-back on.
+func (b *bench) measureSyncBack(ctx context.Context) error {
+	ts, err := b.c.targets(ctx, "sb", 1)
+	if err != nil {
+		return err
+	}
+	t := ts[0]
+	// The tree: 50 directories × 196 files under src/ (unlisted), 200 under gen/, 20 under
+	// db/migrate/, and the lockfiles.
+	if _, err := b.c.sh(ctx, t, `mkdir -p /app && cd /app && i=0; while [ $i -lt 50 ]; do mkdir -p src/d$i; j=0; while [ $j -lt 196 ]; do echo "$i $j" > src/d$i/f$j.go; j=$((j+1)); done; i=$((i+1)); done
+mkdir -p gen db/migrate vendor; j=0; while [ $j -lt 200 ]; do echo "g $j" > gen/g$j.go; j=$((j+1)); done
+j=0; while [ $j -lt 20 ]; do echo "m $j" > db/migrate/m$j.sql; j=$((j+1)); done
+echo '{}' > package-lock.json; echo x > go.sum; echo x > vendor/modules.txt; find . -type f | wc -l`, nil); err != nil {
+		return err
+	}
+	if err := b.scanCPU(ctx, t); err != nil {
+		return err
+	}
+
+	// The local side starts empty: the initial sync uploads nothing and deletes nothing, and
+	// every container write comes back.
+	local := filepath.Join(b.tmp, "syncback")
+	if err := os.MkdirAll(local, 0o755); err != nil {
+		return err
+	}
+	args := []string{"deploy/sb"}
+	for _, g := range syncBackGlobs {
+		args = append(args, "--sync-back", g)
+	}
+	s := b.newSession().Args(args...).Map(local, "/app").Start()
+	defer s.Stop()
+	if _, err := s.Next("initial-sync", 2*time.Minute); err != nil {
+		return err
+	}
+	// The full tree's first scan brings the listed files home.
+	if err := poll(ctx, 2*time.Minute, func() (bool, error) {
+		_, err := os.Stat(filepath.Join(local, "vendor/modules.txt"))
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("the listed files did not come home: %w\n%s", err, s.Dump())
+	}
+	time.Sleep(3 * time.Second) // let start-up work (GC, the informer, the stream) settle
+	cpu0, err := cpuTicks(s.Pid())
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	time.Sleep(b.idle)
+	cpu1, err := cpuTicks(s.Pid())
+	if err != nil {
+		return err
+	}
+	secs := time.Since(start).Seconds()
+	cpu := float64(cpu1-cpu0) / clockTicks / secs * 100
+	b.res.add(fmt.Sprintf("idle session with --sync-back (5 globs, 10,000-file mapping, 1 s interval), over %.0f s: client CPU", secs), cpu, "% of a core").
+		target("< 1%", cpu < 1)
+
+	// Container write → local file: from the moment the write's exec returned (the write is
+	// done by then) to the moment the file holds it locally, polled every 2 ms.
+	n := max(b.edits/3, 10)
+	lat := make([]time.Duration, 0, n)
+	for i := range n {
+		want := fmt.Sprintf("write %d %d\n", i, time.Now().UnixNano())
+		name := fmt.Sprintf("gen/w%d.go", i)
+		if _, err := b.c.sh(ctx, t, "printf '%s' '"+strings.TrimSuffix(want, "\n")+"' > /app/"+name, nil); err != nil {
+			return err
+		}
+		at := time.Now()
+		for {
+			if got, _ := os.ReadFile(filepath.Join(local, name)); string(got)+"\n" == want {
+				break
+			}
+			if time.Since(at) > time.Minute {
+				return fmt.Errorf("%s did not come home\n%s", name, s.Dump())
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		lat = append(lat, time.Since(at))
+		// Start the next write at a random phase of the interval.
+		time.Sleep(time.Duration(b.rnd.Int64N(int64(time.Second))))
+	}
+	iv := msec(time.Second)
+	p50, p95 := msec(median(lat)), msec(percentile(lat, 95))
+	b.res.pair(fmt.Sprintf("container write → local file, p50, 1 s interval (n=%d)", n), p50, "ms", "the interval", iv).target("≤ 1.2×", p50 <= 1.2*iv)
+	b.res.pair(fmt.Sprintf("container write → local file, p95, 1 s interval (n=%d)", n), p95, "ms", "the interval", iv).target("≤ 2×", p95 <= 2*iv)
+	return nil
+}
+
+// scanCPU records the container CPU (user+sys of the processes an exec's shell waits for, from
+// `times`) of one sync-back scan of /app, the steady state's and the full one, against one
+// `find` of it, each run reps times in one exec and in alternating order.
+func (b *bench) scanCPU(ctx context.Context, t filesync.Target) error {
+	g, err := ignore.NewGlobs(syncBackGlobs)
+	if err != nil {
+		return err
+	}
+	now, err := b.c.sh(ctx, t, "sleep 1; date +%s", nil) // nothing in the tree is newer
+	if err != nil {
+		return err
+	}
+	since, err := strconv.ParseInt(strings.TrimSpace(now), 10, 64)
+	if err != nil {
+		return err
+	}
+	const reps = 10
+	run := func(argv []string) (time.Duration, error) {
+		// $1: how many runs; $2: the script; the rest: its $0 and arguments.
+		loop := `n=$1 s=$2; shift 2; i=0; while [ $i -lt $n ]; do sh -c "$s" "$@" >/dev/null || exit; i=$((i+1)); done; times`
+		var stdout, stderr strings.Builder
+		full := append([]string{"sh", "-c", loop, "bench", strconv.Itoa(reps), argv[2]}, argv[3:]...)
+		if err := b.c.exec.Exec(ctx, t, full, nil, &stdout, &stderr); err != nil {
+			return 0, fmt.Errorf("%w: %s", err, stderr.String())
+		}
+		return childTimes(stdout.String(), reps)
+	}
+	var inc, fullScan, find []time.Duration
+	for round := range 3 {
+		steps := []struct {
+			into *[]time.Duration
+			argv []string
+		}{
+			{&inc, remote.ScanArgv("/app", since+int64(round), g.Starts())},
+			{&fullScan, remote.ScanArgv("/app", 0, g.Starts())},
+			{&find, []string{"sh", "-c", `find "$1"`, "find", "/app"}},
+		}
+		if round%2 == 1 {
+			steps[0], steps[2] = steps[2], steps[0]
+		}
+		for _, st := range steps {
+			d, err := run(st.argv)
+			if err != nil {
+				return err
+			}
+			*st.into = append(*st.into, d)
+		}
+	}
+	f := msec(median(find))
+	b.res.pair("container CPU per sync-back scan, steady state (what changed since the last), 10,000-file mapping, 5 globs", msec(median(inc)), "ms", "one `find` of the mapping", f).
+		target("≤ 1×", median(inc) <= median(find))
+	b.res.pair("container CPU per full sync-back scan (every 30 s: lists and hashes all under the globs' start points, here the whole mapping), 10,000-file mapping, 5 globs", msec(median(fullScan)), "ms", "one `find` of the mapping", f)
+	return nil
+}
+
+// childTimes parses the second line of `times` (the children's user and system time, "0m1.23s
+// 0m0.45s") into the CPU per run of reps runs.
+func childTimes(out string, reps int) (time.Duration, error) {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 {
+		return 0, fmt.Errorf("unexpected `times` output %q", out)
+	}
+	var sum time.Duration
+	for _, f := range strings.Fields(lines[len(lines)-1]) {
+		m, s, ok := strings.Cut(strings.TrimSuffix(f, "s"), "m")
+		if !ok {
+			return 0, fmt.Errorf("unexpected `times` field %q", f)
+		}
+		d, err1 := time.ParseDuration(m + "m")
+		e, err2 := time.ParseDuration(s + "s")
+		if err1 != nil || err2 != nil {
+			return 0, fmt.Errorf("unexpected `times` field %q", f)
+		}
+		sum += d + e
+	}
+	return sum / time.Duration(reps), nil
+}
