@@ -40,12 +40,16 @@ if imports="$(go list -f '{{join .Deps "\n"}}{{"\n"}}{{join .TestImports "\n"}}{
   grep -E "^$module/pkg/(filesync|session|cmd|workload)(/|$)")"; then
   echo "pkg/remote must not import the packages above it, found:"; echo "$imports"; fail=1
 fi
-# pkg/coalesce and pkg/localtree sit below the planner: they import no package of this module.
+# pkg/coalesce and pkg/localtree sit below the planner: they import no package of this module;
+# pkg/tarstream only pkg/remote and pkg/localtree.
 for p in coalesce localtree; do
   if imports="$(go list -f '{{join .Imports "\n"}}' ./pkg/$p | grep -E "^$module/")"; then
     echo "pkg/$p must not import other packages of this module, found:"; echo "$imports"; fail=1
   fi
 done
+if imports="$(go list -f '{{join .Imports "\n"}}' ./pkg/tarstream | grep -E "^$module/" | grep -vE "^$module/pkg/(remote|localtree)$")"; then
+  echo "pkg/tarstream may import only pkg/remote and pkg/localtree of this module, found:"; echo "$imports"; fail=1
+fi
 # Only pkg/remote embeds or runs the scripts that run in containers.
 hits="$(grep -rlE --include='*.go' '^//go:embed .*\.sh|^//go:embed scripts' cmd pkg test | grep -v '^pkg/remote/' || true)"
 if [[ -n "$hits" ]]; then

@@ -12,6 +12,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // scriptArgsOf turns p into apply.sh's arguments.
@@ -112,7 +113,7 @@ func scriptArgsOf(m *mapping, p *Plan) *remote.ApplyArgs {
 
 // applyResult is what one apply sent.
 type applyResult struct {
-	archiveResult
+	tarstream.Result
 	deleted int
 	// replaced holds directories (rels) where the container had a symlink,
 	// now an empty directory: what the index holds under them is gone.
@@ -140,10 +141,10 @@ func (r applyResult) forgetReplaced(idx *Index) map[string]struct{} {
 // step requires. Every attempt streams a fresh archive, so it can be retried
 // as a whole. With gz the archive goes gzip-compressed: only where the
 // listing found gzip (see compressInitial).
-func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o archiveOpts) (applyResult, error) {
+func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o tarstream.Options) (applyResult, error) {
 	res := applyResult{deleted: len(p.Deletes)}
 	args := scriptArgsOf(m, p)
-	args.Gz = o.gz && args.Tar
+	args.Gz = o.Gzip && args.Tar
 	for _, a := range args.Split(remote.MaxArgBytes) {
 		if !a.Tar {
 			replaced, err := remote.Apply(ctx, ex, t, "deleting files", a, nil)
@@ -153,11 +154,11 @@ func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o ar
 			}
 			continue
 		}
-		r, wait := streamArchive(p.Copies, archiveOpts{gz: a.Gz, owner: o.owner})
+		r, wait := tarstream.Stream(filesOf(p.Copies), tarstream.Options{Gzip: a.Gz, Owner: o.Owner})
 		replaced, err := remote.Apply(ctx, ex, t, "copying files", a, r)
 		_ = r.Close()
 		ares, aerr := wait()
-		res.archiveResult = ares
+		res.Result = ares
 		res.replaced = append(res.replaced, rels(replaced)...)
 		if aerr != nil && !errors.Is(aerr, io.ErrClosedPipe) {
 			// A local read failure explains a remote one better than the
@@ -171,6 +172,15 @@ func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o ar
 		}
 	}
 	return res, nil
+}
+
+// filesOf is what the tar stream needs of copies.
+func filesOf(copies []Copy) []tarstream.File {
+	out := make([]tarstream.File, len(copies))
+	for i, c := range copies {
+		out[i] = tarstream.File{Rel: c.Rel, Name: c.Name, Src: c.Src, Type: c.Type, Mode: c.Mode, Size: c.Size, MTime: c.MTime, Link: c.Link}
+	}
+	return out
 }
 
 // rels keeps the directories apply.sh reported replaced that are rels.

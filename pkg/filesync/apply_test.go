@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 var testTarget = Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
@@ -35,9 +36,9 @@ func syncOnce(t *testing.T, ex Executor, m *mapping, idx *Index) *Plan {
 	t.Helper()
 	p, err := plan(m, idx, nil, true)
 	must(t, err)
-	res, err := apply(context.Background(), ex, testTarget, m, p, archiveOpts{})
+	res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
 	must(t, err)
-	idx.apply(p, res.archiveResult)
+	idx.apply(p, res.Result)
 	res.forgetReplaced(idx)
 	return p
 }
@@ -140,11 +141,11 @@ func TestApplyMissingTools(t *testing.T) {
 	p, err := plan(m, NewIndex(), nil, true)
 	must(t, err)
 
-	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, p, archiveOpts{})
+	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, p, tarstream.Options{})
 	if !errors.Is(err, remote.ErrTarMissing) || !strings.HasPrefix(err.Error(), `tar not found in container "app" of pod "web-1": the image needs sh and tar`) {
 		t.Errorf("without tar: %v", err)
 	}
-	_, err = apply(context.Background(), busybox(t, "sh"), testTarget, m, p, archiveOpts{})
+	_, err = apply(context.Background(), busybox(t, "sh"), testTarget, m, p, tarstream.Options{})
 	if !errors.Is(err, remote.ErrTarMissing) || !strings.HasPrefix(err.Error(), `sh not found in container "app"`) {
 		t.Errorf("without sh: %v", err)
 	}
@@ -152,7 +153,7 @@ func TestApplyMissingTools(t *testing.T) {
 		t.Error("a missing tool is not transient")
 	}
 	// Deletes alone never need tar.
-	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, &Plan{Deletes: []string{"a"}}, archiveOpts{})
+	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, &Plan{Deletes: []string{"a"}}, tarstream.Options{})
 	must(t, err)
 }
 
@@ -170,8 +171,8 @@ func BenchmarkApplyOneFile(b *testing.B) {
 		must2(b, os.WriteFile(f, fmt.Appendf(nil, "package main // %d\n", i), 0o644))
 		p, err := plan(m, idx, []string{"main.go"}, false)
 		must2(b, err)
-		res, err := apply(context.Background(), ex, testTarget, m, p, archiveOpts{})
+		res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
 		must2(b, err)
-		idx.apply(p, res.archiveResult)
+		idx.apply(p, res.Result)
 	}
 }

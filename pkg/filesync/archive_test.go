@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // copiesOf plans everything under dir as new.
@@ -88,10 +90,10 @@ func TestWriteArchive(t *testing.T) {
 	copies = append(copies, dup)
 
 	var buf bytes.Buffer
-	res, err := writeArchive(&buf, copies)
+	res, err := tarstream.Write(&buf, filesOf(copies))
 	must(t, err)
 	got, order := readTar(t, buf.Bytes())
-	if res.bytes != int64(buf.Len()) || res.files != len(got) || len(res.raced) != 0 {
+	if res.Bytes != int64(buf.Len()) || res.Files != len(got) || len(res.Raced) != 0 {
 		t.Errorf("result = %+v for %d bytes, %d entries", res, buf.Len(), len(got))
 	}
 	want := map[string]tarEntry{
@@ -121,7 +123,7 @@ func TestWriteArchive(t *testing.T) {
 			t.Errorf("entries not sorted: %q before %q", order[i-1], order[i])
 		}
 	}
-	if sum, _ := hashFile(filepath.Join(dir, "bin/run")); res.sums["bin/run"] == nil || *res.sums["bin/run"] != *sum {
+	if sum, _ := hashFile(filepath.Join(dir, "bin/run")); res.Sums["bin/run"] == nil || *res.Sums["bin/run"] != *sum {
 		t.Errorf("sum of bin/run not recorded")
 	}
 }
@@ -135,18 +137,18 @@ func TestWriteArchiveSizeRace(t *testing.T) {
 	must(t, os.Remove(filepath.Join(dir, "gone")))
 
 	var buf bytes.Buffer
-	res, err := writeArchive(&buf, copies)
+	res, err := tarstream.Write(&buf, filesOf(copies))
 	must(t, err)
 	got, _ := readTar(t, buf.Bytes())
 	if _, ok := got["gone"]; ok {
 		t.Error("vanished file archived")
 	}
 	for _, name := range []string{"grew", "shrank", "gone"} {
-		if _, ok := res.raced[name]; !ok {
+		if _, ok := res.Raced[name]; !ok {
 			t.Errorf("%s not marked raced", name)
 		}
 	}
-	if _, ok := res.raced["same"]; ok {
+	if _, ok := res.Raced["same"]; ok {
 		t.Error("unchanged file marked raced")
 	}
 	if got["same"].content != "s" {
@@ -154,35 +156,10 @@ func TestWriteArchiveSizeRace(t *testing.T) {
 	}
 }
 
-func TestCopyExact(t *testing.T) {
-	tests := []struct {
-		name       string
-		src        string
-		size       int64
-		want       string
-		wantIntact bool
-	}{
-		{"exact", "abcd", 4, "abcd", true},
-		{"shrank: padded", "ab", 4, "ab\x00\x00", false},
-		{"grew: cut", "abcdef", 4, "abcd", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var out bytes.Buffer
-			r := strings.NewReader(tt.src)
-			intact, err := copyExact(&out, r, r, tt.size)
-			must(t, err)
-			if out.String() != tt.want || intact != tt.wantIntact {
-				t.Errorf("copyExact = %q, %v; want %q, %v", out.String(), intact, tt.want, tt.wantIntact)
-			}
-		})
-	}
-}
-
 func TestStreamArchiveClosedEarly(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"big": strings.Repeat("x", 1<<20)})
-	r, wait := streamArchive(copiesOf(t, dir), archiveOpts{})
+	r, wait := tarstream.Stream(filesOf(copiesOf(t, dir)), tarstream.Options{})
 	r.Close() // the consumer gave up: the writer must not block
 	if _, err := wait(); err == nil {
 		t.Fatal("want an error from a closed pipe")
@@ -200,7 +177,7 @@ func BenchmarkArchive(b *testing.B) {
 	b.ResetTimer()
 	var n int64
 	for b.Loop() {
-		r, wait := streamArchive(copies, archiveOpts{})
+		r, wait := tarstream.Stream(filesOf(copies), tarstream.Options{})
 		c, err := io.Copy(io.Discard, r)
 		r.Close()
 		if _, werr := wait(); err != nil || werr != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // pending is what a target has yet to compare under one mapping: the paths
@@ -352,7 +353,7 @@ func (e *Engine) applyBatchPlan(tg *target, i int, m *mapping, p *Plan, r *unitR
 		// Nothing for the container (a touch, a re-walk, a held delete): no
 		// exec, which would only cost a round trip and report a pod going
 		// away as an error.
-		tg.idx[i].apply(p, archiveResult{})
+		tg.idx[i].apply(p, tarstream.Result{})
 		return nil
 	}
 	res, err := e.applyGuarded(tg, i, m, p)
@@ -369,14 +370,14 @@ func (e *Engine) applyBatchPlan(tg *target, i int, m *mapping, p *Plan, r *unitR
 		e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
 		return err
 	}
-	tg.idx[i].apply(p, res.archiveResult)
-	e.warn(tg, res.warnings)
-	e.requeue(tg, i, res.raced)
+	tg.idx[i].apply(p, res.Result)
+	e.warn(tg, res.Warnings)
+	e.requeue(tg, i, res.Raced)
 	e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
 	r.changed += len(p.Copies)
 	r.deleted += len(p.Deletes)
-	r.confirmed += res.files + len(p.Deletes)
-	r.bytes += res.bytes
+	r.confirmed += res.Files + len(p.Deletes)
+	r.bytes += res.Bytes
 	*changed = append(*changed, remotePaths(m, p)...)
 	return nil
 }

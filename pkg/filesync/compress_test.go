@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -42,11 +43,11 @@ func TestApplyCompressed(t *testing.T) {
 				p, err := plan(m, NewIndex(), nil, true)
 				must(t, err)
 				pe := &progressExecutor{Executor: exOf(t), clk: clocktesting.NewFakeClock(time.Unix(1000, 0)), report: func(Progress) {}}
-				res, err := apply(context.Background(), pe, testTarget, m, p, archiveOpts{gz: true})
+				res, err := apply(context.Background(), pe, testTarget, m, p, tarstream.Options{Gzip: true})
 				must(t, err)
 				assertSameTree(t, local, remote)
-				if res.bytes < planBytes(p) || pe.sent.Load() != res.bytes {
-					t.Errorf("result %d bytes, progress %d, want the tar's (at least %d) in both", res.bytes, pe.sent.Load(), planBytes(p))
+				if res.Bytes < planBytes(p) || pe.sent.Load() != res.Bytes {
+					t.Errorf("result %d bytes, progress %d, want the tar's (at least %d) in both", res.Bytes, pe.sent.Load(), planBytes(p))
 				}
 			})
 		}

@@ -1,22 +1,25 @@
 package filesync
 
-import "github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+import (
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
+)
 
 // apply records a successfully applied plan: deletes first, then copies, so a
 // type change leaves the new entry.
-func (x *Index) apply(p *Plan, res archiveResult) {
+func (x *Index) apply(p *Plan, res tarstream.Result) {
 	for _, d := range p.Deletes {
 		x.DeleteTree(d)
 	}
 	for _, c := range p.Copies {
-		if _, ok := res.unreadable[c.Rel]; ok {
+		if _, ok := res.Unreadable[c.Rel]; ok {
 			continue // never sent: the target has what it had
 		}
 		e := c.Entry
-		if s, ok := res.sums[c.Rel]; ok {
+		if s, ok := res.Sums[c.Rel]; ok {
 			e.Sum = s
 		}
-		if _, raced := res.raced[c.Rel]; raced {
+		if _, raced := res.Raced[c.Rel]; raced {
 			e.stale, e.Sum = true, nil
 		}
 		x.Put(c.Rel, e)

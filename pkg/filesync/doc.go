@@ -1,7 +1,7 @@
 // Package filesync decides what to send into running containers and when: changes
 // arrive cut into batches (pkg/coalesce), each batch is planned against what the target confirmed it holds
 // (by Lstat at batch time, never by event type), guarded against mass deletes, and turned
-// into one tar stream plus the paths to check, delete and chmod, which pkg/remote applies with
+// into one tar stream (pkg/tarstream) plus the paths to check, delete and chmod, which pkg/remote applies with
 // apply.sh in the container, over a kept-open stream or an exec per batch.
 //
 // The rule every decision rests on: a target's Index records only what the
@@ -35,11 +35,13 @@
 //	index.go                                         Entry, Index: what a target confirmed
 //	conflict.go listing.go                           root type conflicts; a remote.Listing as rels
 //	plan.go guard.go                                 the planner and the guards it runs on a plan
-//	archive.go                                       a plan's copies as a tar stream
 //	initial.go apply.go confirm.go                   an initial plan against a listing; a plan as
-//	                                                 remote.ApplyArgs and its apply; what the
-//	                                                 index learns from an apply or a listing
+//	                                                 remote.ApplyArgs and a tarstream, and its
+//	                                                 apply; what the index learns from an apply
+//	                                                 or a listing
 //	report.go progress.go                            events
 //	engine.go worker.go batch.go held.go onsync.go   the engine: targets, workers, batches, held
-//	  preflight.go                                   deletes, on-sync runs, a dry run's checks
+//	  preflight.go visit.go                          deletes, on-sync and after-sync runs, a dry
+//	                                                 run's checks, visits of a target's worker
+//	                                                 and the upload guard (pkg/syncback)
 package filesync

@@ -9,6 +9,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // escapeFixture is a sandbox standing for a container's file system: the
@@ -172,10 +173,10 @@ func TestRemoteSymlinksNeverEscape(t *testing.T) {
 				before := f.outsideApp(t)
 				p, err := plan(m, idx, []string{"etc/passwd", "etc/new", "etc/old", "etc", "etc/sub", "etc/sub/t", "up/x", "up/y"}, false)
 				must(t, err)
-				res, err := apply(context.Background(), ex, testTarget, m, p, archiveOpts{})
+				res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
 				f.assertUntouched(t, before)
 				must(t, err)
-				idx.apply(p, res.archiveResult)
+				idx.apply(p, res.Result)
 				res.forgetReplaced(idx)
 
 				// What the links hid is sent again.

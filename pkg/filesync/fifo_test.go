@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // withDeadline runs fn and fails the test if it has not returned by the
@@ -57,9 +58,9 @@ func TestWriteArchiveSkipsFIFO(t *testing.T) {
 
 	var (
 		buf bytes.Buffer
-		res archiveResult
+		res tarstream.Result
 	)
-	withDeadline(t, fifo, func() { res, err = writeArchive(&buf, copies) })
+	withDeadline(t, fifo, func() { res, err = tarstream.Write(&buf, filesOf(copies)) })
 	must(t, err)
 	got, _ := readTar(t, buf.Bytes())
 	if _, ok := got["pipe"]; ok {
@@ -71,10 +72,10 @@ func TestWriteArchiveSkipsFIFO(t *testing.T) {
 	if got["ok"].content != "ok" {
 		t.Errorf("ok = %+v", got["ok"])
 	}
-	if len(res.warnings) != 2 {
-		t.Errorf("warnings = %v, want one for the FIFO and one for the socket", res.warnings)
+	if len(res.Warnings) != 2 {
+		t.Errorf("warnings = %v, want one for the FIFO and one for the socket", res.Warnings)
 	}
-	for _, w := range res.warnings {
+	for _, w := range res.Warnings {
 		if !strings.Contains(w.Error(), "not a regular file") || strings.Count(w.Error(), "\n") > 0 {
 			t.Errorf("warning %q", w)
 		} else {

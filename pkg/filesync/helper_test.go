@@ -15,6 +15,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakeproc"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -133,7 +134,7 @@ func TestHelperOwnsParentsItCreates(t *testing.T) {
 				m := testMapping(t, local, "/srv/www/app", nil)
 				p, err := plan(m, NewIndex(), nil, true)
 				must(t, err)
-				_, err = apply(t.Context(), x, testTarget, m, p, archiveOpts{owner: owner})
+				_, err = apply(t.Context(), x, testTarget, m, p, tarstream.Options{Owner: owner})
 				must(t, err)
 				for rel, want := range map[string][2]int{
 					"srv": {0, 0}, "srv/www": {4242, 4343}, "srv/www/app": {4242, 4343}, "srv/www/app/index.html": {4242, 4343},
@@ -170,7 +171,7 @@ func TestHelperStreamEndsWhenMoved(t *testing.T) {
 			writeTree(t, local, map[string]string{"b": "b"})
 			p, err := plan(m, idx, nil, true)
 			must(t, err)
-			_, err = apply(t.Context(), s, testTarget, m, p, archiveOpts{})
+			_, err = apply(t.Context(), s, testTarget, m, p, tarstream.Options{})
 			if !remote.IsTransient(err) {
 				t.Errorf("batch after the process moved: %v, want a transient error", err)
 			}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // prefixWriter keeps the first max bytes written to it, then fails: the
@@ -50,7 +52,7 @@ func TestWriteArchiveHugeFileSize(t *testing.T) {
 	writeTree(t, dir, map[string]string{"small": "s"})
 
 	w := &prefixWriter{max: 64 << 10}
-	if _, err := writeArchive(w, copiesOf(t, dir)); !errors.Is(err, errPrefixFull) {
+	if _, err := tarstream.Write(w, filesOf(copiesOf(t, dir))); !errors.Is(err, errPrefixFull) {
 		t.Fatalf("writeArchive = %v, want it stopped by the prefix writer", err)
 	}
 	for tool, argv := range map[string][]string{

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // InitialMode says what to do when a container is new (or restarted, which
@@ -243,7 +244,7 @@ func compressible(copies []Copy) bool {
 		}
 	}
 	var in int64
-	out := &countingWriter{w: io.Discard, n: new(atomic.Int64)}
+	out := &tarstream.CountingWriter{W: io.Discard, N: new(atomic.Int64)}
 	zw, _ := gzip.NewWriterLevel(out, gzip.BestSpeed) // a valid level: no error
 	step := max(len(files)/sampleFiles, 1)
 	for i := 0; i < len(files); i += step {
@@ -256,5 +257,5 @@ func compressible(copies []Copy) bool {
 		in += n
 	}
 	_ = zw.Close() // into io.Discard: no error
-	return in > 0 && out.n.Load()*5 <= in*4
+	return in > 0 && out.N.Load()*5 <= in*4
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // The listing tells a directory mapping whose remote root is a file, and
@@ -94,9 +95,9 @@ func TestPlanInitial(t *testing.T) {
 			}
 
 			// Applying it converges, and the index then matches the local tree.
-			res, err := apply(context.Background(), ex, testTarget, m, p, archiveOpts{})
+			res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
 			must(t, err)
-			idx.apply(p, res.archiveResult)
+			idx.apply(p, res.Result)
 			if tt.mode == InitialMirror {
 				must(t, os.Remove(filepath.Join(remote, "cache.swp")))
 				assertSameTree(t, local, remote)

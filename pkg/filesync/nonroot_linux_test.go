@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 const nobody = 65534
@@ -134,9 +136,9 @@ func TestNonRootReadOnlyDirs(t *testing.T) {
 			must(t, os.Chmod(filepath.Join(local, "ro/sub"), 0o555))
 			p, err := plan(m, idx, []string{"ro/sub/new"}, false)
 			must(t, err)
-			res, err := apply(t.Context(), ex, testTarget, m, p, archiveOpts{})
+			res, err := apply(t.Context(), ex, testTarget, m, p, tarstream.Options{})
 			must(t, err)
-			idx.apply(p, res.archiveResult)
+			idx.apply(p, res.Result)
 			assertSameTree(t, local, remote)
 		})
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // syncedIndex returns the index of a target that has everything under m.
@@ -23,7 +24,7 @@ func syncedIndex(t testing.TB, m *mapping) *Index {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx.apply(p, archiveResult{})
+	idx.apply(p, tarstream.Result{})
 	return idx
 }
 
@@ -155,7 +156,7 @@ func TestPlan(t *testing.T) {
 				t.Errorf("touched = %q, want %q", touched, tt.wantTouched)
 			}
 			// Once applied, planning the same hints again finds nothing.
-			idx.apply(p, archiveResult{})
+			idx.apply(p, tarstream.Result{})
 			p, err = plan(m, idx, tt.hints, true)
 			must(t, err)
 			if !p.Empty() {
@@ -293,7 +294,7 @@ func TestPlanHoldsDeletes(t *testing.T) {
 			if !strings.Contains(reason, tt.wantReason) || (reason == "") != (tt.wantReason == "") {
 				t.Errorf("reason %q, want %q", reason, tt.wantReason)
 			}
-			idx.apply(p, archiveResult{})
+			idx.apply(p, tarstream.Result{})
 			if p.Held != nil && idx.Len() != before+len(p.Copies) {
 				t.Errorf("index holds %d entries, want the %d it had plus %d copies", idx.Len(), before, len(p.Copies))
 			}
@@ -341,7 +342,7 @@ func TestPlanFileMapping(t *testing.T) {
 	if len(p.Copies) != 1 || p.Copies[0].Name != "config.yaml" || p.Copies[0].Rel != "" {
 		t.Fatalf("copies = %+v", p.Copies)
 	}
-	idx.apply(p, archiveResult{})
+	idx.apply(p, tarstream.Result{})
 	must(t, os.Remove(filepath.Join(dir, "config.dev.yaml")))
 	p, err = plan(m, idx, []string{""}, false)
 	must(t, err)
@@ -431,14 +432,14 @@ func TestPlanAfterRace(t *testing.T) {
 			for _, rel := range tt.raced {
 				raced[rel] = struct{}{}
 			}
-			idx.apply(p, archiveResult{raced: raced})
+			idx.apply(p, tarstream.Result{Raced: raced})
 			if tt.change != nil {
 				tt.change(t, dir)
 			}
 			p, err = plan(m, idx, tt.hints, tt.rescan)
 			must(t, err)
 			assertPlan(t, p, tt.wantCopies, tt.wantDeletes)
-			idx.apply(p, archiveResult{})
+			idx.apply(p, tarstream.Result{})
 			if p, _ = plan(m, idx, nil, true); !p.Empty() {
 				t.Errorf("after a clean apply, rescan still plans %+v", p)
 			}
@@ -460,9 +461,9 @@ func TestSymlinkBecomesDirNeverWritesThroughRemoteLink(t *testing.T) {
 				t.Helper()
 				p, err := plan(m, idx, hints, rescan)
 				must(t, err)
-				res, err := apply(context.Background(), ex, testTarget, m, p, archiveOpts{})
+				res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
 				must(t, err)
-				idx.apply(p, res.archiveResult)
+				idx.apply(p, res.Result)
 			}
 			sync(nil, true)
 			if got := readTree(t, remote)["link"]; got != "link "+outside {
@@ -513,7 +514,7 @@ func TestPlanCaseOnlyRename(t *testing.T) {
 			p, err := plan(m, idx, tt.hints, tt.rescan)
 			must(t, err)
 			assertPlan(t, p, tt.wantCopies, tt.wantDeletes)
-			idx.apply(p, archiveResult{})
+			idx.apply(p, tarstream.Result{})
 			if p, _ = plan(m, idx, nil, true); !p.Empty() {
 				t.Errorf("after apply, rescan still plans %+v", p)
 			}

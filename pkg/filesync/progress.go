@@ -50,15 +50,15 @@ type countingReader struct {
 }
 
 // tarCounter is a compressed archive's reader: it counts the tar bytes
-// behind what was read (archiveReader), which is what TotalBytes measures.
-type tarCounter interface{ tarBytes() int64 }
+// behind what was read (tarstream.Reader), which is what TotalBytes measures.
+type tarCounter interface{ TarBytes() int64 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	p := c.p
 	d := int64(n)
 	if tc, ok := c.r.(tarCounter); ok {
-		now := tc.tarBytes()
+		now := tc.TarBytes()
 		d, c.seen = now-c.seen, now
 	}
 	sent := p.sent.Add(d)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // onceSync runs the initial sync of cfg into testTarget as --once does,
@@ -122,7 +123,7 @@ func TestRootTypeConflict(t *testing.T) {
 					m := testMapping(t, string(tc.m.Local), string(tc.m.Remote), nil)
 					p, err := plan(m, NewIndex(), nil, true)
 					must(t, err)
-					_, err = apply(context.Background(), ex, testTarget, m, p, archiveOpts{})
+					_, err = apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
 					assertOneLine(t, err, tc.want...)
 					if !errors.Is(err, remote.ErrTypeConflict) || remote.IsTransient(err) {
 						t.Errorf("apply: %v: want a non-transient remote.ErrTypeConflict", err)

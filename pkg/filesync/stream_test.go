@@ -17,6 +17,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -83,7 +84,7 @@ func TestStreamReplacedSymlink(t *testing.T) {
 			m := testMapping(t, local, rdir, nil)
 			p, err := plan(m, NewIndex(), nil, true)
 			must(t, err)
-			res, err := apply(context.Background(), s, testTarget, m, p, archiveOpts{})
+			res, err := apply(context.Background(), s, testTarget, m, p, tarstream.Options{})
 			must(t, err)
 			if fmt.Sprint(res.replaced) != "[etc]" {
 				t.Errorf("replaced %q, want [etc]", res.replaced)
@@ -117,7 +118,7 @@ func failingBatch(t *testing.T, ex Executor, size int) {
 	m := testMapping(t, local, root, nil)
 	p, err := plan(m, NewIndex(), nil, true)
 	must(t, err)
-	_, err = apply(context.Background(), s, testTarget, m, p, archiveOpts{})
+	_, err = apply(context.Background(), s, testTarget, m, p, tarstream.Options{})
 	if !errors.Is(err, remote.ErrTypeConflict) {
 		t.Fatalf("apply over a file: %v, want a type conflict", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 	"k8s.io/utils/clock"
 )
 
@@ -292,13 +293,13 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				if err != nil {
 					return err
 				}
-				idx.apply(p, res.archiveResult)
-				e.warn(tg, res.warnings)
-				e.requeue(tg, i, res.raced)
+				idx.apply(p, res.Result)
+				e.warn(tg, res.Warnings)
+				e.requeue(tg, i, res.Raced)
 				e.requeue(tg, i, res.forgetReplaced(idx))
-				ev.Files += res.files
+				ev.Files += res.Files
 				ev.Deleted += res.deleted
-				ev.Bytes += res.bytes
+				ev.Bytes += res.Bytes
 				changed = append(changed, remotePaths(m, p)...)
 			}
 			idxs[i] = idx
@@ -326,22 +327,22 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, gz bool, pf *Preflight) (applyResult, error) {
 	if e.cfg.DryRun {
 		e.reportDryRun(t, m, p, pf)
-		return applyResult{deleted: len(p.Deletes), archiveResult: archiveResult{files: len(p.Copies)}}, nil
+		return applyResult{deleted: len(p.Deletes), Result: tarstream.Result{Files: len(p.Copies)}}, nil
 	}
 	var (
 		res      applyResult
 		replaced []string
 	)
 	err := e.retry.Do(ctx, e.clk, func() (err error) {
-		res, err = apply(ctx, ex, t, m, p, archiveOpts{gz: gz, owner: e.ownerOf(t)})
+		res, err = apply(ctx, ex, t, m, p, tarstream.Options{Gzip: gz, Owner: e.ownerOf(t)})
 		replaced = append(replaced, res.replaced...) // failed attempts' too
 		return err
 	})
 	res.replaced = replaced
-	for _, rel := range slices.Sorted(maps.Keys(res.unreadable)) {
+	for _, rel := range slices.Sorted(maps.Keys(res.Unreadable)) {
 		// Said once for the mapping, whichever target reads it first.
 		if name := m.localPath(rel); m.unreadable.Add(m.fs(), name, rel) {
-			e.rep.Report(Error{Target: t, Err: localtree.CannotRead(name, res.unreadable[rel])})
+			e.rep.Report(Error{Target: t, Err: localtree.CannotRead(name, res.Unreadable[rel])})
 		}
 	}
 	return res, err

@@ -1,4 +1,11 @@
-package filesync
+// Package tarstream writes the files of one batch as a tar stream, the way a
+// container's tar extracts them: names relative to the remote directory,
+// parents first, each name once, owners zeroed (or a root helper's owner),
+// permission bits kept, symlinks as links, a file read without following a
+// link and never blocking on a FIFO, and its content exactly the size its
+// header promised. What changed while it was read is reported, not sent as
+// synced. Like Tilt's build/tar.go, it knows nothing of why a file is sent.
+package tarstream
 
 import (
 	"archive/tar"
@@ -8,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -18,44 +26,58 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
-// archiveResult is what building one tar stream found out.
-type archiveResult struct {
-	files int   // entries written
-	bytes int64 // tar bytes produced
-	sums  map[string]*[32]byte
-	// raced holds files that changed or vanished while being read; the index
-	// forgets them so the next batch sends them again.
-	raced map[string]struct{}
-	// warnings are files skipped because they were no longer regular files
+// File is one entry of the stream: what a plan expects Src to be.
+type File struct {
+	Rel  string // the caller's key in Result
+	Name string // tar name, relative to the remote directory
+	Src  string // absolute local path
+	Type remote.EntryType
+	Mode fs.FileMode // permission bits
+	Size int64
+	// MTime is the planned mtime; Size, MTime and Mode decide whether the
+	// file read is the one planned.
+	MTime time.Time
+	Link  string // symlink target
+}
+
+// Result is what building one tar stream found out, keyed by File.Rel.
+type Result struct {
+	Files int   // entries written
+	Bytes int64 // tar bytes produced
+	Sums  map[string]*[32]byte
+	// Raced holds files that changed or vanished while being read, or were
+	// not what was planned: the caller must not record them as sent.
+	Raced map[string]struct{}
+	// Warnings are files skipped because they were no longer regular files
 	// (a FIFO, socket or device in their place).
-	warnings []error
-	// unreadable holds files that could not be opened for a reason that
-	// would not change by trying again (see localtree.Unreadable): not sent, not
-	// raced, and the index keeps what the target had.
-	unreadable map[string]error
+	Warnings []error
+	// Unreadable holds files that could not be opened for a reason that
+	// would not change by trying again (see localtree.Unreadable): not sent
+	// and not raced.
+	Unreadable map[string]error
 }
 
-// archiveOpts are how an apply's archive is written.
-type archiveOpts struct {
-	gz    bool          // gzip-compressed (where the listing found gzip)
-	owner *remote.Owner // the uid:gid in every header, restored by a root helper
+// Options are how a stream is written.
+type Options struct {
+	Gzip  bool          // gzip-compressed (where the container has gzip)
+	Owner *remote.Owner // the uid:gid in every header, restored by a root helper
 }
 
-// streamArchive streams copies as a tar through a pipe, gzip-compressed
-// (level 1) with gz. Close the reader once the consumer is done (that
-// unblocks the writer), then call wait.
-func streamArchive(copies []Copy, o archiveOpts) (r io.ReadCloser, wait func() (archiveResult, error)) {
+// Stream streams files as a tar through a pipe, gzip-compressed (level 1)
+// with o.Gzip. Close the reader once the consumer is done (that unblocks the
+// writer), then call wait.
+func Stream(files []File, o Options) (r *Reader, wait func() (Result, error)) {
 	pr, pw := io.Pipe()
-	ar := &archiveReader{PipeReader: pr}
+	ar := &Reader{PipeReader: pr}
 	done := make(chan struct{})
 	var (
-		res archiveResult
+		res Result
 		err error
 	)
 	go func() {
 		defer close(done)
-		if !o.gz {
-			res, err = writeArchiveCounted(pw, copies, o.owner, &ar.tar)
+		if !o.Gzip {
+			res, err = write(pw, files, o.Owner, &ar.tar)
 			pw.CloseWithError(err)
 			return
 		}
@@ -63,7 +85,7 @@ func streamArchive(copies []Copy, o archiveOpts) (r io.ReadCloser, wait func() (
 		// output, and each Write is one WebSocket frame: buffer them.
 		bw := bufio.NewWriterSize(pw, 64<<10)
 		zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed) // a valid level: no error
-		res, err = writeArchiveCounted(zw, copies, o.owner, &ar.tar)
+		res, err = write(zw, files, o.Owner, &ar.tar)
 		if err == nil {
 			err = zw.Close()
 			if err == nil {
@@ -75,35 +97,36 @@ func streamArchive(copies []Copy, o archiveOpts) (r io.ReadCloser, wait func() (
 		}
 		pw.CloseWithError(err)
 	}()
-	return ar, func() (archiveResult, error) { <-done; return res, err }
+	return ar, func() (Result, error) { <-done; return res, err }
 }
 
-// archiveReader is streamArchive's reader. tar counts the tar bytes written
-// so far, before compression, for progress reports.
-type archiveReader struct {
+// Reader is a stream's reading end; it counts the tar bytes written so far,
+// before compression, for progress reports.
+type Reader struct {
 	*io.PipeReader
 	tar atomic.Int64
 }
 
-func (a *archiveReader) tarBytes() int64 { return a.tar.Load() }
+// TarBytes is how many tar bytes were written so far: behind a compressed
+// stream, more than was read.
+func (a *Reader) TarBytes() int64 { return a.tar.Load() }
 
-// writeArchive writes copies to w as a tar: names relative to the remote
+// Write writes files to w as a tar: names relative to the remote
 // directory, same name twice → last wins, sorted so parents come first, uid and
 // gid zero and no owner names (the container's user owns what it extracts),
 // permission bits kept, symlinks as links. The writer picks USTAR, or PAX for
 // long and non-ASCII names; GNU and busybox tar read both.
-func writeArchive(w io.Writer, copies []Copy) (archiveResult, error) {
-	return writeArchiveCounted(w, copies, nil, new(atomic.Int64))
+func Write(w io.Writer, files []File) (Result, error) {
+	return write(w, files, nil, new(atomic.Int64))
 }
 
-// writeArchiveCounted is writeArchive that also counts the tar bytes written
-// so far into n.
-func writeArchiveCounted(w io.Writer, copies []Copy, owner *remote.Owner, n *atomic.Int64) (archiveResult, error) {
-	res := archiveResult{sums: map[string]*[32]byte{}, raced: map[string]struct{}{}, unreadable: map[string]error{}}
-	cw := &countingWriter{w: w, n: n}
+// write is Write that also counts the tar bytes written so far into n.
+func write(w io.Writer, files []File, owner *remote.Owner, n *atomic.Int64) (Result, error) {
+	res := Result{Sums: map[string]*[32]byte{}, Raced: map[string]struct{}{}, Unreadable: map[string]error{}}
+	cw := &CountingWriter{W: w, N: n}
 	bw := bufio.NewWriterSize(cw, 64<<10) // one WebSocket frame per Write: keep them large
 	tw := tar.NewWriter(bw)
-	for _, c := range dedupe(copies) {
+	for _, c := range dedupe(files) {
 		if !localtree.ValidRel(c.Name) || c.Name == "" {
 			return res, fmt.Errorf("archiving %q: invalid entry name %q", c.Src, c.Name)
 		}
@@ -111,56 +134,56 @@ func writeArchiveCounted(w io.Writer, copies []Copy, owner *remote.Owner, n *ato
 		if err != nil {
 			return res, err
 		}
-		_, unreadable := res.unreadable[c.Rel]
+		_, unreadable := res.Unreadable[c.Rel]
 		switch {
 		case ok:
-			res.files++
+			res.Files++
 		case !unreadable:
-			res.raced[c.Rel] = struct{}{}
+			res.Raced[c.Rel] = struct{}{}
 		}
 	}
 	if err := tw.Close(); err != nil {
 		return res, fmt.Errorf("finishing tar stream: %w", err)
 	}
 	err := bw.Flush()
-	res.bytes = cw.n.Load()
+	res.Bytes = cw.N.Load()
 	if err != nil {
 		return res, fmt.Errorf("writing tar stream: %w", err)
 	}
 	return res, nil
 }
 
-// dedupe keeps the last copy of each name and sorts by name.
-func dedupe(copies []Copy) []Copy {
-	last := make(map[string]int, len(copies))
-	for i, c := range copies {
+// dedupe keeps the last file of each name and sorts by name.
+func dedupe(files []File) []File {
+	last := make(map[string]int, len(files))
+	for i, c := range files {
 		last[c.Name] = i
 	}
-	out := make([]Copy, 0, len(last))
-	for i, c := range copies {
+	out := make([]File, 0, len(last))
+	for i, c := range files {
 		if last[c.Name] == i {
 			out = append(out, c)
 		}
 	}
-	slices.SortFunc(out, func(a, b Copy) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
 // writeEntry writes one entry, and false if it was skipped or cut short
 // because the local file changed under it.
-func writeEntry(tw *tar.Writer, c Copy, owner *remote.Owner, res *archiveResult) (bool, error) {
+func writeEntry(tw *tar.Writer, c File, owner *remote.Owner, res *Result) (bool, error) {
 	hdr := &tar.Header{Name: c.Name, Mode: int64(c.Mode.Perm()), ModTime: c.MTime.Truncate(time.Second)}
 	if owner != nil {
 		hdr.Uid, hdr.Gid = owner.UID, owner.GID
 	}
 	switch c.Type {
-	case TypeDir:
+	case remote.TypeDir:
 		// Writable for now: busybox tar creates a directory with its mode
 		// before its children and, as non-root, never chmods. The apply
 		// script sets a mode lacking u+rwx after the extraction.
 		hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, c.Name+"/", hdr.Mode|0o700
 		return true, writeHeader(tw, hdr)
-	case TypeSymlink:
+	case remote.TypeSymlink:
 		link, err := os.Readlink(c.Src)
 		if err != nil {
 			return false, nil
@@ -171,10 +194,10 @@ func writeEntry(tw *tar.Writer, c Copy, owner *remote.Owner, res *archiveResult)
 	f, fi, err := localtree.OpenRegular(c.Src)
 	switch {
 	case errors.Is(err, localtree.ErrNotRegular):
-		res.warnings = append(res.warnings, fmt.Errorf("skipping %w", err))
+		res.Warnings = append(res.Warnings, fmt.Errorf("skipping %w", err))
 	case localtree.Unreadable(err):
 		// Before the header: the target's copy, if any, stays whole.
-		res.unreadable[c.Rel] = err
+		res.Unreadable[c.Rel] = err
 		return false, nil
 	}
 	if err != nil {
@@ -205,7 +228,7 @@ func writeEntry(tw *tar.Writer, c Copy, owner *remote.Owner, res *archiveResult)
 	}
 	var sum [32]byte
 	h.Sum(sum[:0])
-	res.sums[c.Rel] = &sum
+	res.Sums[c.Rel] = &sum
 	return true, nil
 }
 
@@ -246,14 +269,15 @@ func (zeros) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// countingWriter counts into n, which progress reports read meanwhile.
-type countingWriter struct {
-	w io.Writer
-	n *atomic.Int64
+// CountingWriter counts what it writes to W into N, which progress reports
+// read meanwhile.
+type CountingWriter struct {
+	W io.Writer
+	N *atomic.Int64
 }
 
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n.Add(int64(n))
+func (c *CountingWriter) Write(p []byte) (int, error) {
+	n, err := c.W.Write(p)
+	c.N.Add(int64(n))
 	return n, err
 }
