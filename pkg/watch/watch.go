@@ -103,10 +103,34 @@ import (
 // rescan Root (Path == Root) after receiving it. Hints that the Rescan made
 // redundant are not sent. A root that is deleted gets a hint for Root, and
 // a Rescan once it exists again.
+//
+// Progress is what the event says about whether the change at Path is over.
 type Event struct {
 	Root, Path string
 	Rescan     bool
+	Progress   Progress
 }
+
+// Progress says whether a change is over, as far as the kernel told.
+// Events merged for one path keep the highest.
+type Progress uint8
+
+const (
+	// Unknown: nothing told, or the path went away (deleted or renamed:
+	// an editor's atomic save does that just before it writes the file
+	// again), or its attributes changed. Walks, polls, macOS and Windows
+	// say Unknown.
+	Unknown Progress = iota
+	// Writing: a file was created or modified (inotify: IN_CREATE,
+	// IN_MODIFY) and, when the event was handed out, some process had it
+	// open for writing (see writerCheck in notify_linux.go).
+	Writing
+	// Complete: a writer closed the file (IN_CLOSE_WRITE) or a file was
+	// created or modified and nobody had it open for writing any more when
+	// the event was handed out; a file or directory was moved in
+	// (IN_MOVED_TO); a directory was created.
+	Complete
+)
 
 // Watcher delivers change hints for a set of roots.
 //

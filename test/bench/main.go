@@ -146,7 +146,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 	if b.probeBin, err = buildProbe(ctx, b.tmp); err != nil {
 		return err
 	}
-	if want("initial") || want("resync") {
+	if want("initial") || want("resync") || want("quiet") {
 		b.initialTree = filepath.Join(b.tmp, "initial")
 		if b.initialBytes, err = initialTree(b.initialTree); err != nil {
 			return err

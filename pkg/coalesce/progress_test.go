@@ -1,0 +1,209 @@
+package coalesce
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func newAdaptive(fc *clocktesting.FakeClock) *coalescer {
+	return &coalescer{clk: fc, quiet: DefaultQuiet, cap: DefaultCap,
+		adapt: &adaptiveQuiet{min: MinAdaptiveQuiet, max: MaxAdaptiveQuiet}}
+}
+
+// dueAfter steps the fake clock a millisecond at a time until c is due
+// and returns how long that took; at most limit.
+func dueAfter(t *testing.T, fc *clocktesting.FakeClock, c *coalescer, limit time.Duration) time.Duration {
+	t.Helper()
+	start := fc.Now()
+	for !c.due() {
+		if fc.Now().Sub(start) >= limit {
+			t.Fatalf("not due within %s", limit)
+		}
+		fc.Step(time.Millisecond)
+	}
+	return fc.Now().Sub(start)
+}
+
+func paths(b *Batch) []string {
+	var out []string
+	for p := range b.Paths {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestProgressPolicy: how the progress of changes decides when a batch is
+// cut, in the adaptive mode.
+func TestProgressPolicy(t *testing.T) {
+	tests := []struct {
+		name    string
+		changes []Change
+		// wait is how long after the last change the batch is due; want
+		// its paths; held the paths left held after it.
+		wait time.Duration
+		want []string
+	}{
+		{name: "a closed file after idle goes at once",
+			changes: []Change{{Path: "/a", Progress: Complete}}, wait: 0, want: []string{"/a"}},
+		{name: "a file modified and then closed goes at once",
+			changes: []Change{{Path: "/a", Progress: Writing}, {Path: "/a", Progress: Writing}, {Path: "/a", Progress: Complete}},
+			wait:    0, want: []string{"/a"}},
+		{name: "an editor's atomic save: renamed away, written, closed, moved in",
+			changes: []Change{{Path: "/a", Progress: Unknown}, {Path: "/a", Progress: Writing}, {Path: "/a", Progress: Complete}, {Path: "/a~", Progress: Complete}},
+			wait:    0, want: []string{"/a", "/a~"}},
+		{name: "a removal keeps the window",
+			changes: []Change{{Path: "/a", Progress: Unknown}}, wait: MinAdaptiveQuiet, want: []string{"/a"}},
+		{name: "a removal beside a save keeps the window",
+			changes: []Change{{Path: "/a", Progress: Complete}, {Path: "/b", Progress: Unknown}}, wait: MinAdaptiveQuiet, want: []string{"/a", "/b"}},
+		{name: "a Rescan keeps the window",
+			changes: []Change{{Path: "/a", Progress: Complete}, {Root: "/", Rescan: true}}, wait: MinAdaptiveQuiet, want: []string{"/a"}},
+		{name: "a file still written stays out of the batch",
+			changes: []Change{{Path: "/a", Progress: Complete}, {Path: "/log", Progress: Writing}}, wait: 0, want: []string{"/a"}},
+		{name: "a file written again after its close stays out",
+			changes: []Change{{Path: "/a", Progress: Complete}, {Path: "/b", Progress: Complete}, {Path: "/a", Progress: Writing}}, wait: 0, want: []string{"/b"}},
+		{name: "a file still written is sent at the cap",
+			changes: []Change{{Path: "/log", Progress: Writing}}, wait: DefaultCap, want: []string{"/log"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+			c := newAdaptive(fc)
+			for _, ch := range tt.changes {
+				c.add(ch)
+			}
+			if got := dueAfter(t, fc, c, 2*DefaultCap); got != tt.wait {
+				t.Errorf("due %s after the last change, want %s", got, tt.wait)
+			}
+			if got := paths(c.take(false)); !slices.Equal(got, tt.want) {
+				t.Errorf("batch = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestProgressHeldUntilClose: a held file joins the batch its close opens;
+// a held file is cut at the cap from its first change, not from later ones.
+func TestProgressHeldUntilClose(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	c := newAdaptive(fc)
+	c.add(Change{Path: "/big", Progress: Writing})
+	if c.due() {
+		t.Fatal("a file still written is due")
+	}
+	fc.Step(300 * time.Millisecond) // idle: no cut for a long while
+	c.add(Change{Path: "/big", Progress: Writing})
+	fc.Step(300 * time.Millisecond)
+	c.add(Change{Path: "/big", Progress: Complete})
+	if !c.due() {
+		t.Fatal("closed after idle: not due at once")
+	}
+	b := c.take(false)
+	if got := paths(b); !slices.Equal(got, []string{"/big"}) || b.First != fc.Now() {
+		t.Fatalf("batch = %v first %v, want /big from its close", got, b.First)
+	}
+	if len(c.held) != 0 {
+		t.Fatalf("still held: %v", c.held)
+	}
+
+	fc.Step(time.Second)
+	start := fc.Now()
+	c.add(Change{Path: "/log", Progress: Writing})
+	for i := 0; i < 9; i++ {
+		fc.Step(100 * time.Millisecond)
+		c.add(Change{Path: "/log", Progress: Writing})
+		if c.due() {
+			t.Fatalf("due %s after the first write, want the cap", fc.Now().Sub(start))
+		}
+	}
+	fc.Step(100 * time.Millisecond)
+	if !c.due() {
+		t.Fatal("not due at the cap")
+	}
+	if b := c.take(false); !slices.Equal(paths(b), []string{"/log"}) || b.First != start {
+		t.Fatalf("batch = %v first %v, want /log from %v", paths(b), b.First, start)
+	}
+}
+
+// TestProgressBurstKeepsWindow: right after a cut, a Complete change waits
+// for the widened window: a burst is still cut into a few large batches.
+func TestProgressBurstKeepsWindow(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	c := newAdaptive(fc)
+	c.add(Change{Path: "/a", Progress: Complete})
+	c.take(false)
+	fc.Step(time.Millisecond)
+	c.add(Change{Path: "/b", Progress: Complete})
+	if got := dueAfter(t, fc, c, time.Second); got != 2*MinAdaptiveQuiet {
+		t.Errorf("in a burst: due after %s, want the window %s", got, 2*MinAdaptiveQuiet)
+	}
+}
+
+// TestProgressIgnoredWithoutAdaptive: with a fixed window (an exec per
+// batch) progress changes nothing.
+func TestProgressIgnoredWithoutAdaptive(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	c := &coalescer{clk: fc, quiet: DefaultQuiet, cap: DefaultCap}
+	c.add(Change{Path: "/a", Progress: Complete})
+	c.add(Change{Path: "/b", Progress: Writing})
+	if got := dueAfter(t, fc, c, time.Second); got != DefaultQuiet {
+		t.Errorf("due after %s, want %s", got, DefaultQuiet)
+	}
+	if got := paths(c.take(false)); !slices.Equal(got, []string{"/a", "/b"}) {
+		t.Errorf("batch = %v", got)
+	}
+}
+
+// TestRunProgress: through Run, a Complete change after idle comes out
+// without the clock moving; a held file comes out when the input ends.
+func TestRunProgress(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	in := make(chan Change)
+	out, _ := Run(ctx, fc, Options{Quiet: DefaultQuiet, Cap: DefaultCap, Adaptive: true}, in)
+	in <- Change{Path: "/log", Progress: Writing}
+	in <- Change{Path: "/a", Progress: Complete}
+	if got := paths(<-out); !slices.Equal(got, []string{"/a"}) {
+		t.Fatalf("batch = %v, want /a alone", got)
+	}
+	fc.Step(time.Second) // /log reached its cap: it goes with /b
+	in <- Change{Path: "/b", Progress: Complete}
+	close(in)
+	var got []string
+	for b := range out {
+		got = append(got, paths(b)...)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"/b", "/log"}) {
+		t.Fatalf("after the end of input: %v, want /b and /log", got)
+	}
+}
+
+// TestReplay: what Run cuts, replayed from times.
+func TestReplay(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int, p string, pr Progress) Timed {
+		return Timed{At: t0.Add(time.Duration(ms) * time.Millisecond), Change: Change{Path: p, Progress: pr}}
+	}
+	changes := []Timed{
+		at(0, "/a", Writing), at(1, "/a", Complete), // a save: cut at 1
+		at(500, "/b", Unknown), at(505, "/b", Complete), // an atomic save: cut at its close
+		at(520, "/c", Complete), at(530, "/d", Complete), // a burst: windows of 20, then 40 ms
+	}
+	var got [][]string
+	for _, b := range Replay(Options{Quiet: DefaultQuiet, Cap: DefaultCap, Adaptive: true}, changes) {
+		got = append(got, paths(b))
+	}
+	want := [][]string{{"/a"}, {"/b"}, {"/c", "/d"}}
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("batches = %v, want %v", got, want)
+	}
+	if n := len(Replay(Options{Quiet: DefaultQuiet, Cap: DefaultCap}, changes)); n != 2 {
+		t.Errorf("fixed 50 ms window: %d batches, want 2", n)
+	}
+}
