@@ -18,6 +18,13 @@ const (
 	MaxAdaptiveQuiet = 200 * time.Millisecond
 )
 
+// CompleteSettle is how long a batch whose every path is Complete waits after
+// its last change, after idle: the events of one save (an editor's rename
+// and close, an in-place write's IN_MODIFY and IN_CLOSE_WRITE) arrive within
+// 0.1 ms of each other here, and a millisecond keeps them in one batch where
+// cutting at the first cut them into two.
+const CompleteSettle = time.Millisecond
+
 // adaptiveQuiet chooses the quiet window of each batch.
 type adaptiveQuiet struct {
 	min, max time.Duration

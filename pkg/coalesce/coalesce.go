@@ -9,8 +9,8 @@
 //
 //   - after idle (the batch's window is MinAdaptiveQuiet), a batch whose every
 //     path is Complete (a writer closed it, it was moved in, a new directory)
-//     is cut at once: a save is over when its writer closes the file, and
-//     waiting longer only adds to every save;
+//     is cut CompleteSettle after its last change: a save is over when its
+//     writer closes the file, and waiting longer only adds to every save;
 //   - a path still Writing (its writer has it open) is held out of batches
 //     until a change says it is Complete (its close), or for at most Cap: it
 //     never holds up the batch around it, and a file is not sent while it is
@@ -196,7 +196,7 @@ func (c *coalescer) deadline() (time.Time, bool) {
 	}
 	d := c.last.Add(c.quiet)
 	if c.adapt != nil && c.quiet <= c.adapt.min && c.unknown == 0 {
-		d = c.last // after idle and every path Complete: at once
+		d = c.last.Add(CompleteSettle) // after idle and every path Complete
 	}
 	if capAt := c.cur.First.Add(c.cap); capAt.Before(d) {
 		d = capAt
@@ -373,17 +373,6 @@ func coalescePeeking(ctx context.Context, clk clock.Clock, quiet, capWait time.D
 					ready.add(ch)
 				default:
 					c.add(ch)
-					if c.due() {
-						// Due at once: first take in what is already waiting.
-						closed = absorb(c, in)
-						if closed {
-							in = nil
-						}
-						if c.due() || closed {
-							ready = merge(ready, c.take(closed))
-							peeked = nil
-						}
-					}
 					arm()
 				}
 			case <-timerC:
@@ -405,22 +394,6 @@ func coalescePeeking(ctx context.Context, clk clock.Clock, quiet, capWait time.D
 		}
 	}()
 	return out, peeks
-}
-
-// absorb adds the changes waiting in in without blocking, and reports
-// whether in was closed.
-func absorb(c *coalescer, in <-chan Change) bool {
-	for {
-		select {
-		case ch, ok := <-in:
-			if !ok {
-				return true
-			}
-			c.add(ch)
-		default:
-			return false
-		}
-	}
 }
 
 func merge(into, b *Batch) *Batch {

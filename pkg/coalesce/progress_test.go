@@ -48,14 +48,14 @@ func TestProgressPolicy(t *testing.T) {
 		wait time.Duration
 		want []string
 	}{
-		{name: "a closed file after idle goes at once",
-			changes: []Change{{Path: "/a", Progress: Complete}}, wait: 0, want: []string{"/a"}},
-		{name: "a file modified and then closed goes at once",
+		{name: "a closed file after idle goes after CompleteSettle",
+			changes: []Change{{Path: "/a", Progress: Complete}}, wait: CompleteSettle, want: []string{"/a"}},
+		{name: "a file modified and then closed goes after CompleteSettle",
 			changes: []Change{{Path: "/a", Progress: Writing}, {Path: "/a", Progress: Writing}, {Path: "/a", Progress: Complete}},
-			wait:    0, want: []string{"/a"}},
+			wait:    CompleteSettle, want: []string{"/a"}},
 		{name: "an editor's atomic save: renamed away, written, closed, moved in",
 			changes: []Change{{Path: "/a", Progress: Unknown}, {Path: "/a", Progress: Writing}, {Path: "/a", Progress: Complete}, {Path: "/a~", Progress: Complete}},
-			wait:    0, want: []string{"/a", "/a~"}},
+			wait:    CompleteSettle, want: []string{"/a", "/a~"}},
 		{name: "a removal keeps the window",
 			changes: []Change{{Path: "/a", Progress: Unknown}}, wait: MinAdaptiveQuiet, want: []string{"/a"}},
 		{name: "a removal beside a save keeps the window",
@@ -63,9 +63,9 @@ func TestProgressPolicy(t *testing.T) {
 		{name: "a Rescan keeps the window",
 			changes: []Change{{Path: "/a", Progress: Complete}, {Root: "/", Rescan: true}}, wait: MinAdaptiveQuiet, want: []string{"/a"}},
 		{name: "a file still written stays out of the batch",
-			changes: []Change{{Path: "/a", Progress: Complete}, {Path: "/log", Progress: Writing}}, wait: 0, want: []string{"/a"}},
+			changes: []Change{{Path: "/a", Progress: Complete}, {Path: "/log", Progress: Writing}}, wait: CompleteSettle, want: []string{"/a"}},
 		{name: "a file written again after its close stays out",
-			changes: []Change{{Path: "/a", Progress: Complete}, {Path: "/b", Progress: Complete}, {Path: "/a", Progress: Writing}}, wait: 0, want: []string{"/b"}},
+			changes: []Change{{Path: "/a", Progress: Complete}, {Path: "/b", Progress: Complete}, {Path: "/a", Progress: Writing}}, wait: CompleteSettle, want: []string{"/b"}},
 		{name: "a file still written is sent at the cap",
 			changes: []Change{{Path: "/log", Progress: Writing}}, wait: DefaultCap, want: []string{"/log"}},
 	}
@@ -99,11 +99,12 @@ func TestProgressHeldUntilClose(t *testing.T) {
 	c.add(Change{Path: "/big", Progress: Writing})
 	fc.Step(300 * time.Millisecond)
 	c.add(Change{Path: "/big", Progress: Complete})
-	if !c.due() {
-		t.Fatal("closed after idle: not due at once")
+	closed := fc.Now()
+	if got := dueAfter(t, fc, c, time.Second); got != CompleteSettle {
+		t.Fatalf("closed after idle: due after %s, want %s", got, CompleteSettle)
 	}
 	b := c.take(false)
-	if got := paths(b); !slices.Equal(got, []string{"/big"}) || b.First != fc.Now() {
+	if got := paths(b); !slices.Equal(got, []string{"/big"}) || b.First != closed {
 		t.Fatalf("batch = %v first %v, want /big from its close", got, b.First)
 	}
 	if len(c.held) != 0 {
@@ -159,28 +160,29 @@ func TestProgressIgnoredWithoutAdaptive(t *testing.T) {
 }
 
 // TestRunProgress: through Run, a Complete change after idle comes out
-// without the clock moving; a held file comes out when the input ends.
+// CompleteSettle later while a file still written stays held; the held file
+// comes out at its cap.
 func TestRunProgress(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	clk := &armCountingClock{FakeClock: fc}
 	in := make(chan Change)
-	out, _ := Run(ctx, fc, Options{Quiet: DefaultQuiet, Cap: DefaultCap, Adaptive: true}, in)
+	out, _ := Run(ctx, clk, Options{Quiet: DefaultQuiet, Cap: DefaultCap, Adaptive: true}, in)
 	in <- Change{Path: "/log", Progress: Writing}
 	in <- Change{Path: "/a", Progress: Complete}
+	clk.waitArmed(t, 2)
+	fc.Step(CompleteSettle)
 	if got := paths(<-out); !slices.Equal(got, []string{"/a"}) {
 		t.Fatalf("batch = %v, want /a alone", got)
 	}
-	fc.Step(time.Second) // /log reached its cap: it goes with /b
-	in <- Change{Path: "/b", Progress: Complete}
-	close(in)
-	var got []string
-	for b := range out {
-		got = append(got, paths(b)...)
+	fc.Step(DefaultCap - CompleteSettle)
+	if got := paths(<-out); !slices.Equal(got, []string{"/log"}) {
+		t.Fatalf("batch = %v, want /log at its cap", got)
 	}
-	slices.Sort(got)
-	if !slices.Equal(got, []string{"/b", "/log"}) {
-		t.Fatalf("after the end of input: %v, want /b and /log", got)
+	close(in)
+	if b, ok := <-out; ok {
+		t.Fatalf("batch %v after the end of input, want none", paths(b))
 	}
 }
 
@@ -191,7 +193,7 @@ func TestReplay(t *testing.T) {
 		return Timed{At: t0.Add(time.Duration(ms) * time.Millisecond), Change: Change{Path: p, Progress: pr}}
 	}
 	changes := []Timed{
-		at(0, "/a", Writing), at(1, "/a", Complete), // a save: cut at 1
+		at(0, "/a", Writing), at(1, "/a", Complete), // a save: cut at 2
 		at(500, "/b", Unknown), at(505, "/b", Complete), // an atomic save: cut at its close
 		at(520, "/c", Complete), at(530, "/d", Complete), // a burst: windows of 20, then 40 ms
 	}
