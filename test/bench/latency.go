@@ -320,15 +320,14 @@ func (l *latencyRun) batchTicks(n int) (map[string]int64, time.Duration, error) 
 }
 
 // processesPerBatch counts the processes a small batch costs in the container: every fork
-// takes the next PID of the container's PID namespace, so the PIDs handed out over n saves
-// (each after idle, waited for by its batch event), less the one of the exec that reads
-// /proc/sys/kernel/ns_last_pid at the end, are the batches' processes. An exec adds no PID
-// (busybox re-executing itself for tar is one process); anything else forking in the
-// container at the time would count too: the app is `sleep`, the probe is not armed.
+// takes the next PID of the container's PID namespace, so the PIDs handed out between an
+// exec of `echo $$` before n saves (each after idle, waited for by its batch event) and one
+// after, less one, are the batches' processes. An exec adds no PID (busybox re-executing
+// itself for tar is one process); anything else forking in the container at the time would
+// count too: the app is `sleep`, the probe is not armed.
 func (l *latencyRun) processesPerBatch(ctx context.Context, n int) (float64, error) {
-	const read = "read -r p < /proc/sys/kernel/ns_last_pid && echo $p"
 	lastPID := func() (int, error) {
-		out, err := l.c.sh(ctx, l.t, read, nil)
+		out, err := l.c.sh(ctx, l.t, "echo $$", nil)
 		if err != nil {
 			return 0, err
 		}
