@@ -75,6 +75,9 @@ func TestReadAhead(t *testing.T) {
 				if len(chunk) < minChunk {
 					t.Fatalf("chunk of %d bytes before the end, want at least %d", len(chunk), minChunk)
 				}
+				if len(chunk)%blockSize != 0 {
+					t.Fatalf("chunk of %d bytes before the end, want whole blocks of %d", len(chunk), blockSize)
+				}
 			}
 			if !bytes.Equal(got, tt.want) {
 				t.Fatalf("got %d bytes, want %d, or they differ", len(got), len(tt.want))

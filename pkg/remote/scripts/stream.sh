@@ -11,7 +11,7 @@
 # 	  with "0\n";
 # 	"SEQ/LEN WORDS\n": the same with the whole tar, LEN bytes, right after
 # 	  the line (LEN 0: no tar). The client sends a batch whose archive fits
-# 	  in one chunk (an edit, a few files) this way: it costs the container
+# 	  in 1 MiB (an edit, a few files) this way: it costs the container
 # 	  two processes fewer than chunks do (the chunk reader's subshell and
 # 	  the drain), and the shell forks are most of what a small batch costs
 # 	  it;
@@ -23,9 +23,10 @@
 # which reads exactly that much from a pipe in busybox and GNU; busybox
 # `head -c` and busybox `tar -x` read past the end of what they need, so
 # tar only ever sees a pipe that dd fills with the frame's bytes. Chunks
-# are read 64 KiB per block so that dd's buffer stays small; a whole tar
-# of one frame is at most one chunk (1 MiB), read in one block, so dd
-# has taken all of it from stdin before the apply may stop reading.
+# are read 64 KiB per block so that dd's buffer stays small (the client
+# cuts every chunk but the last in whole blocks, so each costs one dd; up
+# to 4 MiB); a whole tar of one frame is at most 1 MiB, read in one block,
+# so dd has taken all of it from stdin before the apply may stop reading.
 #
 # Each batch runs applyScript unchanged (as the function livesync_apply) in
 # a command substitution (a subshell: its `exit`s end the batch, not the
