@@ -97,6 +97,7 @@ type coalescer struct {
 	progress map[string]Progress
 	unknown  int
 	held     map[string]time.Time
+	settleOK bool // cur opened after idle: it may be cut on save-complete
 }
 
 func (c *coalescer) add(ch Change) {
@@ -111,7 +112,7 @@ func (c *coalescer) add(ch Change) {
 	if c.cur == nil {
 		c.cur = &Batch{Paths: map[string]struct{}{}, Rescans: map[string]struct{}{}, First: now}
 		if c.adapt != nil {
-			c.quiet = c.adapt.open(now)
+			c.quiet, c.settleOK = c.adapt.open(now)
 		}
 		c.peekAt = now.Add(c.peekEvery)
 	}
@@ -195,7 +196,7 @@ func (c *coalescer) deadline() (time.Time, bool) {
 		return held.Add(c.cap), holding
 	}
 	d := c.last.Add(c.quiet)
-	if c.adapt != nil && c.quiet <= c.adapt.min && c.unknown == 0 {
+	if c.settleOK && c.unknown == 0 {
 		d = c.last.Add(CompleteSettle) // after idle and every path Complete
 	}
 	if capAt := c.cur.First.Add(c.cap); capAt.Before(d) {
@@ -244,6 +245,7 @@ func (c *coalescer) due() bool {
 func (c *coalescer) take(all bool) *Batch {
 	now := c.clk.Now()
 	b := c.cur
+	settled := b != nil && c.settleOK && c.unknown == 0 && now.Before(c.last.Add(c.quiet)) && now.Before(b.First.Add(c.cap))
 	c.cur = nil
 	clear(c.fresh) // the batch carries them
 	clear(c.progress)
@@ -262,7 +264,7 @@ func (c *coalescer) take(all bool) *Batch {
 		clear(c.held)
 	}
 	if c.adapt != nil && b != nil {
-		c.adapt.cut(now)
+		c.adapt.cut(now, settled)
 	}
 	return b
 }

@@ -131,16 +131,32 @@ func TestProgressHeldUntilClose(t *testing.T) {
 }
 
 // TestProgressBurstKeepsWindow: right after a cut, a Complete change waits
-// for the widened window: a burst is still cut into a few large batches.
+// for a window: a burst is still cut into a few large batches. A batch cut
+// on save-complete doesn't widen the window after it: the rest of a burst
+// that began with one waits the shortest window, then the windows widen.
 func TestProgressBurstKeepsWindow(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	c := newAdaptive(fc)
 	c.add(Change{Path: "/a", Progress: Complete})
+	if got := dueAfter(t, fc, c, time.Second); got != CompleteSettle {
+		t.Fatalf("after idle: due after %s, want %s", got, CompleteSettle)
+	}
 	c.take(false)
-	fc.Step(time.Millisecond)
-	c.add(Change{Path: "/b", Progress: Complete})
-	if got := dueAfter(t, fc, c, time.Second); got != 2*MinAdaptiveQuiet {
-		t.Errorf("in a burst: due after %s, want the window %s", got, 2*MinAdaptiveQuiet)
+	var got []time.Duration
+	for _, p := range []string{"/b", "/c", "/d"} {
+		fc.Step(time.Millisecond)
+		c.add(Change{Path: p, Progress: Complete})
+		got = append(got, dueAfter(t, fc, c, time.Second))
+		c.take(false)
+	}
+	want := []time.Duration{MinAdaptiveQuiet, 2 * MinAdaptiveQuiet, 4 * MinAdaptiveQuiet}
+	if !slices.Equal(got, want) {
+		t.Errorf("in a burst: windows %v, want %v", got, want)
+	}
+	fc.Step(MaxAdaptiveQuiet) // idle again
+	c.add(Change{Path: "/e", Progress: Complete})
+	if got := dueAfter(t, fc, c, time.Second); got != CompleteSettle {
+		t.Errorf("idle again: due after %s, want %s", got, CompleteSettle)
 	}
 }
 
@@ -195,15 +211,21 @@ func TestReplay(t *testing.T) {
 	changes := []Timed{
 		at(0, "/a", Writing), at(1, "/a", Complete), // a save: cut at 2
 		at(500, "/b", Unknown), at(505, "/b", Complete), // an atomic save: cut at its close
-		at(520, "/c", Complete), at(530, "/d", Complete), // a burst: windows of 20, then 40 ms
+		at(520, "/c", Complete), at(530, "/d", Complete), // a burst after a cut on save-complete: a window of 10 ms
 	}
 	var got [][]string
+	var cuts []time.Duration
 	for _, b := range Replay(Options{Quiet: DefaultQuiet, Cap: DefaultCap, Adaptive: true}, changes) {
-		got = append(got, paths(b))
+		got = append(got, paths(b.Batch))
+		cuts = append(cuts, b.At.Sub(t0))
 	}
-	want := [][]string{{"/a"}, {"/b"}, {"/c", "/d"}}
+	want := [][]string{{"/a"}, {"/b"}, {"/c"}, {"/d"}}
 	if !slices.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("batches = %v, want %v", got, want)
+	}
+	ms := time.Millisecond
+	if wantCuts := []time.Duration{2 * ms, 506 * ms, 530 * ms, 550 * ms}; !slices.Equal(cuts, wantCuts) {
+		t.Errorf("cut at %v, want %v", cuts, wantCuts)
 	}
 	if n := len(Replay(Options{Quiet: DefaultQuiet, Cap: DefaultCap}, changes)); n != 2 {
 		t.Errorf("fixed 50 ms window: %d batches, want 2", n)

@@ -12,10 +12,16 @@ type Timed struct {
 	Change
 }
 
+// Cut is a batch Replay cut, and when.
+type Cut struct {
+	*Batch
+	At time.Time
+}
+
 // Replay returns the batches Run would cut from changes arriving at their
 // times (in order) with a consumer that takes each batch at once. The bench
 // uses it to count the batches real operations are cut into.
-func Replay(opts Options, changes []Timed) []*Batch {
+func Replay(opts Options, changes []Timed) []Cut {
 	if len(changes) == 0 {
 		return nil
 	}
@@ -24,7 +30,7 @@ func Replay(opts Options, changes []Timed) []*Batch {
 	if opts.Adaptive {
 		c.adapt = &adaptiveQuiet{min: MinAdaptiveQuiet, max: MaxAdaptiveQuiet}
 	}
-	var out []*Batch
+	var out []Cut
 	cutUntil := func(t time.Time) {
 		for {
 			d, ok := c.deadline()
@@ -35,7 +41,7 @@ func Replay(opts Options, changes []Timed) []*Batch {
 				clk.SetTime(d)
 			}
 			if b := c.take(false); b != nil {
-				out = append(out, b)
+				out = append(out, Cut{Batch: b, At: clk.Now()})
 			}
 		}
 	}

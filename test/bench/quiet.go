@@ -82,14 +82,22 @@ func (b *bench) measureQuiet(ctx context.Context) error {
 		least += batchesOf(op.times, time.Hour, batchCap)
 	}
 	// What the stream engine does: the adaptive window, and on Linux the
-	// cut on save-complete (pkg/coalesce); against the old fixed 10 ms.
+	// cut on save-complete (pkg/coalesce); against the adaptive window alone
+	// (the events' progress ignored), as before it. The tail is what the rule
+	// adds after the operation's last event: from it to the cut of its batch.
 	for _, op := range ops {
 		if op.times == nil {
 			continue
 		}
-		b.res.pair(fmt.Sprintf("batches cut from %s on save-complete (adaptive, stream engine)", op.name),
-			float64(len(coalesce.Replay(streamOptions, op.events))), "batches",
-			"quiet 10ms", float64(batchesOf(op.times, 10*time.Millisecond, batchCap)))
+		unknown := slices.Clone(op.events)
+		for i := range unknown {
+			unknown[i].Progress = coalesce.Unknown
+		}
+		now, before := coalesce.Replay(streamOptions, op.events), coalesce.Replay(streamOptions, unknown)
+		b.res.pair(fmt.Sprintf("batches cut from %s on save-complete (stream engine)", op.name),
+			float64(len(now)), "batches", "the adaptive window alone", float64(len(before)))
+		b.res.pair(fmt.Sprintf("%s: last event → its batch cut, on save-complete", op.name),
+			msec(tail(op.events, now)), "ms", "the adaptive window alone", msec(tail(op.events, before)))
 	}
 	for _, q := range quietWindows {
 		total := 0
@@ -307,6 +315,14 @@ func eventTimes(tmp string, op *operation) ([]coalesce.Timed, error) {
 		}
 	}
 	return times[:cut], nil
+}
+
+// tail is how long after the last of events the batch holding it was cut, as Replay cut it.
+func tail(events []coalesce.Timed, cuts []coalesce.Cut) time.Duration {
+	if len(events) == 0 || len(cuts) == 0 {
+		return 0
+	}
+	return cuts[len(cuts)-1].At.Sub(events[len(events)-1].At)
 }
 
 // batchesOf counts the batches the coalescer's rule cuts from event times.
