@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 )
 
@@ -264,7 +265,14 @@ func eventTimes(tmp string, op *operation) ([]coalesce.Timed, error) {
 			return nil, err
 		}
 	}
-	w, err := watch.New([]string{dir}, watch.Options{})
+	// What a session ignores by default (editor swap and backup files, .git) makes no event.
+	m, err := ignore.New(dir, ignore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	w, err := watch.New([]string{dir}, watch.Options{Skip: func(_, rel string, isDir bool) bool {
+		return rel != "" && m.Match(filepath.ToSlash(rel), isDir)
+	}})
 	if err != nil {
 		return nil, err
 	}
