@@ -231,3 +231,35 @@ func TestReplay(t *testing.T) {
 		t.Errorf("fixed 50 ms window: %d batches, want 2", n)
 	}
 }
+
+// TestRunWrittenAgainBeforeTaken: a batch released but not yet taken gives
+// up a path that is being written again; the path comes back with its close.
+func TestRunWrittenAgainBeforeTaken(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	clk := &armCountingClock{FakeClock: fc}
+	in := make(chan Change)
+	out, _ := Run(ctx, clk, Options{Quiet: DefaultQuiet, Cap: DefaultCap, Adaptive: true}, in)
+	in <- Change{Path: "/a", Progress: Complete}
+	clk.waitArmed(t, 1)
+	fc.Step(CompleteSettle)
+	waitReleased(t, fc) // released; nobody took it
+	in <- Change{Path: "/a", Progress: Writing}
+	clk.waitArmed(t, 2) // held: its cap is armed
+	in <- Change{Path: "/a", Progress: Complete}
+	clk.waitArmed(t, 3)
+	assertHeld(t, fc, out, "right after the close, in a burst")
+	fc.Step(MinAdaptiveQuiet)
+	b := <-out
+	if got := paths(b); !slices.Equal(got, []string{"/a"}) {
+		t.Fatalf("batch = %v, want /a", got)
+	}
+	if b.First != time.Unix(1000, 0).Add(CompleteSettle) {
+		t.Errorf("batch from %v, want its change after the first batch was given up", b.First)
+	}
+	close(in)
+	if b, ok := <-out; ok {
+		t.Fatalf("a second batch %v: the first one was given up, /a goes once", paths(b))
+	}
+}

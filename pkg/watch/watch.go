@@ -5,6 +5,9 @@
 // Events are hints, not facts. They carry no operation, may come out of
 // order, twice, or for paths that no longer exist; the consumer decides
 // what to do by looking at the file system (Lstat) when it handles a batch.
+// On Linux they also say whether the change is over (Event.Progress: a
+// writer closed the file, or still has it open), which the coalescer uses
+// to send a save at once instead of after a quiet window.
 // When events may have been lost, the Watcher says so with a Rescan event
 // and the consumer must compare the whole root.
 //
