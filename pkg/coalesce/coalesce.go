@@ -16,9 +16,9 @@
 //     never holds up the batch around it, and a file is not sent while it is
 //     being written;
 //   - a path of Unknown progress (a removal or a rename away, which an
-//     editor's atomic save does just before it writes the file again; a
-//     change of attributes; anything a walk, a poll, macOS or Windows
-//     reports) and a Rescan keep the quiet window, and so does every batch
+//     editor's atomic save does just before it writes the file again;
+//     anything a walk, a poll, macOS or Windows reports) and a Rescan keep
+//     the quiet window, and so does every batch
 //     of a burst (a window above MinAdaptiveQuiet): gofmt -w, cp -r and a
 //     branch switch are still cut into a few large batches.
 package coalesce

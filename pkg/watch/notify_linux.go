@@ -38,7 +38,7 @@ func describe(ei eventInfo) eventFlags {
 // asks the kernel.
 func progressOf(mask uint32) Progress {
 	switch {
-	case mask&(unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO) != 0,
+	case mask&(unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO|unix.IN_ATTRIB) != 0,
 		mask&unix.IN_CREATE != 0 && mask&unix.IN_ISDIR != 0:
 		return Complete
 	case mask&(unix.IN_CREATE|unix.IN_MODIFY) != 0:

@@ -121,17 +121,18 @@ type Progress uint8
 const (
 	// Unknown: nothing told, or the path went away (deleted or renamed:
 	// an editor's atomic save does that just before it writes the file
-	// again), or its attributes changed. Walks, polls, macOS and Windows
-	// say Unknown.
+	// again). Walks, polls, macOS and Windows say Unknown.
 	Unknown Progress = iota
 	// Writing: a file was created or modified (inotify: IN_CREATE,
 	// IN_MODIFY) and, when the event was handed out, some process had it
 	// open for writing (see writerCheck in notify_linux.go).
 	Writing
 	// Complete: a writer closed the file (IN_CLOSE_WRITE) or a file was
-	// created or modified and nobody had it open for writing any more when
-	// the event was handed out; a file or directory was moved in
-	// (IN_MOVED_TO); a directory was created.
+	// created, modified or given new attributes (IN_ATTRIB: tar and vim set
+	// the mode and mtime after the close) and nobody had it open for
+	// writing any more when the event was handed out; a file or directory
+	// was moved in (IN_MOVED_TO); a directory was created or its attributes
+	// changed.
 	Complete
 )
 

@@ -360,7 +360,7 @@ func TestProgressOf(t *testing.T) {
 		{"modified", unix.IN_MODIFY, Writing},
 		{"deleted", unix.IN_DELETE, Unknown},
 		{"renamed away", unix.IN_MOVED_FROM, Unknown},
-		{"attributes", unix.IN_ATTRIB, Unknown},
+		{"attributes (then writerCheck for a file)", unix.IN_ATTRIB, Complete},
 		{"deleted itself", unix.IN_DELETE_SELF, Unknown},
 	} {
 		if got := progressOf(tt.mask); got != tt.want {
