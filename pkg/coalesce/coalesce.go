@@ -18,9 +18,9 @@
 //   - a path of Unknown progress (a removal or a rename away, which an
 //     editor's atomic save does just before it writes the file again;
 //     anything a walk, a poll, macOS or Windows reports) and a Rescan keep
-//     the quiet window, and so does every batch
-//     of a burst (a window above MinAdaptiveQuiet): gofmt -w, cp -r and a
-//     branch switch are still cut into a few large batches.
+//     the quiet window, and so does every batch of a burst (see
+//     adaptiveQuiet.open): gofmt -w, cp -r and a branch switch are still
+//     cut into a few large batches.
 package coalesce
 
 import (
@@ -171,14 +171,11 @@ func (c *coalescer) hold(path string, now time.Time) {
 	}
 }
 
-// unhold ends the hold of path and returns when its first change arrived.
-func (c *coalescer) unhold(path string) (time.Time, bool) {
-	t, ok := c.held[path]
-	delete(c.held, path)
-	return t, ok
-}
+// unhold ends the hold of path, if any: a change that isn't Writing came.
+func (c *coalescer) unhold(path string) { delete(c.held, path) }
 
-// heldSince returns the first arrival among the held paths.
+// heldSince returns the first arrival among the held paths: a walk of
+// them, which are few (files open for writing right now).
 func (c *coalescer) heldSince() (time.Time, bool) {
 	var first time.Time
 	for _, t := range c.held {
