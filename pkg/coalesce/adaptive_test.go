@@ -20,7 +20,7 @@ func TestAdaptiveQuiet(t *testing.T) {
 		for !c.due() {
 			fc.Step(time.Millisecond)
 		}
-		c.take()
+		c.take(false)
 		return fc.Now().Sub(start)
 	}
 	if w := cutAfter(); w != MinAdaptiveQuiet {

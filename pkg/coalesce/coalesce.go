@@ -2,6 +2,25 @@
 // once the changes paused for a quiet window, or a cap after its first change,
 // so a save becomes one batch and a continuous writer still syncs. The clock is
 // injected (k8s.io/utils/clock), as in Tilt's fsevent coalescer.
+//
+// With Options.Adaptive, changes also say how far along they are (Progress,
+// from the kernel on Linux) and the quiet window is waited for only where it
+// is needed:
+//
+//   - after idle (the batch's window is MinAdaptiveQuiet), a batch whose every
+//     path is Complete (a writer closed it, it was moved in, a new directory)
+//     is cut CompleteSettle after its last change: a save is over when its
+//     writer closes the file, and waiting longer only adds to every save;
+//   - a path still Writing (its writer has it open) is held out of batches
+//     until a change says it is Complete (its close), or for at most Cap: it
+//     never holds up the batch around it, and a file is not sent while it is
+//     being written;
+//   - a path of Unknown progress (a removal or a rename away, which an
+//     editor's atomic save does just before it writes the file again;
+//     anything a walk, a poll, macOS or Windows reports) and a Rescan keep
+//     the quiet window, and so does every batch of a burst (see
+//     adaptiveQuiet.open): gofmt -w, cp -r and a branch switch are still
+//     cut into a few large batches.
 package coalesce
 
 import (
@@ -18,7 +37,19 @@ import (
 type Change struct {
 	Root, Path string
 	Rescan     bool
+	Progress   Progress // read only with Options.Adaptive
 }
+
+// Progress says whether the change at a path is over (see the package
+// documentation); pkg/session maps watch.Progress to it.
+type Progress uint8
+
+// The progress of a change.
+const (
+	Unknown  Progress = iota // wait for the quiet window
+	Writing                  // its writer has the file open: hold it until Complete, or Cap
+	Complete                 // over: no need to wait
+)
 
 // Default coalescing windows.
 const (
@@ -59,19 +90,37 @@ type coalescer struct {
 	peekEvery time.Duration
 	fresh     map[string]struct{}
 	peekAt    time.Time
+
+	// With adapt set: the progress of each path of cur, how many of them
+	// are Unknown, and the paths held out of batches while Writing, with
+	// the arrival of their first change.
+	progress map[string]Progress
+	unknown  int
+	held     map[string]time.Time
+	settleOK bool // cur opened after idle: it may be cut on save-complete
 }
 
 func (c *coalescer) add(ch Change) {
 	now := c.clk.Now()
+	if c.adapt != nil && !ch.Rescan {
+		if ch.Progress == Writing {
+			c.hold(ch.Path, now)
+			return
+		}
+		c.unhold(ch.Path)
+	}
 	if c.cur == nil {
 		c.cur = &Batch{Paths: map[string]struct{}{}, Rescans: map[string]struct{}{}, First: now}
 		if c.adapt != nil {
-			c.quiet = c.adapt.open(now)
+			c.quiet, c.settleOK = c.adapt.open(now)
 		}
 		c.peekAt = now.Add(c.peekEvery)
 	}
 	c.cur.add(ch)
 	c.last = now
+	if c.adapt != nil {
+		c.track(ch)
+	}
 	if c.peekEvery > 0 && !ch.Rescan {
 		if c.fresh == nil {
 			c.fresh = map[string]struct{}{}
@@ -80,14 +129,78 @@ func (c *coalescer) add(ch Change) {
 	}
 }
 
+// track notes the progress of a change added to cur.
+func (c *coalescer) track(ch Change) {
+	if ch.Rescan {
+		c.unknown++ // a Rescan keeps the window
+		return
+	}
+	if c.progress == nil {
+		c.progress = map[string]Progress{}
+	}
+	if old, ok := c.progress[ch.Path]; ok && old == Unknown {
+		c.unknown--
+	}
+	c.progress[ch.Path] = ch.Progress
+	if ch.Progress == Unknown {
+		c.unknown++
+	}
+}
+
+// hold takes path out of cur, if there, and holds it until a change says
+// it is Complete, or for at most cap.
+func (c *coalescer) hold(path string, now time.Time) {
+	if c.cur != nil {
+		if _, ok := c.cur.Paths[path]; ok {
+			delete(c.cur.Paths, path)
+			delete(c.fresh, path)
+			if c.progress[path] == Unknown {
+				c.unknown--
+			}
+			delete(c.progress, path)
+			if len(c.cur.Paths) == 0 && len(c.cur.Rescans) == 0 {
+				c.cur = nil
+			}
+		}
+	}
+	if c.held == nil {
+		c.held = map[string]time.Time{}
+	}
+	if _, ok := c.held[path]; !ok {
+		c.held[path] = now
+	}
+}
+
+// unhold ends the hold of path, if any: a change that isn't Writing came.
+func (c *coalescer) unhold(path string) { delete(c.held, path) }
+
+// heldSince returns the first arrival among the held paths: a walk of
+// them, which are few (files open for writing right now).
+func (c *coalescer) heldSince() (time.Time, bool) {
+	var first time.Time
+	for _, t := range c.held {
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	return first, len(c.held) > 0
+}
+
 // deadline returns when the current batch is due, and false without one.
 func (c *coalescer) deadline() (time.Time, bool) {
+	held, holding := c.heldSince()
 	if c.cur == nil {
-		return time.Time{}, false
+		return held.Add(c.cap), holding
 	}
 	d := c.last.Add(c.quiet)
+	if c.settleOK && c.unknown == 0 {
+		d = c.last.Add(CompleteSettle) // after idle and every path Complete
+	}
 	if capAt := c.cur.First.Add(c.cap); capAt.Before(d) {
 		d = capAt
+	}
+	if holding && held.Add(c.cap).Before(d) {
+		d = held.Add(c.cap)
 	}
 	return d, true
 }
@@ -124,12 +237,31 @@ func (c *coalescer) due() bool {
 	return ok && !c.clk.Now().Before(d)
 }
 
-func (c *coalescer) take() *Batch {
+// take cuts the current batch. Held paths join it once the first of them
+// was held for cap, or with all set (the input ended).
+func (c *coalescer) take(all bool) *Batch {
+	now := c.clk.Now()
 	b := c.cur
+	settled := b != nil && c.settleOK && c.unknown == 0 && now.Before(c.last.Add(c.quiet)) && now.Before(b.First.Add(c.cap))
 	c.cur = nil
 	clear(c.fresh) // the batch carries them
+	clear(c.progress)
+	c.unknown = 0
+	if held, ok := c.heldSince(); ok && (all || !now.Before(held.Add(c.cap))) {
+		if b == nil {
+			b = &Batch{Paths: map[string]struct{}{}, Rescans: map[string]struct{}{}, First: held}
+		}
+		for p, t := range c.held {
+			b.Paths[p] = struct{}{}
+			b.Changes++
+			if t.Before(b.First) {
+				b.First = t
+			}
+		}
+		clear(c.held)
+	}
 	if c.adapt != nil && b != nil {
-		c.adapt.cut(c.clk.Now())
+		c.adapt.cut(now, settled)
 	}
 	return b
 }
@@ -223,11 +355,20 @@ func coalescePeeking(ctx context.Context, clk clock.Clock, quiet, capWait time.D
 				switch {
 				case !ok:
 					in, closed = nil, true
-					if b := c.take(); b != nil {
+					if b := c.take(true); b != nil {
 						ready = merge(ready, b)
 					}
 					stop()
+				case ready != nil && c.adapt != nil && !ch.Rescan && ch.Progress == Writing:
+					// Written again before the consumer took it: held.
+					delete(ready.Paths, ch.Path)
+					if len(ready.Paths) == 0 && len(ready.Rescans) == 0 {
+						ready = nil
+					}
+					c.add(ch)
+					arm()
 				case ready != nil:
+					c.unhold(ch.Path)
 					ready.add(ch)
 				default:
 					c.add(ch)
@@ -235,9 +376,9 @@ func coalescePeeking(ctx context.Context, clk clock.Clock, quiet, capWait time.D
 				}
 			case <-timerC:
 				if c.due() {
-					ready = merge(ready, c.take())
+					ready = merge(ready, c.take(false))
 					peeked = nil // the batch carries them
-					stop()
+					arm()
 				} else {
 					if p := c.peek(); p != nil {
 						peeked = append(peeked, p...)
@@ -257,6 +398,9 @@ func coalescePeeking(ctx context.Context, clk clock.Clock, quiet, capWait time.D
 func merge(into, b *Batch) *Batch {
 	if into == nil {
 		return b
+	}
+	if b == nil {
+		return into
 	}
 	for p := range b.Paths {
 		into.Paths[p] = struct{}{}

@@ -49,7 +49,7 @@ func TestCoalescer(t *testing.T) {
 			if !c.due() {
 				t.Fatalf("not due at %dms", tt.dueAt)
 			}
-			b := c.take()
+			b := c.take(false)
 			if b.First != time.Unix(0, 0) || len(b.Paths) != 1 {
 				t.Errorf("batch = %+v", b)
 			}

@@ -25,15 +25,22 @@ const (
 )
 
 // Stream tuning. heartbeatEvery is how long a stream may sit idle before a
-// heartbeat frame checks that it is alive; chunkSize bounds each tar chunk
-// of a frame (dd reads it in 64 KiB blocks), and minChunk is what a chunk
-// waits for before it goes, unless the archive ends: each chunk costs the
-// loop a dd, so a chunk is as large as what was read ahead while the last one
-// went, but not tiny (see readAhead).
+// heartbeat frame checks that it is alive. chunkSize bounds each tar chunk
+// of a frame, and minChunk is what a chunk waits for before it goes, unless
+// the archive ends: each chunk costs the loop a dd (it reads the chunk in
+// blockSize blocks, and a second dd for what is left past the last whole
+// block), so a chunk is as large as what was read ahead while the last one
+// went, but not tiny, and a whole number of blocks but for the last (see
+// readAhead). A 5 MB save in 1 MiB chunks of any length cost the container 17
+// processes, and 55–75 ms of CPU against 50 in whole 4 MiB chunks. oneFrame is
+// the largest archive sent as one frame of one length, which the loop reads
+// in a single block: its dd holds all of it.
 const (
 	heartbeatEvery = 10 * time.Second
-	chunkSize      = 1 << 20
+	chunkSize      = 4 << 20
 	minChunk       = 256 << 10
+	blockSize      = 64 << 10
+	oneFrame       = 1 << 20
 )
 
 // errStreamUnavailable means a target cannot keep a stream: use an exec per
@@ -466,7 +473,7 @@ func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, std
 			ra := newReadAhead(stdin)
 			defer ra.close()
 			chunk, err := ra.next()
-			if errors.Is(err, io.EOF) {
+			if errors.Is(err, io.EOF) && len(chunk) <= oneFrame {
 				// All of it in one chunk: one frame of one length, and
 				// one write, so a small batch is one message on every hop
 				// to the container.
@@ -665,8 +672,9 @@ func (ra *readAhead) fill(r io.Reader) {
 }
 
 // next returns the next chunk: what is buffered, up to chunkSize, once that
-// is at least minChunk or the reading ended; and the error that ended it
-// (io.EOF for the end) once nothing is left before it.
+// is at least minChunk or the reading ended, in whole blocks (blockSize)
+// unless it is the last; and the error that ended it (io.EOF for the end)
+// once nothing is left before it.
 func (ra *readAhead) next() ([]byte, error) {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
@@ -674,6 +682,9 @@ func (ra *readAhead) next() ([]byte, error) {
 		ra.cond.Wait()
 	}
 	n := min(len(ra.buf), chunkSize)
+	if n < len(ra.buf) || ra.err == nil {
+		n -= n % blockSize // more follows: whole blocks
+	}
 	chunk := make([]byte, n)
 	copy(chunk, ra.buf)
 	ra.buf = ra.buf[n:]

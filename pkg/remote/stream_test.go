@@ -75,6 +75,9 @@ func TestReadAhead(t *testing.T) {
 				if len(chunk) < minChunk {
 					t.Fatalf("chunk of %d bytes before the end, want at least %d", len(chunk), minChunk)
 				}
+				if len(chunk)%blockSize != 0 {
+					t.Fatalf("chunk of %d bytes before the end, want whole blocks of %d", len(chunk), blockSize)
+				}
 			}
 			if !bytes.Equal(got, tt.want) {
 				t.Fatalf("got %d bytes, want %d, or they differ", len(got), len(tt.want))
@@ -284,6 +287,36 @@ func TestStreamEOFAndReconnect(t *testing.T) {
 			}
 			if loops, _ := c.counts(); loops != 2 {
 				t.Errorf("%d stream execs, want 2", loops)
+			}
+		})
+	}
+}
+
+// A one-frame batch whose tar fails after it read the frame: the loop acks
+// the failure with tar's stderr, reads nothing more of stdin for it (the
+// next batch's frame follows), and the next batch lands. The other way a
+// one-frame batch fails, before its tar ran, is failingBatch in pkg/filesync.
+func TestStreamOneFrameTarFails(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			s, c := newTestStreams(t, ex)
+			root := t.TempDir()
+			garbage := bytes.Repeat([]byte("not a tar archive "), 100)
+			var stderr bytes.Buffer
+			err := s.Exec(context.Background(), testTarget, (&ApplyArgs{Root: root, Tar: true}).Argv(), bytes.NewReader(garbage), io.Discard, &stderr)
+			var st ackStatus
+			if !errors.As(err, &st) || st == 0 {
+				t.Fatalf("a batch of garbage: %v, want a non-zero ack", err)
+			}
+			if msg := stderr.String(); !strings.Contains(msg, "livesync: tar failed") || strings.ContainsRune(msg, '\001') {
+				t.Errorf("stderr = %q, want tar's failure and no marker", msg)
+			}
+			sendFile(t, s, root, "a", "after")
+			if got, err := os.ReadFile(filepath.Join(root, "a")); err != nil || string(got) != "after" {
+				t.Errorf("a = %q, %v; want the next batch's file", got, err)
+			}
+			if loops, _ := c.counts(); loops != 1 {
+				t.Errorf("%d stream execs, want 1: the failure must not end the stream", loops)
 			}
 		})
 	}

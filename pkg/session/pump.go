@@ -70,7 +70,7 @@ func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []files
 				events = nil
 				continue
 			}
-			c := coalesce.Change{Root: ev.Root, Path: ev.Path, Rescan: ev.Rescan}
+			c := coalesce.Change{Root: ev.Root, Path: ev.Path, Rescan: ev.Rescan, Progress: progress(ev.Progress)}
 			if m := reload[ev.Root]; m != nil && !ev.Rescan {
 				if rel, err := filepath.Rel(ev.Root, ev.Path); err == nil && m.IsIgnoreFile(filepath.ToSlash(rel)) {
 					if err := m.Reload(); err != nil {
@@ -87,6 +87,17 @@ func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []files
 			}
 		}
 	}
+}
+
+// progress maps the watcher's reading of an event to the coalescer's.
+func progress(p watch.Progress) coalesce.Progress {
+	switch p {
+	case watch.Writing:
+		return coalesce.Writing
+	case watch.Complete:
+		return coalesce.Complete
+	}
+	return coalesce.Unknown
 }
 
 func isDir(p string) bool {

@@ -17,6 +17,7 @@ type eventFlags struct {
 	movedAway bool // a directory was renamed away from the path
 	gone      bool // the watched directory itself was deleted or renamed away
 	removed   bool // the path was deleted (or, where that can't be told apart, renamed)
+	progress  Progress
 }
 
 // selfGone reports whether an event for a watched directory itself says

@@ -108,6 +108,7 @@ func (q *queue) push(it item) {
 		old.movedAway = old.movedAway || it.movedAway
 		old.gone = old.gone || it.gone
 		old.removed = old.removed || it.removed
+		old.progress = max(old.progress, it.progress)
 		old.checked = old.checked && it.checked
 		return
 	}

@@ -5,6 +5,9 @@
 // Events are hints, not facts. They carry no operation, may come out of
 // order, twice, or for paths that no longer exist; the consumer decides
 // what to do by looking at the file system (Lstat) when it handles a batch.
+// On Linux they also say whether the change is over (Event.Progress: a
+// writer closed the file, or still has it open), which the coalescer uses
+// to send a save at once instead of after a quiet window.
 // When events may have been lost, the Watcher says so with a Rescan event
 // and the consumer must compare the whole root.
 //
@@ -103,10 +106,35 @@ import (
 // rescan Root (Path == Root) after receiving it. Hints that the Rescan made
 // redundant are not sent. A root that is deleted gets a hint for Root, and
 // a Rescan once it exists again.
+//
+// Progress is what the event says about whether the change at Path is over.
 type Event struct {
 	Root, Path string
 	Rescan     bool
+	Progress   Progress
 }
+
+// Progress says whether a change is over, as far as the kernel told.
+// Events merged for one path keep the highest.
+type Progress uint8
+
+const (
+	// Unknown: nothing told, or the path went away (deleted or renamed:
+	// an editor's atomic save does that just before it writes the file
+	// again). Walks, polls, macOS and Windows say Unknown.
+	Unknown Progress = iota
+	// Writing: a file was created or modified (inotify: IN_CREATE,
+	// IN_MODIFY) and, when the event was handed out, some process had it
+	// open for writing (see writerCheck in notify_linux.go).
+	Writing
+	// Complete: a writer closed the file (IN_CLOSE_WRITE) or a file was
+	// created, modified or given new attributes (IN_ATTRIB: tar and vim set
+	// the mode and mtime after the close) and nobody had it open for
+	// writing any more when the event was handed out; a file or directory
+	// was moved in (IN_MOVED_TO); a directory was created or its attributes
+	// changed.
+	Complete
+)
 
 // Watcher delivers change hints for a set of roots.
 //

@@ -299,3 +299,72 @@ func TestProbeWatchHoldsNoWatch(t *testing.T) {
 		t.Errorf("probe instance %d holds %d watches after 200 probes, want 0:\n%s", fd, n, info)
 	}
 }
+
+// TestProgressForReal: on real inotify, a file being written says Writing
+// until its writer closes it, then Complete; a file or directory moved in
+// and a new directory say Complete; a removal says Unknown.
+func TestProgressForReal(t *testing.T) {
+	root := evalDir(t, t.TempDir())
+	outside := t.TempDir()
+	w := newTestWatcher(t, []string{root}, Options{})
+	hasProgress := func(path string, p Progress) func(Event) bool {
+		return func(ev Event) bool { return ev.Path == path && !ev.Rescan && ev.Progress == p }
+	}
+
+	file := filepath.Join(root, "f.txt")
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("half"); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range waitFor(t, w, "f.txt Writing", hasProgress(file, Writing)) {
+		if ev.Path == file && ev.Progress == Complete {
+			t.Fatalf("f.txt Complete while its writer still has it open: %v", ev)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, w, "f.txt Complete after the close", hasProgress(file, Complete))
+
+	moved := filepath.Join(root, "moved.txt")
+	writeFile(t, filepath.Join(outside, "moved.txt"), "x")
+	if err := os.Rename(filepath.Join(outside, "moved.txt"), moved); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, w, "moved.txt Complete", hasProgress(moved, Complete))
+
+	dir := filepath.Join(root, "d")
+	mkdirAll(t, dir)
+	waitFor(t, w, "d Complete", hasProgress(dir, Complete))
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, w, "d Unknown after its removal", hasProgress(dir, Unknown))
+}
+
+// TestProgressOf: how each inotify mask reads.
+func TestProgressOf(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		mask uint32
+		want Progress
+	}{
+		{"close after write", unix.IN_CLOSE_WRITE, Complete},
+		{"moved in", unix.IN_MOVED_TO, Complete},
+		{"directory moved in", unix.IN_MOVED_TO | unix.IN_ISDIR, Complete},
+		{"directory created", unix.IN_CREATE | unix.IN_ISDIR, Complete},
+		{"file created", unix.IN_CREATE, Writing},
+		{"modified", unix.IN_MODIFY, Writing},
+		{"deleted", unix.IN_DELETE, Unknown},
+		{"renamed away", unix.IN_MOVED_FROM, Unknown},
+		{"attributes (then writerCheck for a file)", unix.IN_ATTRIB, Complete},
+		{"deleted itself", unix.IN_DELETE_SELF, Unknown},
+	} {
+		if got := progressOf(tt.mask); got != tt.want {
+			t.Errorf("%s: progressOf(%#x) = %d, want %d", tt.name, tt.mask, got, tt.want)
+		}
+	}
+}

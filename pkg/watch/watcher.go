@@ -376,7 +376,7 @@ func (w *watcher) drain(r *watchRoot, ch <-chan eventInfo) {
 			}
 			it := item{root: r.idx, path: p, eventFlags: describe(ei)}
 			if p == r.path {
-				it.eventFlags = eventFlags{} // never walk or rewatch the root for its own events
+				it.eventFlags = eventFlags{progress: it.progress} // never walk or rewatch the root for its own events
 			}
 			w.q.push(it)
 		case <-w.done:
@@ -469,7 +469,10 @@ func (w *watcher) nextEvent() (Event, bool) {
 				w.rewalkLater(r, it.path)
 			}
 		}
-		return Event{Root: r.path, Path: it.path}, true
+		if it.progress != Unknown && !it.isDir {
+			it.progress = writerCheck(it.path, it.progress)
+		}
+		return Event{Root: r.path, Path: it.path, Progress: it.progress}, true
 	}
 }
 

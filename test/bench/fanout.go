@@ -18,10 +18,14 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
-// measureFanout is item 5: one session each on a 1-, a 5- and a 10-replica deployment, saves
-// rotating between them, each timed by the session's own batch latency (first change seen →
-// applied in every replica). Paired with the cluster's own fan-out cost: `true` exec'd into 5
-// pods at once vs into 1, the order alternating.
+// fanoutReplicas are the deployments of the fan-out rows: how cost grows with replicas.
+var fanoutReplicas = []int{1, 5, 10, 20, 40}
+
+// measureFanout is item 5: one session each on a 1-, 5-, 10-, 20- and 40-replica deployment,
+// saves rotating between them, each timed by the session's own batch latency (first change
+// seen → applied in every replica), with the CPU of everything on the path per batch and per
+// replica. Paired with the cluster's own fan-out cost: `true` exec'd into 5 pods at once vs
+// into 1, the order alternating. Then a 1 MB save through the remote profile (measureFanoutRemote).
 func (b *bench) measureFanout(ctx context.Context) error {
 	type side struct {
 		name string
@@ -33,7 +37,10 @@ func (b *bench) measureFanout(ctx context.Context) error {
 		path *cpuPath
 		cpu  map[string]int64 // ticks over its measured batches
 	}
-	sides := []*side{{name: "fan1", n: 1}, {name: "fan5", n: 5}, {name: "fan10", n: 10}}
+	var sides []*side
+	for _, n := range fanoutReplicas {
+		sides = append(sides, &side{name: fmt.Sprintf("fan%d", n), n: n})
+	}
 	for _, sd := range sides {
 		sd.dir = filepath.Join(b.tmp, sd.name)
 		if err := os.MkdirAll(sd.dir, 0o755); err != nil {
@@ -101,30 +108,119 @@ func (b *bench) measureFanout(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	one, five, ten := sides[0].lat, sides[1].lat, sides[2].lat
-	b.logf("batch 1 replica ms: %s", fmtDurations(one))
-	b.logf("batch 5 replicas ms: %s", fmtDurations(five))
-	b.logf("batch 10 replicas ms: %s", fmtDurations(ten))
+	one := sides[0].lat
+	for _, sd := range sides {
+		b.logf("batch %d replicas ms: %s", sd.n, fmtDurations(sd.lat))
+	}
 	b.logf("exec true ×1 ms: %s; ×5 parallel: %s", fmtDurations(raw1), fmtDurations(raw5))
 	for _, sd := range sides {
 		b.logf("CPU per batch, %d replicas, ms: %s", sd.n, fmtTicks(sd.cpu, len(sd.lat)))
 	}
-	n := fmt.Sprintf(" (n=%d)", len(five))
-	b.res.pair("batch time, 5 replicas, p50"+n, msec(median(five)), "ms", "1 replica", msec(median(one))).
-		target("≤ 1.3× one replica", msec(median(five)) <= 1.3*msec(median(one)))
-	b.res.pair("batch time, 10 replicas, p50"+n, msec(median(ten)), "ms", "1 replica", msec(median(one))).
-		target("≤ 1.6× one replica", msec(median(ten)) <= 1.6*msec(median(one)))
+	n := fmt.Sprintf(" (n=%d)", len(one))
+	targets := map[int]float64{5: 1.3, 10: 1.6}
+	for _, sd := range sides[1:] {
+		r := b.res.pair(fmt.Sprintf("batch time, %d replicas, p50%s", sd.n, n), msec(median(sd.lat)), "ms", "1 replica", msec(median(one)))
+		if want, ok := targets[sd.n]; ok {
+			r.target(fmt.Sprintf("≤ %.1f× one replica", want), msec(median(sd.lat)) <= want*msec(median(one)))
+		}
+	}
 	// On this machine every replica's share (container, shim, and the daemons' work for it)
 	// runs on the same cores as the client: a batch's wall time can't drop below its CPU
-	// spread over them.
+	// spread over them. Per replica, the growth is what one more replica costs.
 	cpu1 := ticksPer(sumTicks(sides[0].cpu), len(one))
+	box1 := ticksPer(sides[0].cpu["container"], len(one))
 	for _, sd := range sides[1:] {
 		c := ticksPer(sumTicks(sd.cpu), len(sd.lat))
 		b.res.pair(fmt.Sprintf("CPU per batch, %d replicas: containers, shims, containerd, kubelet, apiserver, client (n=%d; spread over %d cores: %.0f ms)", sd.n, len(sd.lat), runtime.NumCPU(), msec(c)/float64(runtime.NumCPU())),
 			msec(c), "ms", "1 replica", msec(cpu1))
 	}
+	for _, sd := range sides {
+		per := ticksPer(sumTicks(sd.cpu), len(sd.lat)*sd.n)
+		box := ticksPer(sd.cpu["container"], len(sd.lat)*sd.n)
+		b.res.pair(fmt.Sprintf("CPU per replica per batch, %d replicas: all on the path / the container alone (n=%d)", sd.n, len(sd.lat)),
+			msec(per), "ms", fmt.Sprintf("1 replica (its container alone: %.2f ms; this side's: %.2f ms)", msec(box1), msec(box)), msec(cpu1))
+	}
 	b.res.pair("cluster limit: `true` exec'd into 5 pods at once, p50"+n, msec(median(raw5)), "ms", "into 1 pod", msec(median(raw1)))
 	b.res.pair(fmt.Sprintf("CPU per `true` exec: runc+shim, containerd, kubelet, apiserver, client (n=%d)", b.edits/3), msec(cpu), "ms", "its wall time", msec(wall))
+	for _, sd := range sides {
+		sd.s.Stop()
+	}
+	return b.measureFanoutRemote(ctx)
+}
+
+// remoteFanout are the replicas of the remote-profile fan-out row.
+var remoteFanout = []int{1, 5, 10}
+
+// measureFanoutRemote saves a 1 MB file into 1, 5 and 10 replicas through the remote-profile
+// proxy, one session each, the saves rotating between them, each timed by the session's batch
+// latency. The developer's uplink carries one copy per replica: N MiB at remoteRate is the
+// least such a batch takes, whatever the tool.
+func (b *bench) measureFanoutRemote(ctx context.Context) error {
+	rc, closeProxy, err := b.remoteCluster()
+	if err != nil {
+		return err
+	}
+	defer closeProxy()
+	type side struct {
+		n   int
+		dir string
+		s   *sessiontest.Session
+		lat []time.Duration
+	}
+	var sides []*side
+	saved := b.c
+	defer func() { b.c = saved }()
+	b.c = rc
+	for _, n := range remoteFanout {
+		sd := &side{n: n, dir: filepath.Join(b.tmp, fmt.Sprintf("rfan%d", n))}
+		if err := os.MkdirAll(sd.dir, 0o755); err != nil {
+			return err
+		}
+		sd.s = b.newSession().Args(fmt.Sprintf("deploy/fan%d", n)).Map(sd.dir, "/rapp").Start()
+		defer sd.s.Stop()
+		for range n {
+			if _, err := sd.s.Next("initial-sync", 2*time.Minute); err != nil {
+				return err
+			}
+		}
+		sides = append(sides, sd)
+	}
+	b.c = saved
+	seed := uint64(time.Now().UnixNano())
+	for i := -1; i < max(b.edits/6, 3); i++ {
+		for k := range sides {
+			sd := sides[(k+i+3)%len(sides)]
+			seed++
+			if err := os.WriteFile(filepath.Join(sd.dir, "big.bin"), content(seed, 1<<20), 0o644); err != nil {
+				return err
+			}
+			ev, err := sd.s.Next("batch", time.Minute)
+			if err != nil {
+				return err
+			}
+			if ev.Targets != sd.n || ev.Failed != 0 {
+				return fmt.Errorf("remote fan%d: a batch went to %d targets, %d failed", sd.n, ev.Targets, ev.Failed)
+			}
+			if i >= 0 {
+				sd.lat = append(sd.lat, time.Duration(ev.LatencyMs*float64(time.Millisecond)))
+			}
+			time.Sleep(time.Duration(50+b.rnd.IntN(50)) * time.Millisecond)
+			sd.s.Drain()
+		}
+	}
+	prof := fmt.Sprintf("remote profile (%.0f Mbit/s, %s RTT)", remoteRate*8/1e6, remoteRTT)
+	one := sides[0].lat
+	for _, sd := range sides {
+		b.logf("remote 1 MB batch %d replicas ms: %s", sd.n, fmtDurations(sd.lat))
+		link := time.Duration(float64(sd.n<<20) / remoteRate * float64(time.Second))
+		if sd.n == 1 {
+			b.res.pair(fmt.Sprintf("1 MB save, batch time p50, 1 replica, %s (n=%d)", prof, len(sd.lat)), msec(median(sd.lat)), "ms",
+				"the uplink alone for 1 MiB", msec(link))
+			continue
+		}
+		b.res.pair(fmt.Sprintf("1 MB save, batch time p50, %d replicas, %s: the uplink carries %d copies, %.0f ms at least (n=%d)", sd.n, prof, sd.n, msec(link), len(sd.lat)),
+			msec(median(sd.lat)), "ms", "1 replica", msec(median(one)))
+	}
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -175,6 +176,12 @@ func (b *bench) measureLatency(ctx context.Context) error {
 		target("≤ 0.25×", msec(streamCPU) <= 0.25*msec(execCPUs))
 	b.quietLatency = append(b.quietLatency, quietPoint{quiet: 50 * time.Millisecond, p50: s50, floor: f50, n: len(saves)})
 
+	procs, err := l.processesPerBatch(ctx, 20)
+	if err != nil {
+		return err
+	}
+	b.res.add("container processes per small batch through the stream (forks: PIDs the container's PID namespace handed out, n=20; busybox image)", procs, "processes")
+
 	// A 50-file burst (a formatter or a branch switch), paired with tar -x of the same files.
 	if _, err := l.c.sh(ctx, l.t, "mkdir -p /tmp/base", nil); err != nil {
 		return err
@@ -310,6 +317,41 @@ func (l *latencyRun) batchTicks(n int) (map[string]int64, time.Duration, error) 
 		wall += time.Since(start)
 	}
 	return by, wall, nil
+}
+
+// processesPerBatch counts the processes a small batch costs in the container: every fork
+// takes the next PID of the container's PID namespace, so the PIDs handed out between an
+// exec of `echo $$` before n saves (each after idle, waited for by its batch event) and one
+// after, less one, are the batches' processes. An exec adds no PID (busybox re-executing
+// itself for tar is one process); anything else forking in the container at the time would
+// count too: the app is `sleep`, the probe is not armed.
+func (l *latencyRun) processesPerBatch(ctx context.Context, n int) (float64, error) {
+	lastPID := func() (int, error) {
+		out, err := l.c.sh(ctx, l.t, "echo $$", nil)
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(strings.TrimSpace(out))
+	}
+	before, err := lastPID()
+	if err != nil {
+		return 0, err
+	}
+	for range n {
+		time.Sleep(250 * time.Millisecond)
+		l.s.Drain()
+		if err := os.WriteFile(filepath.Join(l.local, "edit.txt"), l.text(100), 0o644); err != nil {
+			return 0, err
+		}
+		if _, err := l.s.Next("batch", 30*time.Second); err != nil {
+			return 0, err
+		}
+	}
+	after, err := lastPID()
+	if err != nil {
+		return 0, err
+	}
+	return float64(after-before-1) / float64(n), nil
 }
 
 // alternate runs one pair of measurements, measured first on even rounds and baseline first

@@ -129,10 +129,14 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		phases   []string
 	}{
 		{"lat", 1, "", false, []string{"latency", "remote", "quiet"}},
-		{"big", 1, "/app", false, []string{"initial", "resync"}},
+		{"big", 1, "/app", false, []string{"resync"}},
 		{"fan1", 1, "", false, []string{"fanout"}},
 		{"fan5", 5, "", false, []string{"fanout"}},
 		{"fan10", 10, "", false, []string{"fanout"}},
+		{"fan20", 20, "", false, []string{"fanout"}},
+		{"fan40", 40, "", false, []string{"fanout"}},
+		// Every initial-sync copier writes into a fresh directory of a tmpfs: see measureInitial.
+		{"cmp", 1, "/cmp", true, []string{"initial"}},
 		// The bursts go to a tmpfs: see measureWatcher.
 		{"w", 1, "/data", true, []string{"watcher"}},
 		{"sb", 1, "", false, []string{"syncback"}},
@@ -147,7 +151,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 	if b.probeBin, err = buildProbe(ctx, b.tmp); err != nil {
 		return err
 	}
-	if want("initial") || want("resync") {
+	if want("initial") || want("resync") || want("quiet") {
 		b.initialTree = filepath.Join(b.tmp, "initial")
 		if b.initialBytes, err = initialTree(b.initialTree); err != nil {
 			return err

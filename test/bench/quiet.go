@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 )
 
@@ -47,9 +49,16 @@ func (b *bench) measureQuiet(ctx context.Context) error {
 	var names []string
 	for _, op := range ops {
 		names = append(names, op.name)
-		times, err := eventTimes(b.tmp, op)
+		events, err := eventTimes(b.tmp, op)
 		if err != nil {
 			return fmt.Errorf("%s: %w", op.name, err)
+		}
+		if events == nil {
+			continue // the tool is not installed
+		}
+		times := make([]time.Time, len(events))
+		for i, e := range events {
+			times[i] = e.At
 		}
 		var counts []string
 		for _, q := range quietWindows {
@@ -63,13 +72,33 @@ func (b *bench) measureQuiet(ctx context.Context) error {
 		for _, c := range []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second} {
 			caps = append(caps, fmt.Sprintf("%s→%d", c, batchesOf(times, 50*time.Millisecond, c)))
 		}
-		b.logf("%s: %d events over %.0f ms, max gap %.1f ms; batches at quiet %s; at quiet 50ms and cap %s",
-			op.name, len(times), msec(span), msec(maxGap(times, batchCap)), strings.Join(counts, " "), strings.Join(caps, " "))
-		op.times = times
+		adaptive := coalesce.Replay(streamOptions, events)
+		b.logf("%s: %d events over %.0f ms, max gap %.1f ms; batches at quiet %s; at quiet 50ms and cap %s; on save-complete %d (%s)",
+			op.name, len(times), msec(span), msec(maxGap(times, batchCap)), strings.Join(counts, " "), strings.Join(caps, " "),
+			len(adaptive), progressSummary(events))
+		op.times, op.events = times, events
 	}
 	least := 0 // what the cap alone cuts: the fewest batches any quiet window can give
 	for _, op := range ops {
 		least += batchesOf(op.times, time.Hour, batchCap)
+	}
+	// What the stream engine does: the adaptive window, and on Linux the
+	// cut on save-complete (pkg/coalesce); against the adaptive window alone
+	// (the events' progress ignored), as before it. The tail is what the rule
+	// adds after the operation's last event: from it to the cut of its batch.
+	for _, op := range ops {
+		if op.times == nil {
+			continue
+		}
+		unknown := slices.Clone(op.events)
+		for i := range unknown {
+			unknown[i].Progress = coalesce.Unknown
+		}
+		now, before := coalesce.Replay(streamOptions, op.events), coalesce.Replay(streamOptions, unknown)
+		b.res.pair(fmt.Sprintf("batches cut from %s on save-complete (stream engine)", op.name),
+			float64(len(now)), "batches", "the adaptive window alone", float64(len(before)))
+		b.res.pair(fmt.Sprintf("%s: last event → its batch cut, on save-complete", op.name),
+			msec(tail(op.events, now)), "ms", "the adaptive window alone", msec(tail(op.events, before)))
 	}
 	for _, q := range quietWindows {
 		total := 0
@@ -116,10 +145,24 @@ func (b *bench) measureQuiet(ctx context.Context) error {
 
 // operation is a multi-file change as tools make it, into an empty watched directory.
 type operation struct {
-	name  string
-	setup func(dir string) error // before watching
-	run   func(dir string) error
-	times []time.Time
+	name   string
+	setup  func(dir string) error // before watching
+	run    func(dir string) error
+	needs  string // a tool that must be installed, or ""
+	times  []time.Time
+	events []coalesce.Timed
+}
+
+// streamOptions are the coalescer's options in the stream engine.
+var streamOptions = coalesce.Options{Quiet: coalesce.DefaultQuiet, Cap: batchCap, Adaptive: true, PeekEvery: coalesce.PeekInterval}
+
+// progressSummary counts the events of each progress.
+func progressSummary(events []coalesce.Timed) string {
+	var n [3]int
+	for _, e := range events {
+		n[e.Progress]++
+	}
+	return fmt.Sprintf("%d complete, %d writing, %d unknown", n[coalesce.Complete], n[coalesce.Writing], n[coalesce.Unknown])
 }
 
 func (b *bench) operations() ([]*operation, error) {
@@ -140,6 +183,34 @@ func (b *bench) operations() ([]*operation, error) {
 			_ = f.Sync()
 			_ = f.Close()
 			return os.Rename(tmp, filepath.Join(dir, "main.go"))
+		}},
+		{name: "vim save", needs: "vim", setup: func(dir string) error {
+			return os.WriteFile(filepath.Join(dir, "main.go"), textContent(41, 4000), 0o644)
+		}, run: func(dir string) error {
+			// vim's defaults (writebackup, backupcopy=auto): rename the file to a backup,
+			// write it anew, delete the backup.
+			return exec.Command("vim", "-u", "NONE", "-i", "NONE", "-n", "-es", "-c", "normal Gox", "-c", "wq", filepath.Join(dir, "main.go")).Run()
+		}},
+		{name: "in-place save (VS Code)", setup: func(dir string) error {
+			return os.WriteFile(filepath.Join(dir, "main.go"), textContent(41, 4000), 0o644)
+		}, run: func(dir string) error {
+			// truncate and write in place, as VS Code saves
+			return os.WriteFile(filepath.Join(dir, "main.go"), textContent(42, 4000), 0o644)
+		}},
+		{name: "git checkout (200 files)", needs: "git", setup: func(dir string) error {
+			script := `set -e
+git init -q -b one . && git config user.email b@b && git config user.name b
+mkdir -p src && for i in $(seq 200); do echo "one $i" > src/f$i.go; done
+git add -A && git commit -qm one && git checkout -qb two
+for i in $(seq 200); do echo "two $i" > src/f$i.go; done
+git commit -qam two && git checkout -q one`
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Dir = dir
+			return cmd.Run()
+		}, run: func(dir string) error {
+			cmd := exec.Command("git", "checkout", "-q", "two")
+			cmd.Dir = dir
+			return cmd.Run()
 		}},
 		{name: "cp -r pkg/", run: func(dir string) error {
 			return exec.Command("cp", "-r", src, filepath.Join(dir, "pkg")).Run()
@@ -176,8 +247,14 @@ func (b *bench) operations() ([]*operation, error) {
 	return ops, nil
 }
 
-// eventTimes runs op in a fresh watched directory and returns when each event was delivered.
-func eventTimes(tmp string, op *operation) ([]time.Time, error) {
+// eventTimes runs op in a fresh watched directory and returns when each event was delivered,
+// as the change the session hands the coalescer; nil when the tool op needs is missing.
+func eventTimes(tmp string, op *operation) ([]coalesce.Timed, error) {
+	if op.needs != "" {
+		if _, err := exec.LookPath(op.needs); err != nil {
+			return nil, nil
+		}
+	}
 	dir, err := os.MkdirTemp(tmp, "op-")
 	if err != nil {
 		return nil, err
@@ -188,20 +265,28 @@ func eventTimes(tmp string, op *operation) ([]time.Time, error) {
 			return nil, err
 		}
 	}
-	w, err := watch.New([]string{dir}, watch.Options{})
+	// What a session ignores by default (editor swap and backup files, .git) makes no event.
+	m, err := ignore.New(dir, ignore.Options{})
+	if err != nil {
+		return nil, err
+	}
+	w, err := watch.New([]string{dir}, watch.Options{Skip: func(_, rel string, isDir bool) bool {
+		return rel != "" && m.Match(filepath.ToSlash(rel), isDir)
+	}})
 	if err != nil {
 		return nil, err
 	}
 	var (
 		mu    sync.Mutex
-		times []time.Time
+		times []coalesce.Timed
 		done  = make(chan struct{})
 	)
 	go func() {
 		defer close(done)
-		for range w.Events() {
+		for ev := range w.Events() {
 			mu.Lock()
-			times = append(times, time.Now())
+			times = append(times, coalesce.Timed{At: time.Now(), Change: coalesce.Change{
+				Root: ev.Root, Path: ev.Path, Rescan: ev.Rescan, Progress: coalesce.Progress(ev.Progress)}})
 			mu.Unlock()
 		}
 	}()
@@ -232,12 +317,20 @@ func eventTimes(tmp string, op *operation) ([]time.Time, error) {
 	// nothing to send for them, so they are not part of the operation.
 	cut := len(times)
 	for i := 1; i < len(times); i++ {
-		if times[i].Sub(times[i-1]) > 700*time.Millisecond {
+		if times[i].At.Sub(times[i-1].At) > 700*time.Millisecond {
 			cut = i
 			break
 		}
 	}
 	return times[:cut], nil
+}
+
+// tail is how long after the last of events the batch holding it was cut, as Replay cut it.
+func tail(events []coalesce.Timed, cuts []coalesce.Cut) time.Duration {
+	if len(events) == 0 || len(cuts) == 0 {
+		return 0
+	}
+	return cuts[len(cuts)-1].At.Sub(events[len(events)-1].At)
 }
 
 // batchesOf counts the batches the coalescer's rule cuts from event times.

@@ -11,7 +11,7 @@
 # 	  with "0\n";
 # 	"SEQ/LEN WORDS\n": the same with the whole tar, LEN bytes, right after
 # 	  the line (LEN 0: no tar). The client sends a batch whose archive fits
-# 	  in one chunk (an edit, a few files) this way: it costs the container
+# 	  in 1 MiB (an edit, a few files) this way: it costs the container
 # 	  two processes fewer than chunks do (the chunk reader's subshell and
 # 	  the drain), and the shell forks are most of what a small batch costs
 # 	  it;
@@ -23,15 +23,22 @@
 # which reads exactly that much from a pipe in busybox and GNU; busybox
 # `head -c` and busybox `tar -x` read past the end of what they need, so
 # tar only ever sees a pipe that dd fills with the frame's bytes. Chunks
-# are read 64 KiB per block so that dd's buffer stays small; a whole tar
-# of one frame is at most one chunk (1 MiB), read in one block, so dd
-# has taken all of it from stdin before the apply may stop reading.
+# are read 64 KiB per block so that dd's buffer stays small (the client
+# cuts every chunk but the last in whole blocks, so each costs one dd; up
+# to 4 MiB); a whole tar of one frame is at most 1 MiB, read in one block,
+# so dd has taken all of it from stdin before the apply may stop reading.
 #
 # Each batch runs applyScript unchanged (as the function livesync_apply) in
 # a command substitution (a subshell: its `exit`s end the batch, not the
 # loop), with the tar on its stdin, its stdout on the loop's (fd 3) and its
 # stderr captured; what a chunked batch leaves unread is drained so the
-# next header starts where it should. Then the loop acks on stdout, after
+# next header starts where it should. A one-frame "x" batch (an edit) costs
+# the container three processes: the subshell, dd and tar. Its tar reads the
+# frame through dd itself: inside the subshell, tar is a function that runs
+# `dd | command tar`, so the apply's checks and deletes run in the subshell
+# with no pipeline (and no process of its own) in front of it. The function
+# first writes SOH to the captured stderr: without it, the apply stopped
+# before its tar, and the loop drains the frame. Then the loop acks on stdout, after
 # the batch's own "R./dir\0" reports: the batch's stderr as "e<TEXT>\0" if
 # it wrote any (it has no NUL: it is messages), then "K<SEQ> <STATUS>\0". A
 # batch's whole answer is on one stream, so a batch that writes no stderr
@@ -54,6 +61,7 @@ rd() { q=$(($1/65536)) r=$(($1%65536)); if [ $q -gt 0 ]; then dd bs=65536 count=
 # shellcheck disable=SC2034 # used by the eval'd arguments ("$nl", see shellWords)
 nl='
 '
+soh=$(printf '\001')
 while read -r hd args; do
   seq=${hd%/*}
   case $seq in ''|*[!0-9]*) exit 2 ;; esac
@@ -62,8 +70,20 @@ while read -r hd args; do
   */*)
     n=${hd#*/}
     case $n in ''|*[!0-9]*) exit 2 ;; esac
-    if [ "$n" -gt 0 ]; then
-      e=$(dd bs="$n" count=1 iflag=fullblock 2>/dev/null | { eval "livesync_apply $args"; } 2>&1 >&3 3>&-); s=$?
+    eval "set -- $args"
+    if [ "$n" -gt 0 ] && [ "$2" = x ]; then
+      # The frame's length goes by a name apply.sh never sets: the apply runs
+      # in this shell and its own variables (n among them) would change it.
+      livesync_len=$n
+      # shellcheck disable=SC2329,SC2317 # tar is called by livesync_apply
+      e=$(if command -v tar >/dev/null 2>&1; then tar() { printf '\001' >&2; dd bs="$livesync_len" count=1 iflag=fullblock 2>/dev/null | command tar "$@"; }; fi
+        { livesync_apply "$@"; } 2>&1 >&3 3>&-); s=$?
+      case $e in
+      *"$soh"*) e=${e%%"$soh"*}${e#*"$soh"} ;;
+      *) dd bs="$n" count=1 iflag=fullblock >/dev/null 2>&1 || exit 2 ;;
+      esac
+    elif [ "$n" -gt 0 ]; then
+      e=$(dd bs="$n" count=1 iflag=fullblock 2>/dev/null | { livesync_apply "$@"; } 2>&1 >&3 3>&-); s=$?
     else
       e=$( { eval "livesync_apply $args"; } </dev/null 2>&1 >&3 3>&-); s=$?
     fi
