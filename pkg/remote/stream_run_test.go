@@ -1,0 +1,176 @@
+package remote
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// withStreams returns executors(t) and, for each, Streams over it
+// ("NAME/stream"), whose loop runs sync-back's scripts in run frames.
+func withStreams(t *testing.T) map[string]Executor {
+	t.Helper()
+	out := map[string]Executor{}
+	for name, ex := range executors(t) {
+		out[name] = ex
+		s, _ := newTestStreams(t, ex)
+		out[name+"/stream"] = s
+	}
+	return out
+}
+
+// Scans and downloads through a stream cost no exec of their own: one loop
+// runs them all, its marker file is made once and removed when the loop
+// ends, and what they print arrives as the exec's would, link targets that
+// look like the loop's own tokens and an archive full of NULs included.
+func TestStreamRunFrames(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
+			s, c := newTestStreams(t, ex)
+			ctx := context.Background()
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{"gen/a.go": "a", "bin.dat": "x\x00\x00y\x00"})
+			// Links whose targets look like the loop's own tokens.
+			for name, l := range map[string]string{"lZ": "Z", "lK": "K1 0", "le": "e", "lY": "Y", "lR": "R./x"} {
+				must(t, os.Symlink(l, filepath.Join(dir, "gen", name)))
+			}
+
+			byExec, err := Scan(ctx, ex, testTarget, dir, 0, []string{"."})
+			must(t, err)
+			full, err := Scan(ctx, s, testTarget, dir, 0, []string{"."})
+			must(t, err)
+			if !full.Complete || full.Since || full.Incarnation != byExec.Incarnation || !slices.Equal(scanNames(full), scanNames(byExec)) {
+				t.Fatalf("scan through the stream %+v, names %q\nby exec %+v, names %q", full, scanNames(full), byExec, scanNames(byExec))
+			}
+			for n, e := range byExec.Names {
+				if g := full.Names[n]; g.Type != e.Type || g.Mode != e.Mode || g.Size != e.Size || g.Link != e.Link || !bytes.Equal(g.Sum, e.Sum) {
+					t.Errorf("%s: through the stream %+v, by exec %+v", n, full.Names[n], e)
+				}
+			}
+			if got := full.Names["./gen/lK"]; got.Type != TypeSymlink || got.Link != "K1 0" {
+				t.Errorf("a link to %q: %+v", "K1 0", got)
+			}
+
+			// Two incremental scans: one marker, kept between them.
+			since := full.Now - 2
+			must(t, os.WriteFile(filepath.Join(dir, "gen", "b.go"), []byte("b"), 0o644))
+			for range 2 {
+				inc, err := Scan(ctx, s, testTarget, dir, since, []string{"./gen"})
+				must(t, err)
+				if !inc.Since || !inc.Complete || !slices.Contains(scanNames(inc), "./gen/b.go") {
+					t.Fatalf("incremental scan through the stream: %+v %q", inc, scanNames(inc))
+				}
+			}
+			markers, _ := filepath.Glob(filepath.Join(tmp, "livesync-scan.*"))
+			if len(markers) != 1 {
+				t.Errorf("markers in TMPDIR: %q, want one", markers)
+			}
+
+			got := map[string]string{}
+			must(t, Download(ctx, s, testTarget, dir, []string{"./bin.dat", "./gen/a.go"}, func(e ArchiveEntry) error {
+				b, _ := io.ReadAll(e.Body)
+				got[e.Rel] = string(b)
+				return nil
+			}))
+			if got["bin.dat"] != "x\x00\x00y\x00" || got["gen/a.go"] != "a" || len(got) != 2 {
+				t.Fatalf("download through the stream: %q", got)
+			}
+			// A download that fails acks its status and stderr; the stream goes on.
+			err = Download(ctx, s, testTarget, dir, []string{"./gone"}, func(ArchiveEntry) error { return nil })
+			if err == nil || !strings.Contains(err.Error(), "tar") {
+				t.Errorf("a download of a missing name: %v, want tar's failure", err)
+			}
+			if _, err := Scan(ctx, s, testTarget, dir, 0, []string{"./gen"}); err != nil {
+				t.Fatalf("a scan after a failed download: %v", err)
+			}
+
+			loops, others := c.counts()
+			if loops != 1 || others != 0 {
+				t.Errorf("%d stream execs and %d others, want 1 and 0", loops, others)
+			}
+			st, err := s.get(ctx, testTarget)
+			must(t, err)
+			s.Close(testTarget)
+			select {
+			case <-st.ended:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the loop did not end on EOF")
+			}
+			if markers, _ := filepath.Glob(filepath.Join(tmp, "livesync-scan.*")); len(markers) != 0 {
+				t.Errorf("markers left when the loop ended: %q", markers)
+			}
+		})
+	}
+}
+
+// readRun hands on a run frame's output byte for byte up to the loop's NUL
+// before the frame's token, wherever the reader's buffer cuts it; an output
+// cut short stays cut short (its parser refuses it), and a stream that ends
+// before the token is an error.
+func TestReadRun(t *testing.T) {
+	const nonce = "Zabc"
+	for _, tc := range []struct {
+		name, out string
+	}{
+		{"tokens", "SB1\x00OK\x00"},
+		{"cut short", "SB1\x00OK\x00LS"},
+		{"empty", ""},
+		{"the token inside a longer one", "xZabc\x00"},
+		{"a buffer's worth, then the token", strings.Repeat("x", 16) + "Zabc\x00"},
+		{"long runs without NUL", strings.Repeat("y", 40) + "\x00" + strings.Repeat("z", 33)},
+		{"NULs only", "\x00\x00\x00"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			st := &stream{stdout: &out, nonce: []byte(nonce)}
+			br := bufio.NewReaderSize(strings.NewReader(tc.out+"\x00"+nonce+"\x00K1 0\x00"), 16)
+			must(t, st.readRun(br))
+			if out.String() != tc.out {
+				t.Fatalf("got %q, want %q", out.String(), tc.out)
+			}
+			if rest, _ := io.ReadAll(br); string(rest) != "K1 0\x00" {
+				t.Fatalf("left after the output: %q", rest)
+			}
+		})
+	}
+	st := &stream{stdout: io.Discard, nonce: []byte(nonce)}
+	if err := st.readRun(bufio.NewReader(strings.NewReader("SB1\x00OK\x00"))); err == nil {
+		t.Fatal("a stream that ended before the token: no error")
+	}
+	if _, err := ParseScan([]byte("SB1\x00100\x00mnt:[1]\x00\x00LS2\x00sha256sum\x00\x00dir\x00END\x00")); err == nil {
+		t.Fatal("a scan without its final token parsed")
+	}
+}
+
+// The loop's own variables that a script run in its subshell reads or
+// could change go by names no script sets: apply.sh once set n, which the
+// loop's tar function read for its frame's length.
+func TestStreamLoopNamesUnset(t *testing.T) {
+	loopVars := regexp.MustCompile(`\b(livesync_[a-z_]+)=`)
+	own := map[string]bool{}
+	for _, m := range loopVars.FindAllStringSubmatch(script("stream.sh"), -1) {
+		own[m[1]] = true
+	}
+	for _, name := range []string{"livesync_len", "livesync_ns", "livesync_marker", "livesync_z"} {
+		if !own[name] {
+			t.Errorf("stream.sh sets no %s: update this test", name)
+		}
+	}
+	for _, name := range []string{"apply.sh", "scan.sh", "download.sh", "list-chunk.sh", "helper.sh"} {
+		for _, m := range loopVars.FindAllStringSubmatch(script(name), -1) {
+			if own[m[1]] {
+				t.Errorf("%s sets %s, which the stream's loop keeps", name, m[1])
+			}
+		}
+	}
+}
