@@ -276,8 +276,9 @@ type stream struct {
 	errMu  sync.Mutex
 	err    error
 
-	ready chan bool // the probe's answer
-	acks  chan ack
+	ready    chan bool     // the probe's answer
+	readDone chan struct{} // closed once readStdout returned
+	acks     chan ack
 
 	sinkMu sync.Mutex
 	stdout io.Writer // the current batch's, while one runs
@@ -295,7 +296,7 @@ func (s *Streams) dial(ctx context.Context, t Target) (*stream, error) {
 	pr, pw := io.Pipe()
 	st := &stream{s: s, t: t, key: streamKey(t), in: pw, cancel: cancel,
 		dead: make(chan struct{}), ended: make(chan struct{}),
-		ready: make(chan bool, 1), acks: make(chan ack, 1), last: s.clk.Now()}
+		ready: make(chan bool, 1), readDone: make(chan struct{}), acks: make(chan ack, 1), last: s.clk.Now()}
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	go func() {
@@ -306,7 +307,10 @@ func (s *Streams) dial(ctx context.Context, t Target) (*stream, error) {
 		st.shutdown(err)
 		close(st.ended)
 	}()
-	go st.readStdout(outR)
+	go func() {
+		st.readStdout(outR)
+		close(st.readDone)
+	}()
 	go st.readStderr(errR)
 
 	timer := s.clk.NewTimer(s.ackTimeout)
@@ -318,6 +322,16 @@ func (s *Streams) dial(ctx context.Context, t Target) (*stream, error) {
 			return nil, errStreamUnavailable
 		}
 	case <-st.dead:
+		// A loop that answered "N" exits at once: its exec may end before
+		// its answer is taken. That answer still decides.
+		<-st.readDone
+		select {
+		case ok := <-st.ready:
+			if !ok {
+				return nil, errStreamUnavailable
+			}
+		default:
+		}
 		return nil, st.deadErr()
 	case <-timer.C():
 		st.shutdown(&timeoutError{Limit{D: s.ackTimeout}})

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakeproc"
 )
 
 // withStreams returns executors(t) and, for each, Streams over it
@@ -172,5 +174,70 @@ func TestStreamLoopNamesUnset(t *testing.T) {
 				t.Errorf("%s sets %s, which the stream's loop keeps", name, m[1])
 			}
 		}
+	}
+}
+
+// helperRoute runs every argv as a helper does for target process 7 that
+// started at 1000, in the fake /proc at proc.
+type helperRoute struct {
+	*localExecutor
+	proc string
+}
+
+func (h helperRoute) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return h.localExecutor.Exec(ctx, t, helperArgvIn(h.proc, argv, 7, 1000, nil), stdin, stdout, stderr)
+}
+
+// Through a helper, a scan in a run frame reaches the target's root; once
+// the target's process is another, the next scan is an error (the loop ends
+// with status 75, and the caller probes again), never a listing of the
+// other process's root.
+func TestStreamRunFramesHelperMoved(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			rootfs, other := t.TempDir(), t.TempDir()
+			writeTree(t, rootfs, map[string]string{"app/gen/a.go": "a"})
+			writeTree(t, other, map[string]string{"app/gen/secret.go": "s"})
+			proc := fakeproc.Write(t, fakeproc.Process{PID: 7, Start: 1000, Root: rootfs})
+			s, c := newTestStreams(t, helperRoute{ex, proc})
+			r, err := Scan(context.Background(), s, testTarget, "/app", 0, []string{"./gen"})
+			must(t, err)
+			if got := scanNames(r); !slices.Equal(got, []string{"./gen", "./gen/a.go"}) {
+				t.Fatalf("scan through the helper: %q", got)
+			}
+			moved := fakeproc.Write(t, fakeproc.Process{PID: 7, Start: 1001, Root: other})
+			b, err := os.ReadFile(filepath.Join(moved, "7", "stat"))
+			must(t, err)
+			must(t, os.WriteFile(filepath.Join(proc, "7", "stat"), b, 0o644))
+			must(t, os.Remove(filepath.Join(proc, "7", "root")))
+			must(t, os.Symlink(other, filepath.Join(proc, "7", "root")))
+			r, err = Scan(context.Background(), s, testTarget, "/app", 0, []string{"./gen"})
+			if err == nil {
+				t.Fatalf("a scan after the target moved: %q", scanNames(r))
+			}
+			if !strings.Contains(err.Error(), "75") || s.Len() != 0 {
+				t.Errorf("a scan after the target moved: %v, with %d streams open; want the loop ended with status 75", err, s.Len())
+			}
+			if loops, others := c.counts(); loops != 1 || others != 0 {
+				t.Errorf("%d stream execs and %d others, want 1 and 0", loops, others)
+			}
+		})
+	}
+}
+
+// A container without dd has no stream: its scans and downloads are execs
+// of their own, as before.
+func TestStreamRunFramesWithoutDD(t *testing.T) {
+	s, c := newTestStreams(t, busybox(t, "dd"))
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"gen/a.go": "a"})
+	r, err := Scan(context.Background(), s, testTarget, dir, 0, []string{"./gen"})
+	must(t, err)
+	if got := scanNames(r); !slices.Equal(got, []string{"./gen", "./gen/a.go"}) {
+		t.Fatalf("scan without dd: %q", got)
+	}
+	must(t, Download(context.Background(), s, testTarget, dir, []string{"./gen/a.go"}, func(ArchiveEntry) error { return nil }))
+	if loops, others := c.counts(); loops != 1 || others != 2 {
+		t.Errorf("%d stream execs and %d others, want 1 (the probe) and 2", loops, others)
 	}
 }
