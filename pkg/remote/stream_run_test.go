@@ -241,3 +241,26 @@ func TestStreamRunFramesWithoutDD(t *testing.T) {
 		t.Errorf("%d stream execs and %d others, want 1 (the probe) and 2", loops, others)
 	}
 }
+
+// A scan run as an exec takes the loop's marker and namespace from no
+// environment: a variable named like the loop's never makes it touch a file.
+func TestScanExecIgnoresLoopNames(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			bait := filepath.Join(t.TempDir(), "bait")
+			must(t, os.WriteFile(bait, []byte("x"), 0o644))
+			old := time.Now().Add(-time.Hour).Truncate(time.Second)
+			must(t, os.Chtimes(bait, old, old))
+			t.Setenv("livesync_marker", bait)
+			t.Setenv("livesync_ns", "mnt:[forged]")
+			r, err := Scan(context.Background(), ex, testTarget, t.TempDir(), time.Now().Unix()-5, []string{"."})
+			must(t, err)
+			if fi, err := os.Stat(bait); err != nil || !fi.ModTime().Equal(old) {
+				t.Errorf("the scan touched %s: %v %v", bait, fi.ModTime(), err)
+			}
+			if r.Incarnation == "mnt:[forged]" || !r.Since {
+				t.Errorf("scan header %+v: took the environment's names", r)
+			}
+		})
+	}
+}

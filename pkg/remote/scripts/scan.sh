@@ -34,7 +34,9 @@
 #
 # Run by the stream's loop (livesync_scan in stream.sh), it takes the mount
 # namespace and the marker the loop keeps (livesync_ns, livesync_marker)
-# instead of a readlink, a mktemp and a trap of its own.
+# instead of a readlink, a mktemp and a trap of its own; run as an exec
+# ($0 is not the loop's), it takes nothing from its environment for them.
+if [ "$0" != livesync-stream ]; then unset livesync_ns livesync_marker; fi
 d=$1 since=$2 chunk=$3
 shift 3
 if [ -n "${LIVESYNC_ROOTFS:-}" ]; then d=$(livesync_inroot "$d") || exit; fi
