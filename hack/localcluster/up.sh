@@ -19,7 +19,7 @@ hint() {
   cat >&2 <<EOF
   export KUBECONFIG=$kubeconfig
   kubectl:  $LC_DIR/bin/kubectl   (or: eval "\$(hack/localcluster/env.sh)")
-  registry: $LC_REGISTRY   images: $LC_DIR/bin/lcimage build NAME:TAG --kind app|app-notar|app-nonroot
+  registry: $LC_REGISTRY   images: $LC_DIR/bin/lcimage build NAME:TAG --kind app|app-gnu|app-notar|app-nodd|app-nonroot|distroless
   stop:     hack/localcluster/down.sh
 EOF
   echo "$kubeconfig"

@@ -2,8 +2,9 @@
 // there. It owns the shell scripts that run there as `sh -c` (scripts/*.sh, embedded, POSIX sh
 // and busybox, shellchecked by hack/verify.sh), and running them through an Executor: the
 // exec per batch (Apply, with apply.sh's arguments as ApplyArgs and the archive as a reader),
-// the kept-open stream per target that carries batch after batch (Streams: framing, acks,
-// heartbeats, reconnect, fallback to an exec per batch), a listing (List), a dry run's
+// the kept-open stream per target that carries batch after batch, and sync-back's scans
+// and downloads as run frames of their own (Streams: framing, acks, heartbeats, reconnect,
+// fallback to an exec per batch), a listing (List), a dry run's
 // read-only check (Preflight) and the on-sync command (RunOnSync), each with what it prints
 // parsed; the deadline of a remote call (Limit, ExecWithin: an idle deadline that a transfer
 // which keeps moving never runs into), the bound on concurrent calls (Bounded) and retries of

@@ -27,7 +27,7 @@ func scanNames(r *ScanResult) []string {
 }
 
 func TestScan(t *testing.T) {
-	for name, ex := range executors(t) {
+	for name, ex := range withStreams(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
@@ -89,7 +89,7 @@ func TestScan(t *testing.T) {
 }
 
 func TestScanMissingRoot(t *testing.T) {
-	for name, ex := range executors(t) {
+	for name, ex := range withStreams(t) {
 		t.Run(name, func(t *testing.T) {
 			r, err := Scan(context.Background(), ex, testTarget, filepath.Join(t.TempDir(), "gone"), 0, []string{"."})
 			must(t, err)
@@ -117,7 +117,7 @@ func TestParseScanTruncated(t *testing.T) {
 }
 
 func TestDownload(t *testing.T) {
-	for name, ex := range executors(t) {
+	for name, ex := range withStreams(t) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			writeTree(t, dir, map[string]string{"a.lock": "lock", "gen/x.go": "x"})
@@ -202,7 +202,7 @@ func TestReadArchiveRefusesHostileEntries(t *testing.T) {
 // TestIncarnation: what Incarnation reads before an initial sync is what
 // every scan of the same container says, and a non-empty token.
 func TestIncarnation(t *testing.T) {
-	for name, ex := range executors(t) {
+	for name, ex := range withStreams(t) {
 		t.Run(name, func(t *testing.T) {
 			inc, err := Incarnation(context.Background(), ex, testTarget)
 			must(t, err)

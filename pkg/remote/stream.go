@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -60,12 +62,12 @@ func (e *streamDeadError) Error() string {
 	return fmt.Sprintf("exec stream closed: %v", e.err)
 }
 
-// Streams is an Executor that runs the apply script of each batch through a
-// per-target stream and passes every other command (listings, on-sync) to
-// the wrapped executor. A stream that dies (its exec ended: connection lost,
-// container restarted, loop killed) is dropped, and the next batch opens a
-// new one; a target whose container lacks the framing tools gets an exec per
-// batch from then on.
+// Streams is an Executor that runs the apply script of each batch, and
+// sync-back's scans and downloads, through a per-target stream and passes
+// every other command (listings, on-sync) to the wrapped executor. A stream
+// that dies (its exec ended: connection lost, container restarted, loop
+// killed) is dropped, and the next batch opens a new one; a target whose
+// container lacks the framing tools gets an exec per batch from then on.
 type Streams struct {
 	base Executor
 	clk  clock.Clock
@@ -95,10 +97,20 @@ func isApply(argv []string) bool {
 	return len(argv) > 4 && argv[0] == "sh" && argv[1] == "-c" && argv[2] == applyScript
 }
 
-// Exec runs an apply through t's stream, opening it first if needed, and
-// anything else through the wrapped executor.
+// streamRun returns the loop's function that runs argv (as built by
+// ScanArgv or DownloadArgv) in a run frame, "" for any other argv.
+func streamRun(argv []string, stdin io.Reader) string {
+	if len(argv) < 4 || argv[0] != "sh" || argv[1] != "-c" || stdin != nil {
+		return ""
+	}
+	return streamRuns[argv[2]]
+}
+
+// Exec runs an apply, a scan or a download through t's stream, opening it
+// first if needed, and anything else through the wrapped executor.
 func (s *Streams) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if !isApply(argv) {
+	fn := streamRun(argv, stdin)
+	if !isApply(argv) && fn == "" {
 		return s.base.Exec(ctx, t, argv, stdin, stdout, stderr)
 	}
 	st, err := s.get(ctx, t)
@@ -109,6 +121,9 @@ func (s *Streams) Exec(ctx context.Context, t Target, argv []string, stdin io.Re
 		// No stream (yet): this batch goes the old way, whose errors say
 		// best what is wrong with the container.
 		return s.base.Exec(ctx, t, argv, stdin, stdout, stderr)
+	}
+	if fn != "" {
+		return st.run(ctx, fn, argv[4:], stdout, stderr)
 	}
 	return st.apply(ctx, argv[4:], stdin, stdout, stderr)
 }
@@ -261,12 +276,14 @@ type stream struct {
 	errMu  sync.Mutex
 	err    error
 
-	ready chan bool // the probe's answer
-	acks  chan ack
+	ready    chan bool     // the probe's answer
+	readDone chan struct{} // closed once readStdout returned
+	acks     chan ack
 
 	sinkMu sync.Mutex
 	stdout io.Writer // the current batch's, while one runs
 	stderr io.Writer
+	nonce  []byte // the current run frame's "Z<NONCE>", while one runs
 
 	batch sync.Mutex // one frame at a time, heartbeats included
 	seq   uint64
@@ -279,7 +296,7 @@ func (s *Streams) dial(ctx context.Context, t Target) (*stream, error) {
 	pr, pw := io.Pipe()
 	st := &stream{s: s, t: t, key: streamKey(t), in: pw, cancel: cancel,
 		dead: make(chan struct{}), ended: make(chan struct{}),
-		ready: make(chan bool, 1), acks: make(chan ack, 1), last: s.clk.Now()}
+		ready: make(chan bool, 1), readDone: make(chan struct{}), acks: make(chan ack, 1), last: s.clk.Now()}
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	go func() {
@@ -290,7 +307,10 @@ func (s *Streams) dial(ctx context.Context, t Target) (*stream, error) {
 		st.shutdown(err)
 		close(st.ended)
 	}()
-	go st.readStdout(outR)
+	go func() {
+		st.readStdout(outR)
+		close(st.readDone)
+	}()
 	go st.readStderr(errR)
 
 	timer := s.clk.NewTimer(s.ackTimeout)
@@ -302,6 +322,16 @@ func (s *Streams) dial(ctx context.Context, t Target) (*stream, error) {
 			return nil, errStreamUnavailable
 		}
 	case <-st.dead:
+		// A loop that answered "N" exits at once: its exec may end before
+		// its answer is taken. That answer still decides.
+		<-st.readDone
+		select {
+		case ok := <-st.ready:
+			if !ok {
+				return nil, errStreamUnavailable
+			}
+		default:
+		}
 		return nil, st.deadErr()
 	case <-timer.C():
 		st.shutdown(&timeoutError{Limit{D: s.ackTimeout}})
@@ -355,13 +385,18 @@ func (st *stream) deadErr() error {
 
 // readStdout splits the loop's stdout into NUL-terminated tokens: the probe's
 // answer, the batch's "R./dir" reports (handed to the batch's stdout as
-// applyScript wrote them), its stderr ("e…", handed to the batch's stderr)
-// and acks. Its end is the stream's end.
+// applyScript wrote them), a run frame's output (from "Z" on, see readRun),
+// its stderr ("e…", handed to the batch's stderr) and acks. Its end is the
+// stream's end.
 func (st *stream) readStdout(r io.Reader) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	first := true
 	for {
 		tok, err := br.ReadBytes(0)
+		run := err == nil && !first && len(tok) == 2 && tok[0] == 'Z'
+		if run {
+			err = st.readRun(br)
+		}
 		if err != nil {
 			// The loop is gone. Close its stdin (an executor may wait for
 			// that before it returns) and let the exec's own error win.
@@ -372,6 +407,7 @@ func (st *stream) readStdout(r io.Reader) {
 		}
 		tok = tok[:len(tok)-1]
 		switch {
+		case run: // handed on whole by readRun
 		case first:
 			first = false
 			st.ready <- bytes.Equal(tok, []byte("Y"))
@@ -399,6 +435,60 @@ func (st *stream) readStdout(r io.Reader) {
 			st.sinkMu.Unlock()
 		}
 	}
+}
+
+// readRun hands a run frame's output to the batch's stdout as the script
+// wrote it: every byte up to the token "Z<NONCE>" of the frame in flight,
+// but the NUL the loop writes before that token. The output is written in
+// pieces of up to 32 KiB, and never to a batch that has gone (see
+// sinkWriter). Only the end of the stream ends it otherwise: an output cut
+// short is what the batch gets, up to the loop's NUL, and its parser
+// refuses it.
+func (st *stream) readRun(br *bufio.Reader) error {
+	st.sinkMu.Lock()
+	nonce := st.nonce
+	st.sinkMu.Unlock()
+	if nonce == nil {
+		return errors.New("run output without a run frame")
+	}
+	w := bufio.NewWriterSize(sinkWriter{st}, 32<<10)
+	// held: the last byte read is a NUL not yet written, so the last token
+	// read was whole, and the loop's NUL may be that byte.
+	held := false
+	for {
+		sl, err := br.ReadSlice(0)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if held {
+				_ = w.WriteByte(0)
+			}
+			_, _ = w.Write(sl)
+			held = false
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if held && bytes.Equal(sl[:len(sl)-1], nonce) {
+			return w.Flush() // the held NUL was the loop's
+		}
+		if held {
+			_ = w.WriteByte(0)
+		}
+		_, _ = w.Write(sl[:len(sl)-1])
+		held = true
+	}
+}
+
+// sinkWriter writes to the stdout of st's batch, if one is running.
+type sinkWriter struct{ st *stream }
+
+func (s sinkWriter) Write(p []byte) (int, error) {
+	s.st.sinkMu.Lock()
+	defer s.st.sinkMu.Unlock()
+	if s.st.stdout != nil {
+		_, _ = s.st.stdout.Write(p)
+	}
+	return len(p), nil
 }
 
 // readStderr hands what the loop itself writes on stderr (a batch's stderr
@@ -431,11 +521,78 @@ func parseAck(b []byte) (ack, bool) {
 }
 
 // apply sends one batch (applyScript's arguments after $0, and the tar on
-// stdin, if any) and waits for its ack. A non-zero status is returned as an
-// ExitError, as an exec of applyScript would. Anything else that goes wrong
-// (ctx done, the stream dying, a local read failing mid-frame) leaves the
-// stream out of step, so it is shut down; the next batch opens a new one.
+// stdin, if any) and waits for its ack (see frame).
 func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	words := shellWords(args)
+	return st.frame(ctx, stdout, stderr, nil, func(w *bufio.Writer, seq uint64) error {
+		if stdin == nil {
+			_, err := fmt.Fprintf(w, "%d/0 %s\n", seq, words)
+			return err
+		}
+		// The archive is read ahead while chunks go out, so that
+		// building it (open, read, hash each file) runs beside the
+		// extraction instead of taking turns with it.
+		ra := newReadAhead(stdin)
+		defer ra.close()
+		chunk, err := ra.next()
+		if errors.Is(err, io.EOF) && len(chunk) <= oneFrame {
+			// All of it in one chunk: one frame of one length, and
+			// one write, so a small batch is one message on every hop
+			// to the container.
+			fmt.Fprintf(w, "%d/%d %s\n", seq, len(chunk), words)
+			_, werr := w.Write(chunk)
+			return werr
+		}
+		fmt.Fprintf(w, "%d %s\n", seq, words)
+		for {
+			if len(chunk) > 0 {
+				fmt.Fprintf(w, "%d\n", len(chunk))
+				if _, werr := w.Write(chunk); werr != nil {
+					return werr
+				}
+				// Each chunk goes at once: the tar extracts it while
+				// the next one is read.
+				if werr := w.Flush(); werr != nil {
+					return werr
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				st.shutdown(fmt.Errorf("reading the archive: %w", err))
+				return err
+			}
+			chunk, err = ra.next()
+		}
+		_, err = io.WriteString(w, "0\n")
+		return err
+	})
+}
+
+// run runs the loop's function fn (see streamRuns) with args in a run frame
+// and waits for its ack; its output goes to stdout as the script wrote it
+// (see readRun), and a non-zero status is an ExitError, as for apply.
+func (st *stream) run(ctx context.Context, fn string, args []string, stdout, stderr io.Writer) error {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Errorf("making a frame's nonce: %w", err)
+	}
+	nonce := hex.EncodeToString(b[:])
+	words := shellWords(append([]string{fn}, args...))
+	return st.frame(ctx, stdout, stderr, []byte("Z"+nonce), func(w *bufio.Writer, seq uint64) error {
+		_, err := fmt.Fprintf(w, "%d=%s %s\n", seq, nonce, words)
+		return err
+	})
+}
+
+// frame sends one frame, which write writes with its sequence number, with
+// the batch's sinks (and a run frame's nonce) in place, and waits for its
+// ack. A non-zero status is returned as an ExitError, as an exec would.
+// Anything else that goes wrong (ctx done, the stream dying, a local read
+// failing mid-frame) leaves the stream out of step, so it is shut down; the
+// next batch opens a new one.
+func (st *stream) frame(ctx context.Context, stdout, stderr io.Writer, nonce []byte, write func(w *bufio.Writer, seq uint64) error) error {
 	st.batch.Lock()
 	defer st.batch.Unlock()
 	select {
@@ -444,11 +601,11 @@ func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, std
 	default:
 	}
 	st.sinkMu.Lock()
-	st.stdout, st.stderr = stdout, stderr
+	st.stdout, st.stderr, st.nonce = stdout, stderr, nonce
 	st.sinkMu.Unlock()
 	defer func() {
 		st.sinkMu.Lock()
-		st.stdout, st.stderr = nil, nil
+		st.stdout, st.stderr, st.nonce = nil, nil, nil
 		st.sinkMu.Unlock()
 	}()
 	stop := context.AfterFunc(ctx, func() { st.shutdown(context.Cause(ctx)) })
@@ -456,57 +613,11 @@ func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, std
 
 	st.seq++
 	seq := st.seq
-	words := shellWords(args)
 	sent := make(chan error, 1)
 	// The frame is written on its own goroutine: reading stdin may block
 	// (the archive of a file that stalls), and a dead stream or a done ctx
 	// must still end the batch at once, as an exec's would.
-	go func() {
-		sent <- st.send(func(w *bufio.Writer) error {
-			if stdin == nil {
-				_, err := fmt.Fprintf(w, "%d/0 %s\n", seq, words)
-				return err
-			}
-			// The archive is read ahead while chunks go out, so that
-			// building it (open, read, hash each file) runs beside the
-			// extraction instead of taking turns with it.
-			ra := newReadAhead(stdin)
-			defer ra.close()
-			chunk, err := ra.next()
-			if errors.Is(err, io.EOF) && len(chunk) <= oneFrame {
-				// All of it in one chunk: one frame of one length, and
-				// one write, so a small batch is one message on every hop
-				// to the container.
-				fmt.Fprintf(w, "%d/%d %s\n", seq, len(chunk), words)
-				_, werr := w.Write(chunk)
-				return werr
-			}
-			fmt.Fprintf(w, "%d %s\n", seq, words)
-			for {
-				if len(chunk) > 0 {
-					fmt.Fprintf(w, "%d\n", len(chunk))
-					if _, werr := w.Write(chunk); werr != nil {
-						return werr
-					}
-					// Each chunk goes at once: the tar extracts it while
-					// the next one is read.
-					if werr := w.Flush(); werr != nil {
-						return werr
-					}
-				}
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					st.shutdown(fmt.Errorf("reading the archive: %w", err))
-					return err
-				}
-				chunk, err = ra.next()
-			}
-			_, err = io.WriteString(w, "0\n")
-			return err
-		})
-	}()
+	go func() { sent <- st.send(func(w *bufio.Writer) error { return write(w, seq) }) }()
 	select {
 	case err := <-sent:
 		if err != nil {

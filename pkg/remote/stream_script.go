@@ -3,9 +3,18 @@ package remote
 import "strings"
 
 // streamLoop is the remote side of a persistent stream (scripts/stream.sh,
-// whose header describes the framing), with applyScript as the body of its
-// function livesync_apply.
-var streamLoop = strings.Replace(script("stream.sh"), "livesync_apply_body\n", applyScript, 1)
+// whose header describes the framing), with applyScript, scanScript and
+// downloadScript as the bodies of its functions livesync_apply,
+// livesync_scan and livesync_download.
+var streamLoop = strings.NewReplacer(
+	"livesync_apply_body\n", applyScript,
+	"livesync_scan_body\n", scanScript,
+	"livesync_download_body\n", downloadScript,
+).Replace(script("stream.sh"))
+
+// streamRuns maps the scripts a stream runs as a run frame (see
+// scripts/stream.sh) to the loop's function of each.
+var streamRuns = map[string]string{scanScript: "livesync_scan", downloadScript: "livesync_download"}
 
 // shellWords quotes each arg as one '…' shell word, for the loop's eval, on
 // one line: a newline in an arg leaves the quotes as "$nl", which the loop

@@ -15,6 +15,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
@@ -485,5 +486,74 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// streaming is an executor whose engine keeps a stream per target.
+type streaming struct {
+	*executor
+	mu                 sync.Mutex
+	scanExecs, dlExecs int
+}
+
+func (*streaming) PersistentStreams() bool { return true }
+
+func (s *streaming) Exec(ctx context.Context, t filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	s.mu.Lock()
+	if len(argv) > 3 && argv[3] == "livesync-scan" {
+		s.scanExecs++
+	}
+	if len(argv) > 3 && argv[3] == "livesync-download" {
+		s.dlExecs++
+	}
+	s.mu.Unlock()
+	return s.executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// TestSyncBackOverStream: while the engine runs, a pass scans and downloads
+// through the target's stream, with no exec of its own.
+func TestSyncBackOverStream(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			ex := &streaming{executor: &executor{Runner: *r}}
+			local, rem := t.TempDir(), filepath.Join(t.TempDir(), "app")
+			write(t, local, "package-lock.json", "v1", 0o644)
+			rec := &recorder{}
+			runner, err := New(Config{Globs: []string{"package-lock.json", "gen/**"}}, rec, clocktesting.NewFakeClock(time.Unix(1e9, 0)))
+			must(t, err)
+			synced := make(chan struct{}, 1)
+			engine := filesync.New(ex, filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(local), Remote: filesync.RemotePath(rem)}}},
+				filesync.WithUploadGuard(runner), filesync.WithReporter(filesync.ReporterFunc(func(ev filesync.Event) {
+					if _, ok := ev.(filesync.InitialSync); ok {
+						synced <- struct{}{}
+					}
+				})))
+			runner.Serve(engine)
+			inc, err := remote.Incarnation(context.Background(), ex, src)
+			must(t, err)
+			runner.Add(src, time.Unix(1, 0), inc)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- engine.Run(ctx, make(chan coalesce.Change)) }()
+			defer func() { cancel(); <-done }()
+			engine.AddTarget(src)
+			<-synced
+
+			must(t, runner.Pass(context.Background())) // the first: a full listing
+			write(t, rem, "package-lock.json", "v2", 0o600)
+			write(t, rem, "gen/x.go", "generated", 0o644)
+			must(t, runner.Pass(context.Background()))
+			if got := read(t, local, "package-lock.json"); got != "v2" || mode(t, local, "package-lock.json") != 0o600 {
+				t.Fatalf("lockfile %q %v", got, mode(t, local, "package-lock.json"))
+			}
+			if got := read(t, local, "gen/x.go"); got != "generated" {
+				t.Fatalf("gen/x.go %q", got)
+			}
+			ex.mu.Lock()
+			defer ex.mu.Unlock()
+			if ex.scanExecs != 0 || ex.dlExecs != 0 {
+				t.Fatalf("%d scans and %d downloads ran as execs of their own, want none", ex.scanExecs, ex.dlExecs)
+			}
+		})
 	}
 }

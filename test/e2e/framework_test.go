@@ -160,7 +160,7 @@ func asExit(err error, ee **exec.ExitError) bool {
 	return errors.As(err, ee)
 }
 
-// pushImage builds an image of the given kind ("app", "app-notar", "app-nodd", "app-nonroot") with a
+// pushImage builds an image of the given kind ("app", "app-gnu", "app-notar", "app-nodd", "app-nonroot") with a
 // marker that makes its digest unique, pushes it as repo:tag and returns the digest.
 func pushImage(t *testing.T, repo, tag, kind string, extra ...string) string {
 	t.Helper()

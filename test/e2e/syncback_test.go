@@ -22,11 +22,22 @@ import (
 // TestSyncBack: with --sync-back, a lockfile a command in the oldest pod writes and a
 // directory a generator makes there come home (content, mode) and go on to the other
 // replica; what the other replica writes never comes back, and is replaced by the
-// source's; a container-side symlink under a listed path is never followed.
+// source's; a container-side symlink under a listed path is never followed. On busybox and on
+// GNU tools (see syncBackImages).
 func TestSyncBack(t *testing.T) {
+	for _, kind := range syncBackImages {
+		t.Run(kind, func(t *testing.T) { testSyncBack(t, kind) })
+	}
+}
+
+// syncBackImages are the image kinds the sync-back tests run on: busybox's tools, and GNU's
+// (coreutils, findutils, tar) under dash.
+var syncBackImages = []string{"app", "app-gnu"}
+
+func testSyncBack(t *testing.T, kind string) {
 	ns := namespace(t)
 	repo := "syncback-" + ns
-	pushImage(t, repo, "dev", "app")
+	pushImage(t, repo, "dev", kind)
 	deployment(t, ns, "web", image(repo, "dev"), 2, corev1.PullIfNotPresent)
 	local := t.TempDir()
 	write(t, filepath.Join(local, "package-lock.json"), "v1")
@@ -104,11 +115,18 @@ func TestSyncBack(t *testing.T) {
 // an upload never replaces a container change no scan has seen (a 1 h interval: no scan runs);
 // a remote delete comes back only with --sync-back-deletes (the delete and a write in one exec:
 // the pass that brings the write saw the delete); a restarted container, which starts with an
-// older lockfile, gets the local one and sends nothing back; --dry-run and --once.
+// older lockfile, gets the local one and sends nothing back; --dry-run and --once. On busybox
+// and on GNU tools.
 func TestSyncBackRules(t *testing.T) {
+	for _, kind := range syncBackImages {
+		t.Run(kind, func(t *testing.T) { testSyncBackRules(t, kind) })
+	}
+}
+
+func testSyncBackRules(t *testing.T, kind string) {
 	ns := namespace(t)
 	repo := "syncback-rules-" + ns
-	pushImage(t, repo, "dev", "app")
+	pushImage(t, repo, "dev", kind)
 	// Every incarnation starts with its own, older lockfile, as an image that holds one would.
 	deploymentWith(t, ns, "web", image(repo, "dev"), func(s *corev1.PodSpec) {
 		s.Containers[0].Command = []string{"/bin/sh", "-c", `printf 'image version' > /app/package-lock.json; trap "exit 0" TERM; while :; do sleep 1; done`}
@@ -207,7 +225,7 @@ func TestSyncBackRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := p.Status.ContainerStatuses[0].RestartCount
-		kexec(t, ns, pod, "kill", "1")
+		kexec(t, ns, pod, "sh", "-c", "kill 1") // the shell's kill: app-gnu has no kill program
 		waitFor(t, "the container to restart", 2*time.Minute, func() (bool, error) {
 			p, err := e.client.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
 			if err != nil {

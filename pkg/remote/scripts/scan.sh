@@ -31,17 +31,30 @@
 # rename keeps the file's old mtime, so the entries of every directory that
 # changed are listed too. Without a writable temp directory for the marker,
 # the listing is full.
+#
+# Run by the stream's loop (livesync_scan in stream.sh), it takes the mount
+# namespace and the marker the loop keeps (livesync_ns, livesync_marker)
+# instead of a readlink, a mktemp and a trap of its own; run as an exec
+# ($0 is not the loop's), it takes nothing from its environment for them.
+if [ "$0" != livesync-stream ]; then unset livesync_ns livesync_marker; fi
 d=$1 since=$2 chunk=$3
 shift 3
 if [ -n "${LIVESYNC_ROOTFS:-}" ]; then d=$(livesync_inroot "$d") || exit; fi
 now=$(date +%s) || exit
-ns=$(readlink "/proc/${LIVESYNC_PID:-self}/ns/mnt" 2>/dev/null) || ns=
+if [ -n "${livesync_ns+x}" ]; then ns=$livesync_ns
+else ns=$(readlink "/proc/${LIVESYNC_PID:-self}/ns/mnt" 2>/dev/null) || ns=
+fi
 h=
 if command -v sha256sum >/dev/null 2>&1; then h=sha256sum; fi
 m=
-if [ -n "$since" ] && m=$(mktemp "${TMPDIR:-/tmp}/livesync-scan.XXXXXX" 2>/dev/null); then
-  trap 'rm -f "$m"' EXIT
-  touch -d "@$since" "$m" 2>/dev/null || { rm -f "$m"; m=; }
+if [ -n "$since" ]; then
+  if [ -n "${livesync_marker+x}" ]; then
+    m=$livesync_marker
+    if [ -n "$m" ]; then touch -d "@$since" "$m" 2>/dev/null || m=; fi
+  elif m=$(mktemp "${TMPDIR:-/tmp}/livesync-scan.XXXXXX" 2>/dev/null); then
+    trap 'rm -f "$m"' EXIT
+    touch -d "@$since" "$m" 2>/dev/null || { rm -f "$m"; m=; }
+  fi
 fi
 printf 'SB1\0%s\0%s\0%s\0' "$now" "$ns" "${m:+newer}"
 if [ ! -d "$d" ]; then

@@ -15,6 +15,16 @@
 # 	  two processes fewer than chunks do (the chunk reader's subshell and
 # 	  the drain), and the shell forks are most of what a small batch costs
 # 	  it;
+# 	"SEQ=NONCE WORDS\n": a run of one of the loop's other scripts, named by
+# 	  the first word (livesync_scan: scan.sh, livesync_download:
+# 	  download.sh), with the rest as its arguments and no stdin. Its output
+# 	  goes out as it is, between "Z\0" and "\0Z<NONCE>\0" (NONCE: hex, new
+# 	  per frame from the client, so no output can end it early; the NUL
+# 	  before it ends whatever token a cut-short output left open, and the
+# 	  client drops it), then its stderr and ack as a batch's. A scan costs
+# 	  no exec, and fewer processes than its own exec: its mount namespace
+# 	  is read once per loop, and its marker file made once per loop
+# 	  (livesync_prep) and back-dated by each scan that uses it;
 # 	"SEQ\n": a heartbeat ("SEQ/LEN\n" without words is malformed).
 #
 # Lines are read by the shell's read builtin, which reads a pipe byte by
@@ -50,12 +60,33 @@
 # batch's stderr on the loop's own, and no ack, so the caller finds the
 # process again before the batch is sent again.
 #
-# livesync_apply_body stands for apply.sh: stream.go puts its text there.
+# livesync_apply_body, livesync_scan_body and livesync_download_body stand
+# for apply.sh, scan.sh and download.sh: stream.go puts their text there.
+# What the loop itself keeps while a script runs goes by names that start
+# with livesync_, which no script sets (apply.sh runs in this shell's
+# subshell, and its variables would change the loop's).
 if ! { command -v dd >/dev/null 2>&1 && [ "$(printf ab | dd bs=2 count=1 iflag=fullblock 2>/dev/null)" = ab ]; }; then printf 'N\0'; exit 0; fi
 printf 'Y\0'
 exec 3>&1
 livesync_apply() {
 livesync_apply_body
+}
+livesync_scan() {
+livesync_scan_body
+}
+livesync_download() {
+livesync_download_body
+}
+# livesync_prep reads the mount namespace the scans report (the helper's
+# target's: livesync_pinned in each scan fails once that process is gone)
+# and makes the marker file they back-date, once per loop; the loop removes
+# the marker when it ends. livesync_marker is empty when no temp directory
+# is writable: each scan then lists everything, as its exec would.
+livesync_prep() {
+  [ -z "${livesync_ns+x}" ] || return 0
+  livesync_ns=$(readlink "/proc/${LIVESYNC_PID:-self}/ns/mnt" 2>/dev/null) || livesync_ns=
+  livesync_marker=$(mktemp "${TMPDIR:-/tmp}/livesync-scan.XXXXXX" 2>/dev/null) || livesync_marker=
+  if [ -n "$livesync_marker" ]; then trap 'rm -f "$livesync_marker"' EXIT; trap 'exit 129' HUP; trap 'exit 143' TERM; fi
 }
 rd() { q=$(($1/65536)) r=$(($1%65536)); if [ $q -gt 0 ]; then dd bs=65536 count=$q iflag=fullblock 2>/dev/null || return 1; fi; if [ $r -gt 0 ]; then dd bs=$r count=1 iflag=fullblock 2>/dev/null || return 1; fi; }
 # shellcheck disable=SC2034 # used by the eval'd arguments ("$nl", see shellWords)
@@ -63,6 +94,19 @@ nl='
 '
 soh=$(printf '\001')
 while read -r hd args; do
+  case $hd in
+  *=*)
+    seq=${hd%%=*} livesync_z=${hd#*=}
+    case $seq in ''|*[!0-9]*) exit 2 ;; esac
+    case $livesync_z in ''|*[!0-9a-f]*) exit 2 ;; esac
+    eval "set -- $args"
+    case ${1:-} in livesync_scan) livesync_prep ;; livesync_download) ;; *) exit 2 ;; esac
+    printf 'Z\0'
+    e=$( { "$@"; } </dev/null 2>&1 >&3 3>&-); s=$?
+    [ "$s" != 75 ] || { printf '%s\n' "$e" >&2; exit 75; }
+    printf '\0Z%s\0' "$livesync_z"
+    [ -z "$e" ] || printf 'e%s\n\0' "$e"; printf 'K%s %s\0' "$seq" "$s"; continue ;;
+  esac
   seq=${hd%/*}
   case $seq in ''|*[!0-9]*) exit 2 ;; esac
   if [ -z "$args" ]; then [ "$hd" = "$seq" ] || exit 2; printf 'K%s 0\0' "$seq"; continue; fi

@@ -26,7 +26,7 @@ import (
 
 // buildOptions says which image to build and from which host files.
 type buildOptions struct {
-	Kind    string // app, app-notar, app-nodd, app-nonroot, distroless or pause
+	Kind    string // app, app-gnu, app-notar, app-nodd, app-nonroot, distroless or pause
 	Marker  string // content of /etc/livesync-build; empty means no such file
 	Busybox string // static busybox binary for the app kinds
 	Pause   string // pause binary for the pause kind
@@ -42,9 +42,19 @@ const (
 	nonroot   = 1000
 	// distrolessUser is the uid:gid of distroless's "nonroot" images.
 	distrolessUser = 65532
-	// notarShell is the sh of app-notar and app-nodd: Debian's dash, from the essential package dash.
+	// notarShell is the sh of app-notar, app-nodd and app-gnu: Debian's dash, from the essential
+	// package dash.
 	notarShell = "/bin/dash"
 )
+
+// gnuTools are the host's GNU programs that app-gnu holds beside dash: what the remote scripts
+// (pkg/remote/scripts) and the e2e tests call, from coreutils, tar, findutils and gzip. No
+// busybox: every tool the scripts run is the GNU one, as in a Debian-based image.
+var gnuTools = []string{
+	"cat", "chmod", "chown", "cp", "cut", "date", "dd", "head", "id", "ln", "ls", "md5sum", "mkdir",
+	"mktemp", "mv", "readlink", "rm", "rmdir", "sha256sum", "sleep", "stat", "tail", "touch", "wc",
+	"tar", "find", "xargs", "gzip",
+}
 
 // applets lists, per image kind, the busybox applets it leaves out. Without tar or dd, no busybox
 // shell either: each would run the missing applet (FEATURE_SH_STANDALONE). app-nodd has tar but no
@@ -123,6 +133,14 @@ func buildImage(o buildOptions) (v1.Image, error) {
 			files = append(files, dir("app", 0o755, 0))
 			cfg.WorkingDir = "/app"
 		}
+	case "app-gnu":
+		var err error
+		if files, err = gnuFiles(); err != nil {
+			return nil, err
+		}
+		files = append(files, dir("app", 0o755, 0))
+		cfg.Entrypoint = []string{"/bin/sh", "-c", sleepLoop}
+		cfg.WorkingDir = "/app"
 	case "distroless":
 		// A static binary and nothing else, as USER 65532 (distroless's nonroot): no sh, no tar.
 		// Its /app belongs to that user; /app-root-owned to root.
@@ -143,7 +161,7 @@ func buildImage(o buildOptions) (v1.Image, error) {
 		files = []entry{file("pause", 0o755, bin)}
 		cfg.Entrypoint = []string{"/pause"}
 	default:
-		return nil, fmt.Errorf("unknown image kind %q: want app, app-notar, app-nodd, app-nonroot, distroless or pause", o.Kind)
+		return nil, fmt.Errorf("unknown image kind %q: want app, app-gnu, app-notar, app-nodd, app-nonroot, distroless or pause", o.Kind)
 	}
 
 	base, err := mutate.ConfigFile(mutate.MediaType(empty.Image, types.OCIManifestSchema1), &v1.ConfigFile{
@@ -192,15 +210,7 @@ func busyboxFiles(busybox string, without []string) ([]entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing the applets of %q: %w", busybox, err)
 	}
-	files := []entry{
-		dir("bin", 0o755, 0), dir("dev", 0o755, 0), dir("etc", 0o755, 0), dir("home", 0o755, 0),
-		dir("proc", 0o555, 0), dir("root", 0o700, 0), dir("sbin", 0o755, 0), dir("sys", 0o555, 0),
-		dir("tmp", 0o1777, 0), dir("usr", 0o755, 0), dir("usr/bin", 0o755, 0), dir("usr/sbin", 0o755, 0),
-		dir("var", 0o755, 0), dir("var/tmp", 0o1777, 0),
-		file("bin/busybox", 0o755, bin),
-		file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000:app:/home/app:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")),
-		file("etc/group", 0o644, []byte("root:x:0:\napp:x:1000:\nnogroup:x:65534:\n")),
-	}
+	files := append(rootFiles(), file("bin/busybox", 0o755, bin))
 	known := map[string]bool{}
 	for _, f := range files {
 		known[f.name] = true
@@ -216,6 +226,58 @@ func busyboxFiles(busybox string, without []string) ([]entry, error) {
 		}
 		known[applet] = true
 		files = append(files, entry{name: applet, typ: tar.TypeSymlink, mode: 0o777, link: "/bin/busybox"})
+	}
+	return files, nil
+}
+
+// rootFiles are the usual top-level directories and users root and app (1000) of the app kinds.
+func rootFiles() []entry {
+	return []entry{
+		dir("bin", 0o755, 0), dir("dev", 0o755, 0), dir("etc", 0o755, 0), dir("home", 0o755, 0),
+		dir("proc", 0o555, 0), dir("root", 0o700, 0), dir("sbin", 0o755, 0), dir("sys", 0o555, 0),
+		dir("tmp", 0o1777, 0), dir("usr", 0o755, 0), dir("usr/bin", 0o755, 0), dir("usr/sbin", 0o755, 0),
+		dir("var", 0o755, 0), dir("var/tmp", 0o1777, 0),
+		file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000:app:/home/app:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")),
+		file("etc/group", 0o644, []byte("root:x:0:\napp:x:1000:\nnogroup:x:65534:\n")),
+	}
+}
+
+// gnuFiles lays out app-gnu's root: rootFiles, dash as /bin/sh, and gnuTools in /bin, each
+// with the libraries it needs, from this host (Debian: apt-get install coreutils tar findutils
+// gzip).
+func gnuFiles() ([]entry, error) {
+	files := rootFiles()
+	seen := map[string]bool{}
+	for _, f := range files {
+		seen[f.name] = true
+	}
+	add := func(es []entry) {
+		for _, e := range es {
+			if !seen[e.name] {
+				seen[e.name] = true
+				files = append(files, e)
+			}
+		}
+	}
+	for _, as := range []string{"bin/sh", "bin/dash"} {
+		es, err := dynamicFiles(notarShell, as)
+		if err != nil {
+			return nil, err
+		}
+		add(es)
+	}
+	for _, tool := range gnuTools {
+		host, err := exec.LookPath(path.Join("/usr/bin", tool))
+		if err != nil {
+			if host, err = exec.LookPath(path.Join("/bin", tool)); err != nil {
+				return nil, fmt.Errorf("GNU %s not found on this host (apt-get install coreutils tar findutils gzip): %w", tool, err)
+			}
+		}
+		es, err := dynamicFiles(host, "bin/"+tool)
+		if err != nil {
+			return nil, err
+		}
+		add(es)
 	}
 	return files, nil
 }
@@ -292,7 +354,11 @@ func dynamicFiles(bin, as string) ([]entry, error) {
 	if interp != "" {
 		paths[interp] = strings.TrimPrefix(interp, "/")
 	}
-	for _, lib := range libs {
+	// The libraries the libraries need too (libselinux needs libpcre2): the image has no
+	// other copy of them.
+	for len(libs) > 0 {
+		lib := libs[0]
+		libs = libs[1:]
 		found := ""
 		for _, d := range libDirs {
 			if _, err := os.Stat(path.Join(d, lib)); err == nil {
@@ -303,7 +369,20 @@ func dynamicFiles(bin, as string) ([]entry, error) {
 		if found == "" {
 			return nil, fmt.Errorf("library %q of %q not found in %v", lib, bin, libDirs)
 		}
+		if _, ok := paths[found]; ok {
+			continue
+		}
 		paths[found] = strings.TrimPrefix(found, "/")
+		lf, err := elf.Open(found)
+		if err != nil {
+			return nil, fmt.Errorf("reading %q: %w", found, err)
+		}
+		more, err := lf.ImportedLibraries()
+		lf.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading the libraries of %q: %w", found, err)
+		}
+		libs = append(libs, more...)
 	}
 	var out []entry
 	for host, img := range paths {

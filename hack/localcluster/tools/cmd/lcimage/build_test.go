@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"io"
 	"log"
@@ -41,6 +42,40 @@ func files(t *testing.T, img v1.Image) map[string]*tar.Header {
 			t.Fatal(err)
 		}
 		out[strings.TrimSuffix(h.Name, "/")] = h
+	}
+}
+
+// neededLibs lists what each ELF file of the image needs (DT_NEEDED), by path.
+func neededLibs(t *testing.T, img v1.Image) map[string][]string {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	out := map[string][]string{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := elf.NewFile(bytes.NewReader(b))
+		if err != nil {
+			continue // not ELF
+		}
+		libs, err := f.ImportedLibraries()
+		if err != nil {
+			t.Fatalf("%s: %v", h.Name, err)
+		}
+		out[h.Name] = libs
 	}
 }
 
@@ -107,6 +142,30 @@ func TestBuildImage(t *testing.T) {
 	if fs["bin/dd"] != nil || fs["bin/ash"] != nil || fs["bin/tar"] == nil || fs["bin/sh"] == nil || fs["bin/sh"].Typeflag != tar.TypeReg {
 		t.Errorf("app-nodd: want sh (dash) and tar without dd and busybox shells, got sh=%v tar=%v dd=%v ash=%v",
 			fs["bin/sh"] != nil, fs["bin/tar"] != nil, fs["bin/dd"] != nil, fs["bin/ash"] != nil)
+	}
+
+	gnu, _ := build("app-gnu", "")
+	fs = files(t, gnu)
+	if fs["bin/busybox"] != nil || fs["bin/sh"] == nil || fs["bin/sh"].Typeflag != tar.TypeReg || fs["app"] == nil {
+		t.Errorf("app-gnu: want sh (dash), /app and no busybox, got sh=%v busybox=%v app=%v",
+			fs["bin/sh"] != nil, fs["bin/busybox"] != nil, fs["app"] != nil)
+	}
+	for _, tool := range gnuTools {
+		if h := fs["bin/"+tool]; h == nil || h.Typeflag != tar.TypeReg {
+			t.Errorf("app-gnu: bin/%s missing or not a file", tool)
+		}
+	}
+	// Every library any of its programs or libraries needs is in it.
+	for name, libs := range neededLibs(t, gnu) {
+		for _, lib := range libs {
+			found := false
+			for _, d := range []string{"lib/" + multiarch(), "usr/lib/" + multiarch(), "lib64", "usr/lib64", "lib", "usr/lib"} {
+				found = found || fs[d+"/"+lib] != nil
+			}
+			if !found {
+				t.Errorf("app-gnu: %s needs %s, which is not in the image", name, lib)
+			}
+		}
 	}
 
 	pause := filepath.Join(t.TempDir(), "pause")

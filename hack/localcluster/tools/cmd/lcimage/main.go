@@ -2,7 +2,7 @@
 // static busybox, with go-containerregistry and without Docker.
 //
 //	lcimage serve  [--addr 127.0.0.1:5000] [--dir DIR] [-v]
-//	lcimage build  [--registry 127.0.0.1:5000] NAME[:TAG] --kind app|app-notar|app-nodd|app-nonroot|distroless|pause [--marker STRING] [--broken]
+//	lcimage build  [--registry 127.0.0.1:5000] NAME[:TAG] --kind app|app-gnu|app-notar|app-nodd|app-nonroot|distroless|pause [--marker STRING] [--broken]
 //	lcimage digest REF
 //
 // build prints the pushed manifest digest; digest prints the one a registry serves for REF.
@@ -25,7 +25,7 @@ import (
 
 const usage = `usage:
   lcimage serve  [--addr 127.0.0.1:5000] [--dir DIR] [-v]
-  lcimage build  [--registry 127.0.0.1:5000] NAME[:TAG] --kind app|app-notar|app-nodd|app-nonroot|distroless|pause [--marker STRING] [--broken]
+  lcimage build  [--registry 127.0.0.1:5000] NAME[:TAG] --kind app|app-gnu|app-notar|app-nodd|app-nonroot|distroless|pause [--marker STRING] [--broken]
   lcimage digest REF
 `
 
@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "build":
 		registry := fs.String("registry", "127.0.0.1:5000", "registry to push to")
 		var o buildOptions
-		fs.StringVar(&o.Kind, "kind", "app", "image kind: app, app-notar, app-nodd, app-nonroot, distroless or pause")
+		fs.StringVar(&o.Kind, "kind", "app", "image kind: app, app-gnu, app-notar, app-nodd, app-nonroot, distroless or pause")
 		fs.StringVar(&o.Marker, "marker", "", "content of /etc/livesync-build; a new marker gives a new digest")
 		fs.StringVar(&o.Busybox, "busybox", "/bin/busybox", "static busybox binary (Debian busybox-static)")
 		fs.StringVar(&o.Pause, "pause", "", "pause binary (default: pause next to lcimage)")
