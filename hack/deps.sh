@@ -3,8 +3,9 @@
 # package is already installed it touches neither apt nor the network.
 set -euo pipefail
 # git: pkg/ignore compares its matcher with `git check-ignore`. shellcheck: hack/verify.sh checks the
-# scripts in pkg/remote/scripts.
-pkgs=(containerd runc containernetworking-plugins busybox-static openssl iproute2 iptables curl procps bash-completion git shellcheck)
+# scripts in pkg/remote/scripts. inotify-tools: the e2e tests' app-gnu image holds the host's inotifywait
+# (sync-back's trigger).
+pkgs=(containerd runc containernetworking-plugins busybox-static openssl iproute2 iptables curl procps bash-completion git shellcheck inotify-tools)
 
 # pkg/watch runs a test in a new user namespace (to lower its inotify limit); it needs no package,
 # only a kernel that allows user namespaces. A limit of 0 disables them: raise it when we may.

@@ -1,7 +1,10 @@
 package cmd
 
 import (
+	"errors"
 	"strings"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/syncback"
 )
@@ -42,6 +45,18 @@ func (r *syncReporter) syncBack(ev syncback.Event) {
 	case syncback.Conflicted:
 		r.emitErr(jsonEvent{Type: "conflict", Target: toJSONTarget(e.Target), Path: e.Path, LocalSum: e.LocalSum, RemoteSum: e.RemoteSum},
 			"conflict: %s changed locally and in %s: both kept; the next local save wins (local %s, container %s)", e.Path, e.Target, short(e.LocalSum), short(e.RemoteSum))
+	case syncback.Trigger:
+		ev := jsonEvent{Type: "sync-back-trigger", Target: toJSONTarget(e.Target)}
+		switch {
+		case e.Err == nil:
+			r.emit(ev, "inotifywait in %s watches the sync-back paths: what the container writes comes back at once", e.Target)
+		case errors.Is(e.Err, remote.ErrNoInotifywait):
+			ev.Error = e.Err.Error()
+			r.emit(ev, "no inotifywait in %s: sync-back scans it at the interval", e.Target)
+		default:
+			ev.Error = e.Err.Error()
+			r.emit(ev, "sync-back's inotifywait in %s stopped (%v): it scans at the interval", e.Target, e.Err)
+		}
 	case syncback.Failed:
 		r.errors++
 		ev := jsonEvent{Type: "error", Target: toJSONTarget(e.Target), Error: e.Err.Error(), Path: e.Path}

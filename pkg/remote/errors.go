@@ -214,7 +214,6 @@ type TailBuffer struct {
 	cut bool // bytes were dropped
 }
 
-// Write keeps p, dropping what is more than Max bytes back.
 // Write keeps p, dropping what lies more than Max bytes back.
 func (t *TailBuffer) Write(p []byte) (int, error) {
 	t.b = append(t.b, p...)

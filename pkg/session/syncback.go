@@ -37,6 +37,7 @@ func syncBackSink(ctx context.Context, r *syncback.Runner, d Deps, engine *files
 		return sink
 	}
 	r.Serve(engine)
+	r.Trigger(d.Executor)
 	return &backSink{Sink: sink, r: r, client: d.Client, ex: d.Executor, ctx: ctx}
 }
 
@@ -86,14 +87,20 @@ func incarnation(ctx context.Context, ex filesync.Executor, t filesync.Target) s
 }
 
 // engineReporter is what the engine reports to: rep, and with sync-back
-// the end of each on-sync run to r, whose next pass then lists everything.
+// the end of each on-sync run to r, whose next pass then lists everything,
+// and each initial sync that converged, after which r's first pass runs.
 func engineReporter(rep filesync.Reporter, r *syncback.Runner) filesync.Reporter {
 	if r == nil {
 		return rep
 	}
 	return filesync.ReporterFunc(func(ev filesync.Event) {
-		if o, ok := ev.(filesync.OnSync); ok {
-			r.OnSyncRan(o.Target)
+		switch e := ev.(type) {
+		case filesync.OnSync:
+			r.OnSyncRan(e.Target)
+		case filesync.InitialSync:
+			if e.Err == nil {
+				r.Synced(e.Target)
+			}
 		}
 		rep.Report(ev)
 	})

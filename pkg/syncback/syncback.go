@@ -137,6 +137,10 @@ type Runner struct {
 	states    map[string]*state // by target and container ID
 	conflicts map[string]mark   // see Expect
 	onSync    map[string]bool   // by target and container ID: an on-sync run ended (see OnSyncRan)
+
+	trigEx remote.Executor // see Trigger; nil: passes at the interval alone
+	trig   *trigRun        // the source's trigger
+	kick   chan struct{}   // a pass now (see kickPass)
 }
 
 type member struct {
@@ -153,6 +157,8 @@ type state struct {
 	incarnation string
 	reported    map[string]string // path -> what was last reported for it
 	lastErr     string
+	dirs        []watchDir // the directory mappings, once a pass ran (see startTrigger)
+	triggered   bool       // its trigger was started
 }
 
 // New returns a Runner; it fails on a glob that could reach outside a
@@ -171,7 +177,7 @@ func New(cfg Config, rep Reporter, clk clock.WithTicker) (*Runner, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Runner{cfg: cfg, globs: g, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]mark{}, onSync: map[string]bool{}}, nil
+	return &Runner{cfg: cfg, globs: g, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]mark{}, onSync: map[string]bool{}, kick: make(chan struct{}, 1)}, nil
 }
 
 // Serve sets the host that passes run on: the engine, which is built with r
@@ -219,9 +225,11 @@ func (r *Runner) pickLocked() Event {
 	switch {
 	case best == nil:
 		r.source = nil
+		r.stopTriggerLocked()
 	case r.source == nil || *r.source != best.t:
 		t := best.t
 		r.source = &t
+		r.stopTriggerLocked()
 		return Source{Target: t}
 	}
 	return nil
@@ -233,17 +241,26 @@ func (r *Runner) report(ev Event) {
 	}
 }
 
-// Run runs a pass every Interval until ctx ends.
+// Run runs a pass every Interval, and at once when the source's trigger
+// (see Trigger) sees a listed path change, until ctx ends.
 func (r *Runner) Run(ctx context.Context) {
 	t := r.clk.NewTicker(r.cfg.Interval)
 	defer t.Stop()
+	defer func() {
+		r.mu.Lock()
+		r.stopTriggerLocked()
+		r.mu.Unlock()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+		case <-r.kick:
 		}
-		_ = r.Pass(ctx)
+		if r.Pass(ctx) == nil {
+			r.startTrigger(ctx)
+		}
 	}
 }
 
@@ -287,6 +304,15 @@ func (r *Runner) stateLocked(t filesync.Target) *state {
 	return st
 }
 
+// Synced says that t's initial sync converged: when t is the source, a
+// pass runs now (Run's first, which starts the trigger) rather than at the
+// next interval.
+func (r *Runner) Synced(t filesync.Target) {
+	if r.IsSource(t) {
+		r.kickPass()
+	}
+}
+
 // OnSyncRan says that a run of the on-sync command ended in t: what it
 // wrote may keep old mtimes (an archive it unpacked, a cp -p), so the next
 // pass against t lists everything, with hashes.
@@ -308,11 +334,13 @@ func (r *Runner) pass(v *filesync.Visit, st *state) error {
 		}
 	}
 	r.mu.Unlock()
+	var dirs []watchDir
 	for i := range v.Mappings() {
 		root, dir, ignored, ok := v.Mapping(i)
 		if !ok {
 			continue // a single file's mapping: nothing is listed under it
 		}
+		dirs = append(dirs, watchDir{remote: string(dir), ignored: ignored})
 		full := st.since[i] == 0 || st.needFull[i] || r.clk.Since(st.lastFull[i]) >= r.cfg.FullEvery
 		since := st.since[i]
 		if full {
@@ -342,6 +370,11 @@ func (r *Runner) pass(v *filesync.Visit, st *state) error {
 	if len(out.Paths)+len(out.Deleted) > 0 {
 		r.report(out)
 	}
+	r.mu.Lock()
+	if st.dirs == nil {
+		st.dirs = dirs
+	}
+	r.mu.Unlock()
 	return nil
 }
 

@@ -54,6 +54,9 @@ var gnuTools = []string{
 	"cat", "chmod", "chown", "cp", "cut", "date", "dd", "head", "id", "ln", "ls", "md5sum", "mkdir",
 	"mktemp", "mv", "readlink", "rm", "rmdir", "sha256sum", "sleep", "stat", "tail", "touch", "wc",
 	"tar", "find", "xargs", "gzip",
+	// Not GNU: inotify-tools' inotifywait, which Debian-based dev images often hold and sync-back
+	// runs as its trigger where an image has it (pkg/remote/scripts/watch.sh).
+	"inotifywait",
 }
 
 // applets lists, per image kind, the busybox applets it leaves out. Without tar or dd, no busybox
@@ -244,7 +247,7 @@ func rootFiles() []entry {
 
 // gnuFiles lays out app-gnu's root: rootFiles, dash as /bin/sh, and gnuTools in /bin, each
 // with the libraries it needs, from this host (Debian: apt-get install coreutils tar findutils
-// gzip).
+// gzip inotify-tools).
 func gnuFiles() ([]entry, error) {
 	files := rootFiles()
 	seen := map[string]bool{}
@@ -270,7 +273,7 @@ func gnuFiles() ([]entry, error) {
 		host, err := exec.LookPath(path.Join("/usr/bin", tool))
 		if err != nil {
 			if host, err = exec.LookPath(path.Join("/bin", tool)); err != nil {
-				return nil, fmt.Errorf("GNU %s not found on this host (apt-get install coreutils tar findutils gzip): %w", tool, err)
+				return nil, fmt.Errorf("GNU %s not found on this host (apt-get install coreutils tar findutils gzip inotify-tools): %w", tool, err)
 			}
 		}
 		es, err := dynamicFiles(host, "bin/"+tool)
