@@ -46,15 +46,16 @@ func (r *syncReporter) syncBack(ev syncback.Event) {
 		r.emitErr(jsonEvent{Type: "conflict", Target: toJSONTarget(e.Target), Path: e.Path, LocalSum: e.LocalSum, RemoteSum: e.RemoteSum},
 			"conflict: %s changed locally and in %s: both kept; the next local save wins (local %s, container %s)", e.Path, e.Target, short(e.LocalSum), short(e.RemoteSum))
 	case syncback.Trigger:
-		ev := jsonEvent{Type: "sync-back-trigger", Target: toJSONTarget(e.Target)}
+		// Not an error: without the trigger, passes run at the interval.
+		ev := jsonEvent{Type: "sync-back-trigger", Target: toJSONTarget(e.Target), Reason: "watching"}
 		switch {
 		case e.Err == nil:
 			r.emit(ev, "inotifywait in %s watches the sync-back paths: what the container writes comes back at once", e.Target)
 		case errors.Is(e.Err, remote.ErrNoInotifywait):
-			ev.Error = e.Err.Error()
+			ev.Reason, ev.Message = "no-inotifywait", e.Err.Error()
 			r.emit(ev, "no inotifywait in %s: sync-back scans it at the interval", e.Target)
 		default:
-			ev.Error = e.Err.Error()
+			ev.Reason, ev.Message = "stopped", e.Err.Error()
 			r.emit(ev, "sync-back's inotifywait in %s stopped (%v): it scans at the interval", e.Target, e.Err)
 		}
 	case syncback.Failed:

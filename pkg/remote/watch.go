@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 )
@@ -38,7 +39,13 @@ type WatchEvent struct {
 func Watch(ctx context.Context, ex Executor, t Target, root string, starts []string, ready func(), event func(WatchEvent)) error {
 	out := &watchOutput{event: event}
 	errs := &watchStderr{ready: ready, tail: TailBuffer{Max: 4 << 10}}
-	err := ex.Exec(ctx, t, WatchArgv(root, starts), nil, out, errs)
+	// stdin stays open, unwritten, until ctx ends: its EOF is what ends
+	// watch.sh's inotifywait in the container (see the script).
+	stdin, w := io.Pipe()
+	stop := context.AfterFunc(ctx, func() { _ = w.Close() })
+	defer stop()
+	defer w.Close()
+	err := ex.Exec(ctx, t, WatchArgv(root, starts), stdin, out, errs)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

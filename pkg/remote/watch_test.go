@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,5 +113,35 @@ func TestWatchOutput(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("got %v, want %v", got, want)
 		}
+	}
+}
+
+// TestWatchEndsAtStdinEOF: the client closing the exec's stdin (its end of
+// the connection) ends inotifywait in the container, which otherwise would
+// hold its watches until its next event. The exec returns only once every
+// process that holds its stdout, inotifywait among them, is gone.
+func TestWatchEndsAtStdinEOF(t *testing.T) {
+	if _, err := exec.LookPath("inotifywait"); err != nil {
+		t.Fatal("needs inotifywait (apt-get install inotify-tools; hack/deps.sh installs it)")
+	}
+	root := t.TempDir()
+	stdin, w := io.Pipe()
+	errs := &watchStderr{tail: TailBuffer{Max: 4 << 10}}
+	ready := make(chan struct{})
+	errs.ready = func() { close(ready) }
+	done := make(chan error, 1)
+	go func() {
+		done <- (&localExecutor{}).Exec(context.Background(), testTarget, WatchArgv(root, []string{"."}), stdin, io.Discard, errs)
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("watch.sh ended before its watches were in place: %v\n%s", err, errs.String())
+	}
+	must(t, w.Close())
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("watch.sh still runs 30 s after its stdin ended")
 	}
 }

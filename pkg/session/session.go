@@ -153,7 +153,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	sink := &countingSink{Sink: engine, live: map[string]bool{}}
 	tctx, stopTracking := context.WithCancel(ctx)
 	defer stopTracking()
-	tsink := syncBackSink(tctx, back, d, engine, sink)
+	tsink := syncBackSink(tctx, back, cfg, d, engine, sink)
 	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: tsink, Reporter: d.Reporter}
 	synced := make(chan struct{})
 	go tracker.Run(tctx, synced)

@@ -32,12 +32,14 @@ func newSyncBack(cfg Config, d Deps) (*syncback.Runner, []filesync.Option, error
 // feeds: it tells r of every target, with its pod's creation time (the
 // oldest pod is the source), before the engine hears of it, so
 // target-added can name the source.
-func syncBackSink(ctx context.Context, r *syncback.Runner, d Deps, engine *filesync.Engine, sink workload.Sink) workload.Sink {
+func syncBackSink(ctx context.Context, r *syncback.Runner, cfg Config, d Deps, engine *filesync.Engine, sink workload.Sink) workload.Sink {
 	if r == nil {
 		return sink
 	}
 	r.Serve(engine)
-	r.Trigger(d.Executor)
+	if cfg.SyncBack.Inotify {
+		r.Trigger(d.Executor)
+	}
 	return &backSink{Sink: sink, r: r, client: d.Client, ex: d.Executor, ctx: ctx}
 }
 

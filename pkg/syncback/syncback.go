@@ -65,6 +65,8 @@ type Config struct {
 	// Interval is how often the source is scanned; FullEvery how often the
 	// scan lists everything listed (with hashes) instead of what changed.
 	Interval, FullEvery time.Duration
+	// Inotify: the session runs the source's trigger (see Runner.Trigger).
+	Inotify bool
 	// Deletes brings the container's deletes back too.
 	Deletes bool
 	// DryRun reports what would come back and changes nothing.
@@ -304,11 +306,11 @@ func (r *Runner) stateLocked(t filesync.Target) *state {
 	return st
 }
 
-// Synced says that t's initial sync converged: when t is the source, a
-// pass runs now (Run's first, which starts the trigger) rather than at the
-// next interval.
+// Synced says that t's initial sync converged: when t is the source and r
+// has a trigger, a pass runs now (Run's first, which starts the trigger)
+// rather than at the next interval.
 func (r *Runner) Synced(t filesync.Target) {
-	if r.IsSource(t) {
+	if r.trigEx != nil && r.IsSource(t) {
 		r.kickPass()
 	}
 }

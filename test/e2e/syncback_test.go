@@ -115,7 +115,8 @@ func testSyncBack(t *testing.T, kind string) {
 // an upload never replaces a container change no scan has seen (a 1 h interval: no scan runs);
 // a remote delete comes back only with --sync-back-deletes (the delete and a write in one exec:
 // the pass that brings the write saw the delete); a restarted container, which starts with an
-// older lockfile, gets the local one and sends nothing back; --dry-run and --once. On busybox
+// older lockfile, gets the local one and sends nothing back; with inotifywait in the image
+// (app-gnu), a write comes back with no scan at the interval; --dry-run and --once. On busybox
 // and on GNU tools.
 func TestSyncBackRules(t *testing.T) {
 	for _, kind := range syncBackImages {
@@ -153,7 +154,8 @@ func testSyncBackRules(t *testing.T, kind string) {
 	}
 
 	t.Run("an upload never replaces a change no scan has seen", func(t *testing.T) {
-		s := session("--sync-back-interval", "1h")
+		// No inotifywait either (app-gnu has it): it would scan the change at once.
+		s := session("--sync-back-interval", "1h", "--sync-back-inotify=false")
 		defer s.Stop()
 		if r := kexec(t, ns, pod, "sh", "-c", "printf 'from the container' > /app/package-lock.json"); r.code != 0 {
 			t.Fatal(r)
@@ -180,23 +182,31 @@ func testSyncBackRules(t *testing.T, kind string) {
 		})
 	})
 
-	// rm A and a write of B in one exec: the pass that brings B back (its synced-back event is
-	// printed when the pass is over) saw A gone.
-	deleteAndWrite := func(s *sessiontest.Session, b string) sessiontest.Event {
+	// rm A and a write of B in one exec: by the pass that brings B back (its synced-back event is
+	// printed when the pass is over), a pass saw A gone: that one, or one that inotifywait ran
+	// between the two (app-gnu). deleteAndWrite returns the deletes of every synced-back event
+	// up to B's.
+	deleteAndWrite := func(s *sessiontest.Session, b string) []string {
 		t.Helper()
 		if r := kexec(t, ns, pod, "sh", "-c", "rm /app/gen/a.txt && printf '"+b+"' > /app/gen/b.txt"); r.code != 0 {
 			t.Fatal(r)
 		}
-		return s.WaitMatch("gen/b.txt synced back", func(ev sessiontest.Event) bool {
+		s.WaitMatch("gen/b.txt synced back", func(ev sessiontest.Event) bool {
 			return ev.Type == "synced-back" && slices.Contains(ev.Paths, filepath.Join(local, "gen/b.txt"))
 		})
+		var deleted []string
+		for _, ev := range s.Events() {
+			if ev.Type == "synced-back" {
+				deleted = append(deleted, ev.Delete...)
+			}
+		}
+		return deleted
 	}
 	t.Run("a remote delete does not come back without --sync-back-deletes", func(t *testing.T) {
 		s := session()
 		defer s.Stop()
-		ev := deleteAndWrite(s, "new")
-		if len(ev.Delete) != 0 {
-			t.Fatalf("deletes came back: %+v", ev)
+		if deleted := deleteAndWrite(s, "new"); len(deleted) != 0 {
+			t.Fatalf("deletes came back: %q", deleted)
 		}
 		if b, err := os.ReadFile(filepath.Join(local, "gen/a.txt")); err != nil || string(b) != "a" {
 			t.Fatalf("gen/a.txt: %q %v", b, err)
@@ -205,9 +215,8 @@ func testSyncBackRules(t *testing.T, kind string) {
 	t.Run("with --sync-back-deletes it does", func(t *testing.T) {
 		s := session("--sync-back-deletes") // the initial sync sends gen/a.txt again: the local side wins
 		defer s.Stop()
-		ev := deleteAndWrite(s, "newer")
-		if !slices.Equal(ev.Delete, []string{filepath.Join(local, "gen/a.txt")}) {
-			t.Fatalf("synced-back event %+v", ev)
+		if deleted := deleteAndWrite(s, "newer"); !slices.Equal(deleted, []string{filepath.Join(local, "gen/a.txt")}) {
+			t.Fatalf("deletes that came back: %q", deleted)
 		}
 		if _, err := os.Lstat(filepath.Join(local, "gen/a.txt")); !os.IsNotExist(err) {
 			t.Fatalf("gen/a.txt still here: %v", err)
@@ -215,6 +224,40 @@ func testSyncBackRules(t *testing.T, kind string) {
 		if b, _ := os.ReadFile(filepath.Join(local, "gen/b.txt")); string(b) != "newer" {
 			t.Fatalf("gen/b.txt %q", b)
 		}
+	})
+
+	t.Run("inotifywait, where the image has it, brings a write back at once", func(t *testing.T) {
+		// A 1 h interval: no scan runs but the trigger's.
+		s := session("--sync-back-interval", "1h")
+		defer s.Stop()
+		ev := s.WaitMatch("the trigger's event", func(ev sessiontest.Event) bool { return ev.Type == "sync-back-trigger" })
+		if kind == "app" { // busybox has no inotifywait: passes at the interval alone
+			if ev.Reason != "no-inotifywait" || ev.Target == nil || ev.Target.Pod != pod {
+				t.Fatalf("sync-back-trigger event on busybox %+v", ev)
+			}
+			return
+		}
+		if ev.Reason != "watching" || ev.Target == nil || ev.Target.Pod != pod {
+			t.Fatalf("sync-back-trigger event %+v", ev)
+		}
+		if r := kexec(t, ns, pod, "sh", "-c", "mkdir -p /app/gen/t && printf triggered > /app/gen/t/x.txt"); r.code != 0 {
+			t.Fatal(r)
+		}
+		waitFor(t, "gen/t/x.txt locally", time.Minute, func() (bool, error) {
+			b, _ := os.ReadFile(filepath.Join(local, "gen/t/x.txt"))
+			return string(b) == "triggered", nil
+		})
+		// The session's end ends inotifywait in the container (its exec's stdin closes): no
+		// process holds watches after it.
+		count := `n=0; for c in /proc/[0-9]*/comm; do read -r x < "$c" 2>/dev/null && [ "$x" = inotifywait ] && n=$((n+1)); done; echo $n`
+		if r := kexec(t, ns, pod, "sh", "-c", count); r.code != 0 || strings.TrimSpace(r.stdout) != "1" {
+			t.Fatalf("inotifywait processes in the container while the session runs: %+v", r)
+		}
+		s.Stop()
+		waitFor(t, "no inotifywait left in the container", time.Minute, func() (bool, error) {
+			r := kexec(t, ns, pod, "sh", "-c", count)
+			return r.code == 0 && strings.TrimSpace(r.stdout) == "0", nil
+		})
 	})
 
 	t.Run("a restarted container gets the local lockfile and sends nothing back", func(t *testing.T) {

@@ -7,7 +7,7 @@
 # comes back is still decided by a scan (scan.sh), and the interval's scans
 # go on, so an event it misses (a directory made and filled before its
 # watch was added, a name it can't print) costs only the wait for the next
-# one. It writes nothing, and runs until the exec ends.
+# one. It writes nothing, and runs until the client closes its stdin.
 #
 # Arguments: $1 the remote directory, then the start points ("./name": one
 # component each, as scan.sh takes them). When one of them does not exist
@@ -27,4 +27,19 @@ for s; do
   if [ ! -e "$s" ] || [ -L "$s" ]; then set -- .; break; fi
 done
 [ $# -gt 0 ] || set -- .
-exec inotifywait -m -r -P -e close_write,create,delete,moved_to,moved_from,attrib --format '%e %w%f%0' --no-newline "$@"
+# inotifywait runs in the background and the shell waits for it; a subshell
+# reads stdin, which the client holds open and never writes, and ends
+# inotifywait at its EOF: the client closed the exec, or was killed and its
+# connection dropped. Without it, inotifywait would outlive the session,
+# holding its watches, until its next event's write failed. A background
+# list's stdin is /dev/null unless redirected: fd 3 carries the exec's.
+exec 3<&0
+inotifywait -m -r -P -e close_write,create,delete,moved_to,moved_from,attrib --format '%e %w%f%0' --no-newline "$@" <&- &
+w=$!
+(while read -r _; do :; done; kill "$w" 2>/dev/null) <&3 >/dev/null 2>&1 &
+r=$!
+exec 3<&-
+wait "$w"
+s=$?
+kill "$r" 2>/dev/null
+exit "$s"
