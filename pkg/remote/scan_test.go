@@ -41,7 +41,7 @@ func TestScan(t *testing.T) {
 			must(t, os.Symlink("/etc/passwd", filepath.Join(dir, "gen", "passwd")))
 			must(t, os.Lchown(filepath.Join(dir, "gen", "passwd"), -1, -1))
 
-			full, err := Scan(ctx, ex, testTarget, dir, 0, []string{".", "./gen", "./nope"})
+			full, err := Scan(ctx, ex, testTarget, dir, 0, []string{".", "./gen", "./nope"}, nil)
 			must(t, err)
 			if full.Since || !full.Complete || full.Now == 0 || !slices.Equal(full.Missing, []string{"./nope"}) {
 				t.Fatalf("full scan header: %+v", full)
@@ -65,7 +65,7 @@ func TestScan(t *testing.T) {
 			must(t, os.WriteFile(filepath.Join(dir, "gen", "tmp"), []byte("new"), 0o644))
 			must(t, os.Chtimes(filepath.Join(dir, "gen", "tmp"), old, old))
 			must(t, os.Rename(filepath.Join(dir, "gen", "tmp"), filepath.Join(dir, "gen", "c.go")))
-			inc, err := Scan(ctx, ex, testTarget, dir, since, []string{".", "./gen"})
+			inc, err := Scan(ctx, ex, testTarget, dir, since, []string{".", "./gen"}, nil)
 			must(t, err)
 			if !inc.Since || !inc.Complete {
 				t.Fatalf("incremental scan header: %+v", inc)
@@ -91,7 +91,7 @@ func TestScan(t *testing.T) {
 func TestScanMissingRoot(t *testing.T) {
 	for name, ex := range withStreams(t) {
 		t.Run(name, func(t *testing.T) {
-			r, err := Scan(context.Background(), ex, testTarget, filepath.Join(t.TempDir(), "gone"), 0, []string{"."})
+			r, err := Scan(context.Background(), ex, testTarget, filepath.Join(t.TempDir(), "gone"), 0, []string{"."}, nil)
 			must(t, err)
 			if r.Exists || !r.Complete || len(r.Names) != 0 {
 				t.Fatalf("missing root: %+v", r)
@@ -206,7 +206,7 @@ func TestIncarnation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			inc, err := Incarnation(context.Background(), ex, testTarget)
 			must(t, err)
-			r, err := Scan(context.Background(), ex, testTarget, t.TempDir(), 0, nil)
+			r, err := Scan(context.Background(), ex, testTarget, t.TempDir(), 0, nil, nil)
 			must(t, err)
 			if inc == "" || inc != r.Incarnation {
 				t.Fatalf("incarnation %q, scan's %q", inc, r.Incarnation)
