@@ -9,7 +9,8 @@
 # find tests, each "! -name PATTERN" or "! -path PATTERN", that a file
 # which a glob may list fails at least one of. A full listing hashes only
 # the files that fail one (all of them when there are none), and lists
-# the others as it does every other entry, without a hash.
+# the others as it does every other entry, without a hash; a listing of
+# what changed leaves the tests out (it hashes only what changed).
 #
 # Output, NUL-terminated tokens:
 #
