@@ -105,15 +105,18 @@ func (g *Globs) Starts() []string {
 	return slices.Compact(out)
 }
 
-// FileTests returns find(1) tests, in pairs ("-name" or "-path", then a
-// pattern), that every file g lists passes at least one of, with find
-// naming paths from the root as the scan does ("./"-prefixed; see Starts).
-// They may select more: find's "*" crosses "/" where gitignore's does not,
-// a "?" becomes "*" (a locale's multibyte character is one "?" to find but
+// FileTests returns find(1) tests, in pairs ("-path", then a pattern),
+// that every file g lists passes at least one of, with find naming paths
+// from the root as the scan does ("./"-prefixed; see Starts). They may
+// select more: find's "*" crosses "/" where gitignore's does not, a "?"
+// becomes "*" (a locale's multibyte character is one "?" to find but
 // several bytes to gitignore), and "!" patterns, which only ever take
-// paths away, are left out. ok is false when a pattern holds what they
-// cannot express safely (a "\" escape, a "[...]" class, bytes that are not
-// UTF-8): then any file may be listed.
+// paths away, are left out. A pattern that matches at any depth is a
+// -path "*/name" too, not a -name: busybox's find once gave -name's
+// fnmatch FNM_PERIOD, under which "*" does not match a leading dot. ok is
+// false when a pattern holds what they cannot express safely (a "\"
+// escape, a "[...]" class, bytes that are not UTF-8): then any file may be
+// listed.
 func (g *Globs) FileTests() (tests []string, ok bool) {
 	if g.Empty() {
 		return nil, true
@@ -127,22 +130,20 @@ func (g *Globs) FileTests() (tests []string, ok bool) {
 		if !ok {
 			return nil, false
 		}
+		// The path itself, or a directory above it, at any depth or at the
+		// root.
 		if p.anyDir {
-			// The last component at any depth, or a directory's at any depth
-			// above the file.
-			if !p.dirOnly {
-				out = append(out, "-name", pat)
-			}
-			out = append(out, "-path", "*/"+pat+"/*")
-			continue
+			pat = "*/" + pat
+		} else {
+			pat = "./" + pat
 		}
 		if !p.dirOnly {
-			out = append(out, "-path", "./"+pat)
+			out = append(out, "-path", pat)
 			if strings.HasSuffix(pat, "*") {
-				continue // "./pat" already selects what is below it
+				continue // pat already selects what is below it
 			}
 		}
-		out = append(out, "-path", "./"+pat+"/*")
+		out = append(out, "-path", pat+"/*")
 	}
 	return dedupPairs(out), true
 }

@@ -27,8 +27,8 @@ func Incarnation(ctx context.Context, ex Executor, t Target) (string, error) {
 // ScanArgv is the exec that runs scan.sh in the remote directory root: the
 // entries under starts ("./name", one component each) that changed since
 // the container time since (seconds), or all of them when since is 0.
-// hashed holds find tests in pairs ("-name" or "-path", then a pattern;
-// see ignore.Globs.FileTests) that a file must pass one of for a full
+// hashed holds find tests in pairs (a test such as "-path", then its
+// pattern; see ignore.Globs.FileTests) that a file must pass one of for a full
 // listing to hash it; with none, or more than maxHashTests or
 // maxHashTestBytes of them, it hashes every file.
 func ScanArgv(root string, since int64, starts, hashed []string) []string {

@@ -323,7 +323,7 @@ func TestScanSinceIgnoresHashTests(t *testing.T) {
 			for _, p := range []string{"package-lock.json", "src/x.go", "src", "."} {
 				must(t, os.Chtimes(filepath.Join(dir, p), old, old))
 			}
-			tests := []string{"-name", "package-lock.json"}
+			tests := []string{"-path", "*/package-lock.json"}
 			full, err := Scan(context.Background(), ex, testTarget, dir, 0, []string{"."}, tests)
 			must(t, err)
 			if len(full.Names["./src/x.go"].Sum) != 0 || len(full.Names["./package-lock.json"].Sum) != 32 {
@@ -342,15 +342,15 @@ func TestScanSinceIgnoresHashTests(t *testing.T) {
 // Past their bounds, the hash tests are not sent: every file is hashed.
 func TestScanArgvBoundsHashTests(t *testing.T) {
 	count := func(argv []string) string { return argv[7] }
-	if got := count(ScanArgv("/app", 0, []string{"."}, []string{"-name", "a", "-path", "./b/*"})); got != "6" {
+	if got := count(ScanArgv("/app", 0, []string{"."}, []string{"-path", "*/a", "-path", "./b/*"})); got != "6" {
 		t.Errorf("two tests: %s words", got)
 	}
 	many := make([]string, 0, 2*(maxHashTests+1))
 	for range maxHashTests + 1 {
-		many = append(many, "-name", "x")
+		many = append(many, "-path", "x")
 	}
-	long := []string{"-name", strings.Repeat("x", maxHashTestBytes+1)}
-	for name, tests := range map[string][]string{"many": many, "long": long, "odd": {"-name"}, "none": nil} {
+	long := []string{"-path", strings.Repeat("x", maxHashTestBytes+1)}
+	for name, tests := range map[string][]string{"many": many, "long": long, "odd": {"-path"}, "none": nil} {
 		if argv := ScanArgv("/app", 0, []string{"."}, tests); count(argv) != "0" || len(argv) != 9 {
 			t.Errorf("%s: %q", name, argv[7:])
 		}

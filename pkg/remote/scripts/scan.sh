@@ -6,11 +6,11 @@
 # of words of hash tests at the end, then the start points ("./name": one
 # component each, so that find never resolves a symlink on its way to
 # one; find itself never follows one below them), then the hash tests:
-# find tests, each "! -name PATTERN" or "! -path PATTERN", that a file
-# which a glob may list fails at least one of. A full listing hashes only
-# the files that fail one (all of them when there are none), and lists
-# the others as it does every other entry, without a hash; a listing of
-# what changed leaves the tests out (it hashes only what changed).
+# find tests, each "!", a test and its pattern ("! -path ./gen/*"), that
+# a file which a glob may list fails at least one of. A full listing
+# hashes only the files that fail one (all of them when there are none),
+# and lists the others as it does every other entry, without a hash; a
+# listing of what changed leaves the tests out (it hashes what changed).
 #
 # Output, NUL-terminated tokens:
 #
