@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Globs is a list of patterns in gitignore syntax that lists paths rather
@@ -102,4 +103,89 @@ func (g *Globs) Starts() []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// FileTests returns find(1) tests, in pairs ("-path", then a pattern),
+// that every file g lists passes at least one of, with find naming paths
+// from the root as the scan does ("./"-prefixed; see Starts). They may
+// select more: find's "*" crosses "/" where gitignore's does not, a "?"
+// becomes "*" (a locale's multibyte character is one "?" to find but
+// several bytes to gitignore), and "!" patterns, which only ever take
+// paths away, are left out. A pattern that matches at any depth is a
+// -path "*/name" too, not a -name: busybox's find once gave -name's
+// fnmatch FNM_PERIOD, under which "*" does not match a leading dot. ok is
+// false when a pattern holds what they cannot express safely (a "\"
+// escape, a "[...]" class, bytes that are not UTF-8): then any file may be
+// listed.
+func (g *Globs) FileTests() (tests []string, ok bool) {
+	if g.Empty() {
+		return nil, true
+	}
+	var out []string
+	for _, p := range g.ps {
+		if p.negate {
+			continue
+		}
+		pat, ok := findPattern(p.glob)
+		if !ok {
+			return nil, false
+		}
+		// The path itself, or a directory above it, at any depth or at the
+		// root.
+		if p.anyDir {
+			pat = "*/" + pat
+		} else {
+			pat = "./" + pat
+		}
+		if !p.dirOnly {
+			out = append(out, "-path", pat)
+			if strings.HasSuffix(pat, "*") {
+				continue // pat already selects what is below it
+			}
+		}
+		out = append(out, "-path", pat+"/*")
+	}
+	return dedupPairs(out), true
+}
+
+// findPattern turns a gitignore glob into a find pattern that matches at
+// least what it does: "**/" (any number of directories, none included)
+// becomes "*", every run of stars one "*", and "?" a "*". ok is false for
+// an escape or a class, for bytes that are not UTF-8, and for a pattern
+// that ends with "/" (GNU find warns about such a -path).
+func findPattern(glob string) (string, bool) {
+	if strings.ContainsAny(glob, "\\[") || !utf8.ValidString(glob) || strings.HasSuffix(glob, "/") {
+		return "", false
+	}
+	var b strings.Builder
+	for i := 0; i < len(glob); i++ {
+		switch c := glob[i]; c {
+		case '*', '?':
+			n := i
+			for i+1 < len(glob) && (glob[i+1] == '*' || glob[i+1] == '?') {
+				i++
+			}
+			if i > n && i+1 < len(glob) && glob[i+1] == '/' {
+				i++ // "**/" may stand for no directory at all
+			}
+			b.WriteByte('*')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), true
+}
+
+// dedupPairs drops a (test, pattern) pair seen before, keeping the order.
+func dedupPairs(ts []string) []string {
+	seen := map[[2]string]bool{}
+	out := ts[:0]
+	for i := 0; i+1 < len(ts); i += 2 {
+		k := [2]string{ts[i], ts[i+1]}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, ts[i], ts[i+1])
+		}
+	}
+	return out
 }

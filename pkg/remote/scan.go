@@ -27,14 +27,40 @@ func Incarnation(ctx context.Context, ex Executor, t Target) (string, error) {
 // ScanArgv is the exec that runs scan.sh in the remote directory root: the
 // entries under starts ("./name", one component each) that changed since
 // the container time since (seconds), or all of them when since is 0.
-func ScanArgv(root string, since int64, starts []string) []string {
+// hashed holds find tests in pairs (a test such as "-path", then its
+// pattern; see ignore.Globs.FileTests) that a file must pass one of for a full
+// listing to hash it; with none, or more than maxHashTests or
+// maxHashTestBytes of them, it hashes every file.
+func ScanArgv(root string, since int64, starts, hashed []string) []string {
 	s := ""
 	if since > 0 {
 		s = strconv.FormatInt(since, 10)
 	}
-	out := []string{"sh", "-c", scanScript, "livesync-scan", root, s, listChunkScript}
-	return append(out, starts...)
+	var tests []string
+	if n := len(hashed) / 2; n > 0 && n <= maxHashTests && len(hashed)%2 == 0 {
+		size := 0
+		for i := 0; i < len(hashed); i += 2 {
+			tests = append(tests, "!", hashed[i], hashed[i+1])
+			size += len(hashed[i+1])
+		}
+		if size > maxHashTestBytes {
+			tests = nil
+		}
+	}
+	out := make([]string, 0, 8+len(starts)+len(tests))
+	out = append(out, "sh", "-c", scanScript, "livesync-scan", root, s, listChunkScript, strconv.Itoa(len(tests)))
+	out = append(out, starts...)
+	return append(out, tests...)
 }
+
+// The bounds of ScanArgv's hash tests. Globs are the user's and few; past
+// these, a full listing hashes every file rather than send an argv (or a
+// stream frame) that grows with them, and have find test each entry
+// against that many patterns.
+const (
+	maxHashTests     = 64
+	maxHashTestBytes = 4 << 10
+)
 
 // ScanResult is what scan.sh printed (its header describes the format).
 type ScanResult struct {
@@ -56,9 +82,9 @@ type ScanResult struct {
 
 // Scan runs ScanArgv in t and parses what it prints. A scan that failed
 // or was cut short is an error, never an empty result.
-func Scan(ctx context.Context, ex Executor, t Target, root string, since int64, starts []string) (*ScanResult, error) {
+func Scan(ctx context.Context, ex Executor, t Target, root string, since int64, starts, hashed []string) (*ScanResult, error) {
 	var out bytes.Buffer
-	if err := Run(ctx, ex, t, "scanning for sync-back", root, ScanArgv(root, since, starts), nil, &out); err != nil {
+	if err := Run(ctx, ex, t, "scanning for sync-back", root, ScanArgv(root, since, starts, hashed), nil, &out); err != nil {
 		return nil, err
 	}
 	r, err := ParseScan(out.Bytes())

@@ -4,14 +4,18 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
 )
 
 // scanNames returns the names a scan listed, sorted, without ".".
@@ -41,7 +45,7 @@ func TestScan(t *testing.T) {
 			must(t, os.Symlink("/etc/passwd", filepath.Join(dir, "gen", "passwd")))
 			must(t, os.Lchown(filepath.Join(dir, "gen", "passwd"), -1, -1))
 
-			full, err := Scan(ctx, ex, testTarget, dir, 0, []string{".", "./gen", "./nope"})
+			full, err := Scan(ctx, ex, testTarget, dir, 0, []string{".", "./gen", "./nope"}, nil)
 			must(t, err)
 			if full.Since || !full.Complete || full.Now == 0 || !slices.Equal(full.Missing, []string{"./nope"}) {
 				t.Fatalf("full scan header: %+v", full)
@@ -65,7 +69,7 @@ func TestScan(t *testing.T) {
 			must(t, os.WriteFile(filepath.Join(dir, "gen", "tmp"), []byte("new"), 0o644))
 			must(t, os.Chtimes(filepath.Join(dir, "gen", "tmp"), old, old))
 			must(t, os.Rename(filepath.Join(dir, "gen", "tmp"), filepath.Join(dir, "gen", "c.go")))
-			inc, err := Scan(ctx, ex, testTarget, dir, since, []string{".", "./gen"})
+			inc, err := Scan(ctx, ex, testTarget, dir, since, []string{".", "./gen"}, nil)
 			must(t, err)
 			if !inc.Since || !inc.Complete {
 				t.Fatalf("incremental scan header: %+v", inc)
@@ -91,7 +95,7 @@ func TestScan(t *testing.T) {
 func TestScanMissingRoot(t *testing.T) {
 	for name, ex := range withStreams(t) {
 		t.Run(name, func(t *testing.T) {
-			r, err := Scan(context.Background(), ex, testTarget, filepath.Join(t.TempDir(), "gone"), 0, []string{"."})
+			r, err := Scan(context.Background(), ex, testTarget, filepath.Join(t.TempDir(), "gone"), 0, []string{"."}, nil)
 			must(t, err)
 			if r.Exists || !r.Complete || len(r.Names) != 0 {
 				t.Fatalf("missing root: %+v", r)
@@ -206,11 +210,152 @@ func TestIncarnation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			inc, err := Incarnation(context.Background(), ex, testTarget)
 			must(t, err)
-			r, err := Scan(context.Background(), ex, testTarget, t.TempDir(), 0, nil)
+			r, err := Scan(context.Background(), ex, testTarget, t.TempDir(), 0, nil, nil)
 			must(t, err)
 			if inc == "" || inc != r.Incarnation {
 				t.Fatalf("incarnation %q, scan's %q", inc, r.Incarnation)
 			}
 		})
+	}
+}
+
+// hashTree is a tree with files that sync-back globs list and files they
+// don't, under names find and gitignore might read differently.
+var hashTree = map[string]string{
+	"package-lock.json": "l", "web/package-lock.json": "wl", "package-lock.json.bak": "b", "gen/a.go": "a",
+	"gen/sub/b.go": "b", "gen/keep.go": "k", "x/gen/a.go": "xa", "go.sum": "s", "sub/go.sum": "ss",
+	"db/migrate/1.rb": "1", "db/migrate/sub/2.rb": "2", "x/db/migrate/3.rb": "3", "vendor/modules.txt": "m",
+	"vendor/x/modules.txt": "xm", "node_modules/p/i.js": "i", "a/node_modules/q/j.js": "j", "yarn.lock": "y",
+	".hidden.lock": "h", "d/.lock": "dl", "a.lock/f": "alf", "file1.txt": "f1", "fileé.txt": "fe",
+	"x/file22.txt": "f22", "x.go": "x", "a/x.go": "ax", "a/b/c/x.go": "abcx", "a/x/b": "axb", "a/x/y/b": "axyb",
+	"ab": "ab", "a/b/inner": "abi", "src/main.go": "main", "é/ü.lock": "ue", "sp ace/f f.lock": "ff",
+	"a*b/c": "abc", ".env": "e", "z/.env": "ze",
+}
+
+// A full scan hashes the files the globs may list and lists every other
+// entry as before, without a hash: what each glob lists has a hash under
+// busybox's and GNU's find (in a UTF-8 locale too), and a file no glob
+// lists has none.
+func TestScanHashesWhatGlobsList(t *testing.T) {
+	globs := []string{
+		"package-lock.json", "gen/**", "db/migrate/", "vendor/modules.txt", "./go.sum", "node_modules/", "*.lock",
+		"file?.txt", "**/x.go", "a/**/b", "a/**", "gen/*.go", "*", "*/", "**", "?", "a*b/*", "é/*", "sp ace/",
+		".env", "./.env", "x/**/", "**/b/**", "a/*/b", "*/b",
+	}
+	dir := t.TempDir()
+	writeTree(t, dir, hashTree)
+	check := func(t *testing.T, ex Executor, set []string) *ScanResult {
+		t.Helper()
+		g, err := ignore.NewGlobs(set)
+		must(t, err)
+		tests, ok := g.FileTests()
+		if !ok {
+			t.Fatalf("no tests for %q", set)
+		}
+		r, err := Scan(context.Background(), ex, testTarget, dir, 0, g.Starts(), tests)
+		must(t, err)
+		if !r.Complete || r.Alg != "sha256sum" {
+			t.Fatalf("scan of %q: %+v", set, r)
+		}
+		for rel, content := range hashTree {
+			if !g.Match(rel, false) {
+				continue
+			}
+			e, ok := r.Names["./"+rel]
+			if sum := sha256.Sum256([]byte(content)); !ok || e.Type != TypeFile || !bytes.Equal(e.Sum, sum[:]) {
+				t.Errorf("%q lists %q: the scan has %+v (listed: %v), want its sha256", set, rel, e, ok)
+			}
+		}
+		return r
+	}
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, s := range globs {
+				check(t, ex, []string{s})
+			}
+			t.Setenv("LC_ALL", "C.UTF-8")
+			for _, s := range globs {
+				check(t, ex, []string{s})
+			}
+		})
+	}
+	for name, ex := range withStreams(t) {
+		t.Run(name+"/unlisted", func(t *testing.T) {
+			set := []string{"package-lock.json", "gen/**", "db/migrate/", "vendor/modules.txt", "*.lock", "!gen/keep.go"}
+			r := check(t, ex, set)
+			g, _ := ignore.NewGlobs(set)
+			all, err := Scan(context.Background(), ex, testTarget, dir, 0, g.Starts(), nil)
+			must(t, err)
+			if !slices.Equal(scanNames(r), scanNames(all)) {
+				t.Fatalf("names with hash tests %q\nwithout %q", scanNames(r), scanNames(all))
+			}
+			for n, e := range all.Names {
+				got := r.Names[n]
+				if got.Type != e.Type || got.Mode != e.Mode || got.Size != e.Size || got.MTime != e.MTime || got.Link != e.Link {
+					t.Errorf("%s: %+v with hash tests, %+v without", n, got, e)
+				}
+			}
+			for _, rel := range []string{"src/main.go", "sub/go.sum", "x/gen/a.go", "package-lock.json.bak"} {
+				if e := r.Names["./"+rel]; e.Type != TypeFile || e.Size != int64(len(hashTree[rel])) || len(e.Sum) != 0 {
+					t.Errorf("%s, which no glob lists: %+v, want a file without a hash", rel, e)
+				}
+				if e := all.Names["./"+rel]; len(e.Sum) != 32 {
+					t.Errorf("%s without hash tests: %+v, want its hash", rel, e)
+				}
+			}
+			// gen/keep.go is taken away by a "!" pattern: the tests leave
+			// those out, so it is hashed too.
+			if e := r.Names["./gen/keep.go"]; len(e.Sum) != 32 {
+				t.Errorf("gen/keep.go: %+v", e)
+			}
+		})
+	}
+}
+
+// Tests a steady-state scan is given are not used: it lists and hashes
+// what changed, as without them.
+func TestScanSinceIgnoresHashTests(t *testing.T) {
+	for name, ex := range withStreams(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{"package-lock.json": "v1", "src/x.go": "x"})
+			old := time.Now().Add(-time.Hour)
+			for _, p := range []string{"package-lock.json", "src/x.go", "src", "."} {
+				must(t, os.Chtimes(filepath.Join(dir, p), old, old))
+			}
+			tests := []string{"-path", "*/package-lock.json"}
+			full, err := Scan(context.Background(), ex, testTarget, dir, 0, []string{"."}, tests)
+			must(t, err)
+			if len(full.Names["./src/x.go"].Sum) != 0 || len(full.Names["./package-lock.json"].Sum) != 32 {
+				t.Fatalf("full scan: %+v", full.Names)
+			}
+			must(t, os.WriteFile(filepath.Join(dir, "src", "x.go"), []byte("x2"), 0o644))
+			inc, err := Scan(context.Background(), ex, testTarget, dir, full.Now-2, []string{"."}, tests)
+			must(t, err)
+			if !inc.Since || !inc.Complete || !slices.Equal(scanNames(inc), []string{"./src/x.go"}) || len(inc.Names["./src/x.go"].Sum) != 32 {
+				t.Fatalf("incremental scan: %+v, names %q", inc, scanNames(inc))
+			}
+		})
+	}
+}
+
+// Past their bounds, the hash tests are not sent: every file is hashed.
+func TestScanArgvBoundsHashTests(t *testing.T) {
+	count := func(argv []string) string { return argv[7] }
+	if got := count(ScanArgv("/app", 0, []string{"."}, []string{"-path", "*/a", "-path", "./b/*"})); got != "6" {
+		t.Errorf("two tests: %s words", got)
+	}
+	many := make([]string, 0, 2*(maxHashTests+1))
+	for range maxHashTests + 1 {
+		many = append(many, "-path", "x")
+	}
+	long := []string{"-path", strings.Repeat("x", maxHashTestBytes+1)}
+	for name, tests := range map[string][]string{"many": many, "long": long, "odd": {"-path"}, "none": nil} {
+		if argv := ScanArgv("/app", 0, []string{"."}, tests); count(argv) != "0" || len(argv) != 9 {
+			t.Errorf("%s: %q", name, argv[7:])
+		}
+	}
+	if argv := ScanArgv("/app", 0, []string{"."}, many[2:]); count(argv) != strconv.Itoa(3*maxHashTests) {
+		t.Errorf("%d tests: %s words", maxHashTests, count(argv))
 	}
 }

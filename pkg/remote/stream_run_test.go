@@ -47,9 +47,9 @@ func TestStreamRunFrames(t *testing.T) {
 				must(t, os.Symlink(l, filepath.Join(dir, "gen", name)))
 			}
 
-			byExec, err := Scan(ctx, ex, testTarget, dir, 0, []string{"."})
+			byExec, err := Scan(ctx, ex, testTarget, dir, 0, []string{"."}, nil)
 			must(t, err)
-			full, err := Scan(ctx, s, testTarget, dir, 0, []string{"."})
+			full, err := Scan(ctx, s, testTarget, dir, 0, []string{"."}, nil)
 			must(t, err)
 			if !full.Complete || full.Since || full.Incarnation != byExec.Incarnation || !slices.Equal(scanNames(full), scanNames(byExec)) {
 				t.Fatalf("scan through the stream %+v, names %q\nby exec %+v, names %q", full, scanNames(full), byExec, scanNames(byExec))
@@ -67,7 +67,7 @@ func TestStreamRunFrames(t *testing.T) {
 			since := full.Now - 2
 			must(t, os.WriteFile(filepath.Join(dir, "gen", "b.go"), []byte("b"), 0o644))
 			for range 2 {
-				inc, err := Scan(ctx, s, testTarget, dir, since, []string{"./gen"})
+				inc, err := Scan(ctx, s, testTarget, dir, since, []string{"./gen"}, nil)
 				must(t, err)
 				if !inc.Since || !inc.Complete || !slices.Contains(scanNames(inc), "./gen/b.go") {
 					t.Fatalf("incremental scan through the stream: %+v %q", inc, scanNames(inc))
@@ -92,7 +92,7 @@ func TestStreamRunFrames(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "tar") {
 				t.Errorf("a download of a missing name: %v, want tar's failure", err)
 			}
-			if _, err := Scan(ctx, s, testTarget, dir, 0, []string{"./gen"}); err != nil {
+			if _, err := Scan(ctx, s, testTarget, dir, 0, []string{"./gen"}, nil); err != nil {
 				t.Fatalf("a scan after a failed download: %v", err)
 			}
 
@@ -200,7 +200,7 @@ func TestStreamRunFramesHelperMoved(t *testing.T) {
 			writeTree(t, other, map[string]string{"app/gen/secret.go": "s"})
 			proc := fakeproc.Write(t, fakeproc.Process{PID: 7, Start: 1000, Root: rootfs})
 			s, c := newTestStreams(t, helperRoute{ex, proc})
-			r, err := Scan(context.Background(), s, testTarget, "/app", 0, []string{"./gen"})
+			r, err := Scan(context.Background(), s, testTarget, "/app", 0, []string{"./gen"}, nil)
 			must(t, err)
 			if got := scanNames(r); !slices.Equal(got, []string{"./gen", "./gen/a.go"}) {
 				t.Fatalf("scan through the helper: %q", got)
@@ -211,7 +211,7 @@ func TestStreamRunFramesHelperMoved(t *testing.T) {
 			must(t, os.WriteFile(filepath.Join(proc, "7", "stat"), b, 0o644))
 			must(t, os.Remove(filepath.Join(proc, "7", "root")))
 			must(t, os.Symlink(other, filepath.Join(proc, "7", "root")))
-			r, err = Scan(context.Background(), s, testTarget, "/app", 0, []string{"./gen"})
+			r, err = Scan(context.Background(), s, testTarget, "/app", 0, []string{"./gen"}, nil)
 			if err == nil {
 				t.Fatalf("a scan after the target moved: %q", scanNames(r))
 			}
@@ -231,7 +231,7 @@ func TestStreamRunFramesWithoutDD(t *testing.T) {
 	s, c := newTestStreams(t, busybox(t, "dd"))
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"gen/a.go": "a"})
-	r, err := Scan(context.Background(), s, testTarget, dir, 0, []string{"./gen"})
+	r, err := Scan(context.Background(), s, testTarget, dir, 0, []string{"./gen"}, nil)
 	must(t, err)
 	if got := scanNames(r); !slices.Equal(got, []string{"./gen", "./gen/a.go"}) {
 		t.Fatalf("scan without dd: %q", got)
@@ -253,7 +253,7 @@ func TestScanExecIgnoresLoopNames(t *testing.T) {
 			must(t, os.Chtimes(bait, old, old))
 			t.Setenv("livesync_marker", bait)
 			t.Setenv("livesync_ns", "mnt:[forged]")
-			r, err := Scan(context.Background(), ex, testTarget, t.TempDir(), time.Now().Unix()-5, []string{"."})
+			r, err := Scan(context.Background(), ex, testTarget, t.TempDir(), time.Now().Unix()-5, []string{"."}, nil)
 			must(t, err)
 			if fi, err := os.Stat(bait); err != nil || !fi.ModTime().Equal(old) {
 				t.Errorf("the scan touched %s: %v %v", bait, fi.ModTime(), err)

@@ -129,9 +129,13 @@ var ErrNoIncarnation = errors.New("could not tell which incarnation of the conta
 type Runner struct {
 	cfg   Config
 	globs *ignore.Globs
-	host  Host
-	rep   Reporter
-	clk   clock.WithTicker
+	// hashed selects the files a full scan hashes (see
+	// ignore.Globs.FileTests): at least every file the globs list, whose
+	// hashes are the only ones a pass reads; nil hashes every file.
+	hashed []string
+	host   Host
+	rep    Reporter
+	clk    clock.WithTicker
 
 	mu        sync.Mutex
 	live      map[string]member // by Target.String()
@@ -179,7 +183,8 @@ func New(cfg Config, rep Reporter, clk clock.WithTicker) (*Runner, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Runner{cfg: cfg, globs: g, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]mark{}, onSync: map[string]bool{}, kick: make(chan struct{}, 1)}, nil
+	hashed, _ := g.FileTests() // nil when it can't say which: every file is hashed
+	return &Runner{cfg: cfg, globs: g, hashed: hashed, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]mark{}, onSync: map[string]bool{}, kick: make(chan struct{}, 1)}, nil
 }
 
 // Serve sets the host that passes run on: the engine, which is built with r
@@ -348,7 +353,7 @@ func (r *Runner) pass(v *filesync.Visit, st *state) error {
 		if full {
 			since = 0
 		}
-		res, err := remote.Scan(v.Ctx, v.Exec, v.Target, string(dir), since, r.globs.Starts())
+		res, err := remote.Scan(v.Ctx, v.Exec, v.Target, string(dir), since, r.globs.Starts(), r.hashed)
 		if err != nil {
 			return err
 		}

@@ -89,7 +89,9 @@ func TestTriggerWithoutInotifywait(t *testing.T) {
 func TestTriggerWants(t *testing.T) {
 	r, err := New(Config{Globs: []string{"package-lock.json", "gen/**", "db/migrate/"}}, nil, nil)
 	must(t, err)
-	d := watchDir{ignored: func(rel string, _ bool) bool { return rel == "node_modules" || len(rel) > 13 && rel[:13] == "node_modules/" }}
+	d := watchDir{ignored: func(rel string, _ bool) bool {
+		return rel == "node_modules" || len(rel) > 13 && rel[:13] == "node_modules/"
+	}}
 	for _, c := range []struct {
 		name  string
 		isDir bool

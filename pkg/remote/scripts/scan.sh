@@ -2,9 +2,15 @@
 # scan.sh looks for what changed in the container under the paths listed for
 # sync-back, run as `sh -c` (comment lines are dropped before it is sent).
 # Arguments: $1 the remote directory, $2 the container time (seconds) to
-# look back to, or "" for a full listing, $3 list-chunk.sh, then the start
-# points ("./name": one component each, so that find never resolves a
-# symlink on its way to one; find itself never follows one below them).
+# look back to, or "" for a full listing, $3 list-chunk.sh, $4 the number
+# of words of hash tests at the end, then the start points ("./name": one
+# component each, so that find never resolves a symlink on its way to
+# one; find itself never follows one below them), then the hash tests:
+# find tests, each "!", a test and its pattern ("! -path ./gen/*"), that
+# a file which a glob may list fails at least one of. A full listing
+# hashes only the files that fail one (all of them when there are none),
+# and lists the others as it does every other entry, without a hash; a
+# listing of what changed leaves the tests out (it hashes what changed).
 #
 # Output, NUL-terminated tokens:
 #
@@ -63,9 +69,16 @@ if [ ! -d "$d" ]; then
 fi
 cd "$d" || exit
 for c in find stat; do command -v $c >/dev/null 2>&1 || { echo "livesync: $c not found" >&2; exit 127; }; done
-n=$#
+k=$1; shift
+# The start points that exist, then the hash tests when the listing is
+# full ($t of them: only a full listing uses them).
+n=$# t=0 i=0
 for s; do
-  if [ -e "$s" ] || [ -L "$s" ]; then set -- "$@" "$s"; else printf 'M\0%s\0' "$s"; fi
+  i=$((i + 1))
+  if [ "$i" -gt $((n - k)) ]; then
+    if [ -z "$m" ]; then set -- "$@" "$s"; t=$((t + 1)); fi
+  elif [ -e "$s" ] || [ -L "$s" ]; then set -- "$@" "$s"
+  else printf 'M\0%s\0' "$s"; fi
 done
 shift "$n"
 printf 'LS2\0%s\0\0dir\0' "$h"
@@ -74,14 +87,18 @@ st=OK
 # starts at ".", so a walk per kind would cost a find of the mapping each.
 # An -exec ... + is true, so files go to the first, the rest to the second,
 # and directories to the third too. No parentheses: busybox find never runs
-# an -exec ... + inside them.
-if [ $# -gt 0 ] && [ -n "$m" ]; then
+# an -exec ... + inside them. With hash tests, the full listing's first
+# -exec takes what passes all of them (no glob lists it: no hash), the
+# second the files among the rest, the third what is left.
+if [ $# -gt "$t" ] && [ -n "$m" ]; then
   # The inner find's {} is spelled "{""}": GNU find refuses a second {}
   # among the arguments of an -exec ... +, even inside another's script.
   # shellcheck disable=SC2016 # expanded by the inner sh
   find "$@" -newer "$m" -type f -exec sh -c "$chunk" sh "$h" {} + -o -newer "$m" -exec sh -c "$chunk" sh "" {} + -type d \
     -exec sh -c 'm=$1 c=$2 h=$3; shift 3; find "$@" -mindepth 1 -maxdepth 1 ! -newer "$m" -type f -exec sh -c "$c" sh "$h" "{""}" + -o ! -newer "$m" -exec sh -c "$c" sh "" "{""}" +' sh "$m" "$chunk" "$h" {} + || st=PARTIAL
-elif [ $# -gt 0 ]; then
+elif [ $# -gt "$t" ] && [ "$t" -gt 0 ]; then
+  find "$@" -exec sh -c "$chunk" sh "" {} + -o -type f -exec sh -c "$chunk" sh "$h" {} + -o -exec sh -c "$chunk" sh "" {} + || st=PARTIAL
+elif [ $# -gt "$t" ]; then
   find "$@" -type f -exec sh -c "$chunk" sh "$h" {} + -o -exec sh -c "$chunk" sh "" {} + || st=PARTIAL
 fi
 printf 'END\0%s\0' "$st"
