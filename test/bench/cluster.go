@@ -41,6 +41,7 @@ type cluster struct {
 	binary     string
 	ns         string
 	image      string
+	imageGNU   string // see gnuImage
 	client     kubernetes.Interface
 	exec       *workload.PodExecutor
 }
@@ -59,6 +60,19 @@ func newCluster(kubeconfig, kubectl, lcimage, registry, binary string) (*cluster
 		kubeconfig: kubeconfig, kubectl: kubectl, lcimage: lcimage, registry: registry, binary: binary,
 		client: client, exec: &workload.PodExecutor{Config: cfg, Client: client},
 	}, nil
+}
+
+// gnuImage pushes the app-gnu image (dash, GNU tools and inotifywait) once and returns it.
+func (c *cluster) gnuImage(ctx context.Context) (string, error) {
+	if c.imageGNU != "" {
+		return c.imageGNU, nil
+	}
+	out, err := exec.CommandContext(ctx, c.lcimage, "build", "--registry", c.registry, "--kind", "app-gnu", "livesync-bench:app-gnu").Output()
+	if err != nil {
+		return "", fmt.Errorf("building the app-gnu image: %w", exitDetail(err))
+	}
+	c.imageGNU = c.registry + "/livesync-bench:app-gnu@" + strings.TrimSpace(string(out))
+	return c.imageGNU, nil
 }
 
 // setUp creates the namespace and pushes the app image.
@@ -93,11 +107,18 @@ func (c *cluster) tearDown() {
 
 // deploy creates a Deployment of the app image; emptyDir, if set, mounts one there, on a tmpfs
 // with memory.
-func (c *cluster) deploy(ctx context.Context, name string, replicas int32, emptyDir string, memory bool) error {
+func (c *cluster) deploy(ctx context.Context, name string, replicas int32, emptyDir string, memory, gnu bool) error {
 	labels := map[string]string{"app": name}
+	img := c.image
+	if gnu {
+		var err error
+		if img, err = c.gnuImage(ctx); err != nil {
+			return err
+		}
+	}
 	spec := corev1.PodSpec{
 		TerminationGracePeriodSeconds: ptr.To[int64](1),
-		Containers:                    []corev1.Container{{Name: "app", Image: c.image, ImagePullPolicy: corev1.PullIfNotPresent}},
+		Containers:                    []corev1.Container{{Name: "app", Image: img, ImagePullPolicy: corev1.PullIfNotPresent}},
 	}
 	if emptyDir != "" {
 		vol := &corev1.EmptyDirVolumeSource{}

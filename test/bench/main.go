@@ -127,23 +127,25 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		emptyDir string
 		memory   bool // the emptyDir is a tmpfs
 		phases   []string
+		gnu      bool // the app-gnu image (GNU tools, inotifywait) instead of busybox's
 	}{
-		{"lat", 1, "", false, []string{"latency", "remote", "quiet"}},
-		{"big", 1, "/app", false, []string{"resync"}},
-		{"fan1", 1, "", false, []string{"fanout"}},
-		{"fan5", 5, "", false, []string{"fanout"}},
-		{"fan10", 10, "", false, []string{"fanout"}},
-		{"fan20", 20, "", false, []string{"fanout"}},
-		{"fan40", 40, "", false, []string{"fanout"}},
+		{"lat", 1, "", false, []string{"latency", "remote", "quiet"}, false},
+		{"big", 1, "/app", false, []string{"resync"}, false},
+		{"fan1", 1, "", false, []string{"fanout"}, false},
+		{"fan5", 5, "", false, []string{"fanout"}, false},
+		{"fan10", 10, "", false, []string{"fanout"}, false},
+		{"fan20", 20, "", false, []string{"fanout"}, false},
+		{"fan40", 40, "", false, []string{"fanout"}, false},
 		// Every initial-sync copier writes into a fresh directory of a tmpfs: see measureInitial.
-		{"cmp", 1, "/cmp", true, []string{"initial"}},
+		{"cmp", 1, "/cmp", true, []string{"initial"}, false},
 		// The bursts go to a tmpfs: see measureWatcher.
-		{"w", 1, "/data", true, []string{"watcher"}},
-		{"sb", 1, "", false, []string{"syncback"}},
+		{"w", 1, "/data", true, []string{"watcher"}, false},
+		{"sb", 1, "", false, []string{"syncback"}, false},
+		{"sbi", 1, "", false, []string{"syncback"}, true},
 	}
 	for _, d := range deployments {
 		if slices.ContainsFunc(d.phases, want) {
-			if err := b.c.deploy(ctx, d.name, d.replicas, d.emptyDir, d.memory); err != nil {
+			if err := b.c.deploy(ctx, d.name, d.replicas, d.emptyDir, d.memory, d.gnu); err != nil {
 				return err
 			}
 		}
