@@ -196,6 +196,22 @@ func (s *Session) Dump() string {
 	return b.String() + "stderr:\n" + s.Stderr()
 }
 
+// stuck is Dump for a wait that timed out: a session still running is sent SIGQUIT first, so
+// that its stderr ends with every goroutine's stack (the Go runtime's dump) and the failure
+// shows where it waits. The session is over after it.
+func (s *Session) stuck() string {
+	if !s.ended() {
+		s.stopped = true
+		_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-s.exited:
+		case <-time.After(stopTimeout):
+			s.kill()
+		}
+	}
+	return s.Dump()
+}
+
 // tail is the end of stderr, for an error.
 func (s *Session) tail() string {
 	b := s.Stderr()
@@ -293,7 +309,7 @@ func (s *Session) WaitFor(typ string) Event {
 	s.t.Helper()
 	ev, err := s.Next(typ, s.timeout)
 	if err != nil {
-		s.t.Fatalf("%v\nsession:\n%s", err, s.Dump())
+		s.t.Fatalf("%v\nsession:\n%s", err, s.stuck())
 	}
 	return ev
 }
@@ -313,7 +329,7 @@ func (s *Session) WaitMatch(what string, match func(Event) bool) Event {
 		return false
 	})
 	if !ok {
-		s.t.Fatalf("no %s within %s:\n%s", what, s.timeout, s.Dump())
+		s.t.Fatalf("no %s within %s:\n%s", what, s.timeout, s.stuck())
 	}
 	return found
 }
@@ -331,7 +347,7 @@ func (s *Session) WaitCount(typ string, n int) *Session {
 		return c >= n
 	})
 	if !ok {
-		s.t.Fatalf("%d %s events within %s, want %d:\n%s", s.Count(typ), typ, s.timeout, n, s.Dump())
+		s.t.Fatalf("%d %s events within %s, want %d:\n%s", s.Count(typ), typ, s.timeout, n, s.stuck())
 	}
 	return s
 }
@@ -368,7 +384,7 @@ func (s *Session) WaitSynced() *Session {
 	case failed != nil:
 		s.t.Fatalf("initial sync failed: %s\nsession:\n%s", failed.Error, s.Dump())
 	case !ok:
-		s.t.Fatalf("no complete initial sync within %s:\n%s", s.timeout, s.Dump())
+		s.t.Fatalf("no complete initial sync within %s:\n%s", s.timeout, s.stuck())
 	}
 	return s
 }
