@@ -30,8 +30,8 @@ func withStreams(t *testing.T) map[string]Executor {
 }
 
 // Scans and downloads through a stream cost no exec of their own: one loop
-// runs them all, its marker file is made once and removed when the loop
-// ends, and what they print arrives as the exec's would, link targets that
+// runs them all, the directory of its markers is made once and removed when
+// the loop ends, and what they print arrives as the exec's would, link targets that
 // look like the loop's own tokens and an archive full of NULs included.
 func TestStreamRunFrames(t *testing.T) {
 	for name, ex := range executors(t) {
@@ -63,7 +63,7 @@ func TestStreamRunFrames(t *testing.T) {
 				t.Errorf("a link to %q: %+v", "K1 0", got)
 			}
 
-			// Two incremental scans: one marker, kept between them.
+			// Two incremental scans: one directory of markers, kept between them.
 			since := full.Now - 2
 			must(t, os.WriteFile(filepath.Join(dir, "gen", "b.go"), []byte("b"), 0o644))
 			for range 2 {
@@ -160,12 +160,12 @@ func TestReadRun(t *testing.T) {
 func TestStreamLoopNamesUnset(t *testing.T) {
 	loopVars := regexp.MustCompile(`\b(livesync_[a-z_]+)=`)
 	own := map[string]bool{}
-	for _, m := range loopVars.FindAllStringSubmatch(script("stream.sh"), -1) {
+	for _, m := range loopVars.FindAllStringSubmatch(script("stream.sh")+marksScript, -1) {
 		own[m[1]] = true
 	}
-	for _, name := range []string{"livesync_len", "livesync_ns", "livesync_marker", "livesync_z"} {
+	for _, name := range []string{"livesync_len", "livesync_ns", "livesync_dir", "livesync_t", "livesync_m", "livesync_z"} {
 		if !own[name] {
-			t.Errorf("stream.sh sets no %s: update this test", name)
+			t.Errorf("stream.sh and marks.sh set no %s: update this test", name)
 		}
 	}
 	for _, name := range []string{"apply.sh", "scan.sh", "download.sh", "list-chunk.sh", "helper.sh"} {
@@ -242,8 +242,9 @@ func TestStreamRunFramesWithoutDD(t *testing.T) {
 	}
 }
 
-// A scan run as an exec takes the loop's marker and namespace from no
-// environment: a variable named like the loop's never makes it touch a file.
+// A scan run as an exec takes the loop's marker, time and namespace from no
+// environment: a variable named like the loop's never makes it use or touch
+// a file.
 func TestScanExecIgnoresLoopNames(t *testing.T) {
 	for name, ex := range executors(t) {
 		t.Run(name, func(t *testing.T) {
@@ -251,14 +252,16 @@ func TestScanExecIgnoresLoopNames(t *testing.T) {
 			must(t, os.WriteFile(bait, []byte("x"), 0o644))
 			old := time.Now().Add(-time.Hour).Truncate(time.Second)
 			must(t, os.Chtimes(bait, old, old))
-			t.Setenv("livesync_marker", bait)
+			t.Setenv("livesync_m", bait)
+			t.Setenv("livesync_dir", filepath.Dir(bait))
+			t.Setenv("livesync_t", "1")
 			t.Setenv("livesync_ns", "mnt:[forged]")
 			r, err := Scan(context.Background(), ex, testTarget, t.TempDir(), time.Now().Unix()-5, []string{"."}, nil)
 			must(t, err)
 			if fi, err := os.Stat(bait); err != nil || !fi.ModTime().Equal(old) {
 				t.Errorf("the scan touched %s: %v %v", bait, fi.ModTime(), err)
 			}
-			if r.Incarnation == "mnt:[forged]" || !r.Since {
+			if r.Incarnation == "mnt:[forged]" || r.Now == 1 || !r.Since {
 				t.Errorf("scan header %+v: took the environment's names", r)
 			}
 		})

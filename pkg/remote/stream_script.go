@@ -5,12 +5,28 @@ import "strings"
 // streamLoop is the remote side of a persistent stream (scripts/stream.sh,
 // whose header describes the framing), with applyScript, scanScript and
 // downloadScript as the bodies of its functions livesync_apply,
-// livesync_scan and livesync_download.
+// livesync_scan and livesync_download, and scripts/marks.sh for the
+// functions that keep its scans' time and markers.
 var streamLoop = strings.NewReplacer(
 	"livesync_apply_body\n", applyScript,
+	"livesync_marks_body\n", marksScript,
 	"livesync_scan_body\n", scanScript,
 	"livesync_download_body\n", downloadScript,
 ).Replace(script("stream.sh"))
+
+// marksScript defines the stream loop's livesync_prep, livesync_now,
+// livesync_mark and livesync_pick (see scripts/marks.sh).
+var marksScript = script("marks.sh")
+
+// StreamScanFuncs returns the shell text that defines a scan's functions as
+// the stream's loop defines them: those of scripts/marks.sh, and
+// livesync_scan, which runs scan.sh. The loop calls livesync_mark in its own
+// shell before each scan, then livesync_scan with scan.sh's arguments in a
+// subshell, with $0 livesync-stream; what runs that way costs what a scan
+// over the stream costs (test/bench measures it so).
+func StreamScanFuncs() string {
+	return marksScript + "livesync_scan() {\n" + scanScript + "}\n"
+}
 
 // streamRuns maps the scripts a stream runs as a run frame (see
 // scripts/stream.sh) to the loop's function of each.

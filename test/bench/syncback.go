@@ -197,9 +197,10 @@ func (b *bench) measureSyncBackTrigger(ctx context.Context) error {
 	return nil
 }
 
-// scanCPU records the container CPU (user+sys of the processes an exec's shell waits for, from
-// `times`) of one sync-back scan of /app, the steady state's and the full one, against one
-// `find` of it, each run reps times in one exec and in alternating order.
+// scanCPU records the container CPU of one sync-back scan of /app, the steady state's and the
+// full one, against one `find` of it, each run reps times in one exec and in alternating order:
+// user+sys from `times`, of the processes an exec's shell waits for and, for a scan over the
+// stream, of the loop's shell itself too (its builtins read the time and stamp the markers).
 func (b *bench) scanCPU(ctx context.Context, t filesync.Target) error {
 	g, err := ignore.NewGlobs(syncBackGlobs)
 	if err != nil {
@@ -217,37 +218,56 @@ func (b *bench) scanCPU(ctx context.Context, t filesync.Target) error {
 	const reps = 10
 	// $1: how many runs; $2: the script; the rest: its $0 and arguments.
 	execLoop := `n=$1 s=$2; shift 2; i=0; while [ $i -lt $n ]; do sh -c "$s" "$@" >/dev/null || exit; i=$((i+1)); done; times`
-	// A scan as the stream's loop runs it (scripts/stream.sh): a function in a subshell, with
-	// the mount namespace and the marker file the loop keeps (made once, as the loop does).
-	streamLoop := `n=$1 s=$2; shift 3; eval "livesync_scan() {
-$s
-}"; livesync_ns=bench; livesync_marker=$(mktemp) || exit; i=0
-while [ $i -lt $n ]; do e=$( { livesync_scan "$@"; } </dev/null 2>&1 >/dev/null) || exit; i=$((i+1)); done; rm -f "$livesync_marker"; times`
-	run := func(argv []string, loop string) (time.Duration, error) {
+	// A scan as the stream's loop runs it (scripts/stream.sh), with the loop's own functions
+	// (remote.StreamScanFuncs) and $0 livesync-stream: livesync_mark in the loop's shell, then
+	// livesync_scan in a subshell; a scan that looks back looks back to two seconds before the
+	// previous one's now, as pkg/syncback asks. $1: how many runs; the rest: scan.sh's
+	// arguments. The markers are warmed first, a scan a second for seven seconds (as a loop's
+	// are after as many of sync-back), so that the measured scans take one of the ring's, not
+	// the touch of a loop's first scans; the last line names the marker the next would take.
+	// Both lines of `times`, before and after the measured runs, count: the loop's shell (its
+	// builtins, the subshells' forks, and this loop's own counting, a few microseconds) and
+	// its children.
+	streamLoop := remote.StreamScanFuncs() + `n=$1 d=$2 s=$3; shift 3
+scan() { livesync_mark; e=$( { livesync_scan "$d" "$s" "$@"; } </dev/null 2>&1 >/dev/null) || exit; [ -z "$s" ] || s=$((livesync_t - 2)); }
+if [ -n "$s" ]; then i=0; while [ $i -lt 7 ]; do scan "$@"; sleep 1; i=$((i+1)); done; fi
+times; i=0; while [ $i -lt $n ]; do scan "$@"; i=$((i+1)); done; times
+if [ -n "$s" ]; then livesync_pick "$s"; echo "marker ${livesync_m##*/}"; fi`
+	run := func(argv []string, stream bool) (time.Duration, error) {
 		var stdout, stderr strings.Builder
-		full := append([]string{"sh", "-c", loop, "bench", strconv.Itoa(reps), argv[2]}, argv[3:]...)
+		full := append([]string{"sh", "-c", execLoop, "bench", strconv.Itoa(reps), argv[2]}, argv[3:]...)
+		if stream {
+			full = append([]string{"sh", "-c", streamLoop, "livesync-stream", strconv.Itoa(reps)}, argv[4:]...)
+		}
 		if err := b.c.exec.Exec(ctx, t, full, nil, &stdout, &stderr); err != nil {
 			return 0, fmt.Errorf("%w: %s", err, stderr.String())
 		}
-		return childTimes(stdout.String(), reps)
+		if !stream {
+			return childTimes(stdout.String(), reps)
+		}
+		out, marker, _ := strings.Cut(stdout.String(), "marker ")
+		if m := strings.TrimSpace(marker); m == "s" || (m == "" && argv[5] != "") {
+			return 0, fmt.Errorf("steady scans without a marker of the ring (%q): the touch fallback was measured", m)
+		}
+		return loopTimes(out, reps)
 	}
 	var inc, incExec, fullScan, find []time.Duration
 	for round := range 3 {
 		steps := []struct {
-			into *[]time.Duration
-			argv []string
-			loop string
+			into   *[]time.Duration
+			argv   []string
+			stream bool
 		}{
-			{&inc, remote.ScanArgv("/app", since+int64(round), g.Starts(), hashed), streamLoop},
-			{&incExec, remote.ScanArgv("/app", since+int64(round), g.Starts(), hashed), execLoop},
-			{&fullScan, remote.ScanArgv("/app", 0, g.Starts(), hashed), streamLoop},
-			{&find, []string{"sh", "-c", `find "$1"`, "find", "/app"}, execLoop},
+			{&inc, remote.ScanArgv("/app", since+int64(round), g.Starts(), hashed), true},
+			{&incExec, remote.ScanArgv("/app", since+int64(round), g.Starts(), hashed), false},
+			{&fullScan, remote.ScanArgv("/app", 0, g.Starts(), hashed), true},
+			{&find, []string{"sh", "-c", `find "$1"`, "find", "/app"}, false},
 		}
 		if round%2 == 1 {
 			steps[0], steps[3] = steps[3], steps[0]
 		}
 		for _, st := range steps {
-			d, err := run(st.argv, st.loop)
+			d, err := run(st.argv, st.stream)
 			if err != nil {
 				return err
 			}
@@ -269,8 +289,35 @@ func childTimes(out string, reps int) (time.Duration, error) {
 	if len(lines) < 2 {
 		return 0, fmt.Errorf("unexpected `times` output %q", out)
 	}
+	sum, err := timesLine(lines[len(lines)-1])
+	return sum / time.Duration(reps), err
+}
+
+// loopTimes parses two runs of `times`, before and after reps runs, into the CPU per run of the
+// shell and its children together: what the second adds to the first, on both lines.
+func loopTimes(out string, reps int) (time.Duration, error) {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 {
+		return 0, fmt.Errorf("unexpected `times` output %q", out)
+	}
 	var sum time.Duration
-	for _, f := range strings.Fields(lines[len(lines)-1]) {
+	for i, l := range lines {
+		d, err := timesLine(l)
+		if err != nil {
+			return 0, err
+		}
+		if i < 2 {
+			d = -d
+		}
+		sum += d
+	}
+	return sum / time.Duration(reps), nil
+}
+
+// timesLine sums a line of `times`: a user and a system time, "0m1.23s 0m0.45s".
+func timesLine(line string) (time.Duration, error) {
+	var sum time.Duration
+	for _, f := range strings.Fields(line) {
 		m, s, ok := strings.Cut(strings.TrimSuffix(f, "s"), "m")
 		if !ok {
 			return 0, fmt.Errorf("unexpected `times` field %q", f)
@@ -282,5 +329,5 @@ func childTimes(out string, reps int) (time.Duration, error) {
 		}
 		sum += d + e
 	}
-	return sum / time.Duration(reps), nil
+	return sum, nil
 }

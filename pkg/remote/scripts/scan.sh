@@ -14,11 +14,14 @@
 #
 # Output, NUL-terminated tokens:
 #
-#   SB1 <now: the container's `date +%s`> <incarnation> <"newer" | "">
+#   SB1 <now> <incarnation> <"newer" | "">
 #   M <start point> ...      for each start point that does not exist
 #   then list.sh's format (LS2 header, C/S/L/H chunks, END), over
 #   what changed since $2 (or everything), and finally
 #   OK | PARTIAL             whether every find finished cleanly.
+#
+# Now is the container's clock when the scan started, in seconds: `date +%s`,
+# or in the stream's loop a second or two earlier (see marks.sh), never later.
 #
 # A listing without its last token was cut short: the caller treats it as
 # a failure, never as deletions. PARTIAL (a directory find could not read)
@@ -29,35 +32,37 @@
 # one, and a scan that lands in it must not be read against the ancestor of
 # the container before.
 #
-# "Since" is a marker file whose mtime is $2, which the caller sets two
-# seconds before the previous scan's start: a marker as new as the scan
-# misses writes in the same timestamp tick (GNU find compares nanoseconds
-# that the kernel's coarse clock leaves equal; busybox compares seconds).
-# What comes back twice is weeded out by the caller against its index. A
-# rename keeps the file's old mtime, so the entries of every directory that
-# changed are listed too. Without a writable temp directory for the marker,
-# the listing is full.
+# "Since" is a marker file whose mtime is no later than $2, which the
+# caller sets two seconds before the previous scan's now: a marker as new as
+# the scan misses writes in the same timestamp tick (GNU find compares
+# nanoseconds that the kernel's coarse clock leaves equal; busybox compares
+# seconds). What comes back twice is weeded out by the caller against its
+# index. A rename keeps the file's old mtime, so the entries of every
+# directory that changed are listed too. Without a writable temp directory
+# for the marker, the listing is full.
 #
 # Run by the stream's loop (livesync_scan in stream.sh), it takes the mount
-# namespace and the marker the loop keeps (livesync_ns, livesync_marker)
-# instead of a readlink, a mktemp and a trap of its own; run as an exec
-# ($0 is not the loop's), it takes nothing from its environment for them.
-if [ "$0" != livesync-stream ]; then unset livesync_ns livesync_marker; fi
+# namespace, the time and the marker the loop keeps (see marks.sh: the loop
+# has read the time and stamped a marker for this scan in its own shell)
+# instead of a readlink, a date, a mktemp and a touch of its own; run as an
+# exec ($0 is not the loop's), it takes nothing from its environment for
+# them, and its marker is back-dated to $2 exactly.
 d=$1 since=$2 chunk=$3
 shift 3
 if [ -n "${LIVESYNC_ROOTFS:-}" ]; then d=$(livesync_inroot "$d") || exit; fi
-now=$(date +%s) || exit
-if [ -n "${livesync_ns+x}" ]; then ns=$livesync_ns
-else ns=$(readlink "/proc/${LIVESYNC_PID:-self}/ns/mnt" 2>/dev/null) || ns=
-fi
 h=
 if command -v sha256sum >/dev/null 2>&1; then h=sha256sum; fi
 m=
-if [ -n "$since" ]; then
-  if [ -n "${livesync_marker+x}" ]; then
-    m=$livesync_marker
-    if [ -n "$m" ]; then touch -d "@$since" "$m" 2>/dev/null || m=; fi
-  elif m=$(mktemp "${TMPDIR:-/tmp}/livesync-scan.XXXXXX" 2>/dev/null); then
+# shellcheck disable=SC2154 # the loop's names, set by marks.sh
+if [ "$0" = livesync-stream ]; then
+  now=$livesync_t ns=$livesync_ns
+  # The loop read no time (date failed): run it here for its status and message.
+  if [ -z "$now" ]; then now=$(date +%s) || exit; fi
+  if [ -n "$since" ]; then livesync_pick "$since"; m=$livesync_m; fi
+else
+  now=$(date +%s) || exit
+  ns=$(readlink "/proc/${LIVESYNC_PID:-self}/ns/mnt" 2>/dev/null) || ns=
+  if [ -n "$since" ] && m=$(mktemp "${TMPDIR:-/tmp}/livesync-scan.XXXXXX" 2>/dev/null); then
     trap 'rm -f "$m"' EXIT
     touch -d "@$since" "$m" 2>/dev/null || { rm -f "$m"; m=; }
   fi

@@ -22,9 +22,10 @@
 # 	  per frame from the client, so no output can end it early; the NUL
 # 	  before it ends whatever token a cut-short output left open, and the
 # 	  client drops it), then its stderr and ack as a batch's. A scan costs
-# 	  no exec, and fewer processes than its own exec: its mount namespace
-# 	  is read once per loop, and its marker file made once per loop
-# 	  (livesync_prep) and back-dated by each scan that uses it;
+# 	  no exec, and no process but its find (and its subshell): the loop
+# 	  reads its mount namespace and makes its markers once, and before
+# 	  each scan reads the time and stamps a marker in its own shell with
+# 	  builtins (livesync_mark, see marks.sh);
 # 	"SEQ\n": a heartbeat ("SEQ/LEN\n" without words is malformed).
 #
 # Lines are read by the shell's read builtin, which reads a pipe byte by
@@ -60,8 +61,9 @@
 # batch's stderr on the loop's own, and no ack, so the caller finds the
 # process again before the batch is sent again.
 #
-# livesync_apply_body, livesync_scan_body and livesync_download_body stand
-# for apply.sh, scan.sh and download.sh: stream.go puts their text there.
+# livesync_apply_body, livesync_marks_body, livesync_scan_body and
+# livesync_download_body stand for apply.sh, marks.sh, scan.sh and
+# download.sh: stream_script.go puts their text there.
 # What the loop itself keeps while a script runs goes by names that start
 # with livesync_, which no script sets (apply.sh runs in this shell's
 # subshell, and its variables would change the loop's).
@@ -71,22 +73,12 @@ exec 3>&1
 livesync_apply() {
 livesync_apply_body
 }
+livesync_marks_body
 livesync_scan() {
 livesync_scan_body
 }
 livesync_download() {
 livesync_download_body
-}
-# livesync_prep reads the mount namespace the scans report (the helper's
-# target's: livesync_pinned in each scan fails once that process is gone)
-# and makes the marker file they back-date, once per loop; the loop removes
-# the marker when it ends. livesync_marker is empty when no temp directory
-# is writable: each scan then lists everything, as its exec would.
-livesync_prep() {
-  [ -z "${livesync_ns+x}" ] || return 0
-  livesync_ns=$(readlink "/proc/${LIVESYNC_PID:-self}/ns/mnt" 2>/dev/null) || livesync_ns=
-  livesync_marker=$(mktemp "${TMPDIR:-/tmp}/livesync-scan.XXXXXX" 2>/dev/null) || livesync_marker=
-  if [ -n "$livesync_marker" ]; then trap 'rm -f "$livesync_marker"' EXIT; trap 'exit 129' HUP; trap 'exit 143' TERM; fi
 }
 rd() { q=$(($1/65536)) r=$(($1%65536)); if [ $q -gt 0 ]; then dd bs=65536 count=$q iflag=fullblock 2>/dev/null || return 1; fi; if [ $r -gt 0 ]; then dd bs=$r count=1 iflag=fullblock 2>/dev/null || return 1; fi; }
 # shellcheck disable=SC2034 # used by the eval'd arguments ("$nl", see shellWords)
@@ -100,7 +92,7 @@ while read -r hd args; do
     case $seq in ''|*[!0-9]*) exit 2 ;; esac
     case $livesync_z in ''|*[!0-9a-f]*) exit 2 ;; esac
     eval "set -- $args"
-    case ${1:-} in livesync_scan) livesync_prep ;; livesync_download) ;; *) exit 2 ;; esac
+    case ${1:-} in livesync_scan) livesync_mark ;; livesync_download) ;; *) exit 2 ;; esac
     printf 'Z\0'
     e=$( { "$@"; } </dev/null 2>&1 >&3 3>&-); s=$?
     [ "$s" != 75 ] || { printf '%s\n' "$e" >&2; exit 75; }
