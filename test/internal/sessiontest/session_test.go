@@ -13,12 +13,14 @@ const ts = `"time":"2026-12-03T06:00:00.123Z"`
 
 // fakeBinary writes a shell script that stands in for kubectl-livesync: it prints its
 // arguments as an "args" event, then body's lines, and on SIGINT prints a "bye" event and
-// exits with code.
+// exits with code; on SIGQUIT it prints a stand-in for the Go runtime's goroutine dump on
+// stderr and exits 2, as a Go binary does.
 func fakeBinary(t *testing.T, body string, code int) string {
 	t.Helper()
 	esc := func(s string) string { return strings.ReplaceAll(s, `"`, `\"`) }
 	script := fmt.Sprintf(`#!/bin/sh
 trap 'kill $! 2>/dev/null; echo "{%s}"; exit %d' INT
+trap 'kill $! 2>/dev/null; echo "goroutine 1 [select]:" >&2; exit 2' QUIT
 echo "{%s,\"message\":\"$*\"}"
 %s
 sleep 600 >/dev/null 2>&1 &
@@ -166,7 +168,9 @@ func TestWaitsFail(t *testing.T) {
 		t.Errorf("WaitSynced: %q", msg)
 	}
 	s.Timeout(50 * time.Millisecond)
-	if msg := r.fatal(func() { s.WaitMatch("waiting event", func(ev Event) bool { return ev.Type == "waiting" }) }); !strings.HasPrefix(msg, "no waiting event within 50ms") {
+	// A wait that times out shows where the session waits: its goroutines, after SIGQUIT.
+	if msg := r.fatal(func() { s.WaitMatch("waiting event", func(ev Event) bool { return ev.Type == "waiting" }) }); !strings.HasPrefix(msg, "no waiting event within 50ms") ||
+		!strings.Contains(msg, "stderr:\ngoroutine 1 [select]:") {
 		t.Errorf("WaitMatch: %q", msg)
 	}
 	if msg := r.fatal(func() { s.WaitFor("batch") }); !strings.Contains(msg, "tar not found") {
