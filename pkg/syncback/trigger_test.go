@@ -30,6 +30,18 @@ func (r *recorder) waitEvent(t *testing.T, what string, ok func(Event) bool) Eve
 	return nil
 }
 
+// runTriggered runs f's runner with ex as its trigger until the test
+// ends, after the source's initial sync converged.
+func (f *fixture) runTriggered(t *testing.T, ex remote.Executor) {
+	f.runner.Trigger(ex)
+	f.initialSync(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.runner.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f.runner.Synced(src)
+}
+
 // TestTrigger: with inotifywait in the container (the host's, as the
 // app-gnu image has it), a container write comes back although the
 // interval never elapses (the runner's clock is a fake that never moves):
@@ -41,14 +53,7 @@ func TestTrigger(t *testing.T) {
 	}
 	ex := &executor{}
 	f := newFixture(t, ex, Config{})
-	f.runner.Trigger(ex)
-	f.initialSync(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { f.runner.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-
-	f.runner.Synced(src)
+	f.runTriggered(t, ex)
 	f.rec.waitEvent(t, "trigger event", func(ev Event) bool {
 		tr, ok := ev.(Trigger)
 		if ok && tr.Err != nil {
@@ -72,13 +77,7 @@ func TestTrigger(t *testing.T) {
 func TestTriggerWithoutInotifywait(t *testing.T) {
 	ex := &executor{Runner: *localexec.Busybox(t)}
 	f := newFixture(t, ex, Config{})
-	f.runner.Trigger(ex)
-	f.initialSync(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { f.runner.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	f.runner.Synced(src)
+	f.runTriggered(t, ex)
 	ev := f.rec.waitEvent(t, "trigger event", func(ev Event) bool { _, ok := ev.(Trigger); return ok })
 	if err := ev.(Trigger).Err; !errors.Is(err, remote.ErrNoInotifywait) {
 		t.Fatalf("trigger without inotifywait: %v", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
 // syncBackGlobs are the five listed globs of the sync-back rows (issue 24).
@@ -76,27 +77,15 @@ func (b *bench) measureSyncBack(ctx context.Context) error {
 	b.res.add(fmt.Sprintf("idle session with --sync-back (5 globs, 10,000-file mapping, 1 s interval), over %.0f s: client CPU", secs), cpu, "% of a core").
 		target("< 1%", cpu < 1)
 
-	// Container write → local file: from the moment the write's exec returned (the write is
-	// done by then) to the moment the file holds it locally, polled every 2 ms.
+	// Container write → local file (see writeBack).
 	n := max(b.edits/3, 10)
 	lat := make([]time.Duration, 0, n)
 	for i := range n {
-		want := fmt.Sprintf("write %d %d\n", i, time.Now().UnixNano())
-		name := fmt.Sprintf("gen/w%d.go", i)
-		if _, err := b.c.sh(ctx, t, "printf '%s' '"+strings.TrimSuffix(want, "\n")+"' > /app/"+name, nil); err != nil {
+		d, err := b.writeBack(ctx, t, s, local, fmt.Sprintf("gen/w%d.go", i), i)
+		if err != nil {
 			return err
 		}
-		at := time.Now()
-		for {
-			if got, _ := os.ReadFile(filepath.Join(local, name)); string(got)+"\n" == want {
-				break
-			}
-			if time.Since(at) > time.Minute {
-				return fmt.Errorf("%s did not come home\n%s", name, s.Dump())
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		lat = append(lat, time.Since(at))
+		lat = append(lat, d)
 		// Start the next write at a random phase of the interval.
 		time.Sleep(time.Duration(b.rnd.Int64N(int64(time.Second))))
 	}
@@ -117,6 +106,25 @@ mkdir -p gen db/migrate vendor; j=0; while [ $j -lt 200 ]; do echo "g $j" > gen/
 j=0; while [ $j -lt 20 ]; do echo "m $j" > db/migrate/m$j.sql; j=$((j+1)); done
 echo '{}' > package-lock.json; echo x > go.sum; echo x > vendor/modules.txt; find . -type f | wc -l`, nil)
 	return err
+}
+
+// writeBack writes name (under /app) in t with one exec and returns how long after that exec
+// returned (the write is done by then) the local file held it, polled every 2 ms.
+func (b *bench) writeBack(ctx context.Context, t filesync.Target, s *sessiontest.Session, local, name string, i int) (time.Duration, error) {
+	want := fmt.Sprintf("write %d %d", i, time.Now().UnixNano())
+	if _, err := b.c.sh(ctx, t, "printf '%s' '"+want+"' > /app/"+name, nil); err != nil {
+		return 0, err
+	}
+	at := time.Now()
+	for {
+		if got, _ := os.ReadFile(filepath.Join(local, name)); string(got) == want {
+			return time.Since(at), nil
+		}
+		if time.Since(at) > time.Minute {
+			return 0, fmt.Errorf("%s did not come home\n%s", name, s.Dump())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // measureSyncBackTrigger is the row of issue 24 for an image with inotifywait (deploy/sbi,
@@ -176,22 +184,11 @@ func (b *bench) measureSyncBackTrigger(ctx context.Context) error {
 			return err
 		}
 		floors = append(floors, f)
-		want := fmt.Sprintf("write %d %d\n", i, time.Now().UnixNano())
-		name := fmt.Sprintf("gen/i%d.go", i)
-		if _, err := b.c.sh(ctx, t, "printf '%s' '"+strings.TrimSuffix(want, "\n")+"' > /app/"+name, nil); err != nil {
+		d, err := b.writeBack(ctx, t, s, local, fmt.Sprintf("gen/i%d.go", i), i)
+		if err != nil {
 			return err
 		}
-		at := time.Now()
-		for {
-			if got, _ := os.ReadFile(filepath.Join(local, name)); string(got)+"\n" == want {
-				break
-			}
-			if time.Since(at) > time.Minute {
-				return fmt.Errorf("%s did not come home\n%s", name, s.Dump())
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		lat = append(lat, time.Since(at))
+		lat = append(lat, d)
 		time.Sleep(time.Duration(200+b.rnd.Int64N(300)) * time.Millisecond)
 	}
 	b.logf("inotify write→local ms: %s; floor ms: %s", fmtDurations(lat), fmtDurations(floors))
