@@ -44,7 +44,7 @@ func testSyncBack(t *testing.T, kind string) {
 	write(t, filepath.Join(local, "src/main.py"), "print('hi')")
 	const sel, root = "app=web", "/app"
 
-	s := newSession(t, ns).Args("deploy/web", "--sync-back", "package-lock.json", "--sync-back", "gen/**").Map(local, root).Start()
+	s := newSession(t, ns).Args("deploy/web", "--sync-back", "package-lock.json", "--sync-back", "gen/**").Map(local, root).Start().WaitSynced()
 	waitConverged(t, ns, sel, 2, local, root, 2*time.Minute)
 	// The tracker hands the pods over one by one: the last target-added (or
 	// sync-back-source) that names a source is the oldest pod's.
@@ -139,9 +139,13 @@ func testSyncBackRules(t *testing.T, kind string) {
 	const sel, root = "app=web", "/app"
 	pod := runningPods(t, ns, sel)[0].Name
 	lock := filepath.Join(local, "package-lock.json")
+	// Each session's own initial sync comes before the test writes in the container: the
+	// container may already match the local tree (the last subtest left it so), and a write
+	// made before that sync is overwritten by it (the local side wins; nothing is an ancestor
+	// yet), as it was when only the trees were compared (CI, 2026-12-04).
 	session := func(extra ...string) *sessiontest.Session {
 		args := append([]string{"deploy/web", "--sync-back", "package-lock.json", "--sync-back", "gen/**"}, extra...)
-		s := newSession(t, ns).Args(args...).Map(local, root).Start()
+		s := newSession(t, ns).Args(args...).Map(local, root).Start().WaitSynced()
 		waitConverged(t, ns, sel, 1, local, root, 2*time.Minute)
 		return s
 	}
@@ -277,7 +281,9 @@ func testSyncBackRules(t *testing.T, kind string) {
 			st := p.Status.ContainerStatuses[0]
 			return st.RestartCount > before && st.State.Running != nil, nil
 		})
-		// The new container started with 'image version'; the local lockfile is what it gets.
+		// The new container started with 'image version'; the local lockfile is what it gets,
+		// by its own initial sync (the session's second).
+		s.WaitCount("initial-sync", 2)
 		waitConverged(t, ns, sel, 1, local, root, 2*time.Minute)
 		// A write in the new container comes back: passes run against it, after its initial sync.
 		if r := kexec(t, ns, pod, "sh", "-c", "printf after > /app/gen/after.txt"); r.code != 0 {
