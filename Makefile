@@ -79,10 +79,10 @@ verify-dist:
 krew-test:
 	hack/krew-test.sh
 
-## docs: regenerate the flags tables in README.md from the cobra commands
+## docs: regenerate docs/reference.md (every command's synopsis, docs page and flags) from the cobra commands
 docs:
-	$(GO) run ./hack/gendocs README.md
+	$(GO) run ./hack/gendocs docs/reference.md
 
-## verify-docs: README.md's flags tables match the commands
+## verify-docs: docs/reference.md matches the commands; every relative link and #anchor in the Markdown resolves
 verify-docs:
 	hack/verify-docs.sh

@@ -1,8 +1,8 @@
-// Command gendocs renders the flags tables of every kubectl-livesync command into README.md,
-// between the markers <!-- flags:begin --> and <!-- flags:end -->.
+// Command gendocs renders every kubectl-livesync command's synopsis, docs page and flags table into
+// docs/reference.md, between the markers <!-- flags:begin --> and <!-- flags:end -->.
 //
-//	go run ./hack/gendocs README.md          rewrite the section
-//	go run ./hack/gendocs -check README.md   exit 1 if the section is out of date
+//	go run ./hack/gendocs docs/reference.md          rewrite the section (make docs)
+//	go run ./hack/gendocs -check docs/reference.md   exit 1 if the section is out of date
 package main
 
 import (
@@ -24,7 +24,7 @@ func main() {
 	check := flag.Bool("check", false, "report whether the section is current instead of rewriting it")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: gendocs [-check] README.md")
+		fmt.Fprintln(os.Stderr, "usage: gendocs [-check] docs/reference.md")
 		os.Exit(2)
 	}
 	if err := run(flag.Arg(0), *check); err != nil {
@@ -45,7 +45,7 @@ func run(path string, check bool) error {
 	}
 	var section bytes.Buffer
 	section.WriteString(note)
-	if err := cmd.WriteFlagsMarkdown(&section); err != nil {
+	if err := cmd.WriteReferenceMarkdown(&section); err != nil {
 		return err
 	}
 	updated := append(append(append([]byte{}, old[:i+len(begin)]...), section.Bytes()...), old[j:]...)
@@ -53,7 +53,7 @@ func run(path string, check bool) error {
 		return nil
 	}
 	if check {
-		return fmt.Errorf("the flags section of %s is out of date: run `make docs` and commit the result", path)
+		return fmt.Errorf("the generated section of %s is out of date: run `make docs` and commit the result", path)
 	}
 	return os.WriteFile(path, updated, 0o644)
 }

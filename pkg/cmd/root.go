@@ -108,6 +108,7 @@ func newCmdRoot(g *globalOptions) *cobra.Command {
 		newCmdCompletion(),
 	)
 	registerCompletions(cmd, g)
+	addDocsToHelp(cmd)
 	return cmd
 }
 

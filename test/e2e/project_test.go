@@ -15,21 +15,21 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
-// readmeLivesyncYAML is the two-service livesync.yaml of the README, as written there.
-func readmeLivesyncYAML(t *testing.T) string {
+// docsLivesyncYAML is the two-service livesync.yaml of docs/livesync-yaml.md, as written there.
+func docsLivesyncYAML(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md")) // go test runs in test/e2e
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "livesync-yaml.md")) // go test runs in test/e2e
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)### Several workloads from one file.*?```yaml\n(.*?)```").FindSubmatch(b)
+	m := regexp.MustCompile("(?s)# Several workloads from one file.*?```yaml\n(.*?)```").FindSubmatch(b)
 	if m == nil {
-		t.Fatal("README.md has no livesync.yaml example under \"### Several workloads from one file\"")
+		t.Fatal("docs/livesync-yaml.md has no livesync.yaml example under \"# Several workloads from one file\"")
 	}
 	return string(m[1])
 }
 
-// TestLivesyncYAML runs the README's two-service livesync.yaml as written (its namespaces made
+// TestLivesyncYAML runs docs/livesync-yaml.md's two-service livesync.yaml as written (its namespaces made
 // the test's) from a subdirectory of the checkout: both services get their trees and every
 // edit, deletes included; an entry whose workload is missing is reported and does not stop the
 // others; Ctrl-C stops both cleanly; --once prints one summary and fails for the missing one.
@@ -45,7 +45,7 @@ func TestLivesyncYAML(t *testing.T) {
 	write(t, filepath.Join(apiDir, "main.py"), "print('v1')")
 	write(t, filepath.Join(webDir, "index.html"), "v1")
 	write(t, filepath.Join(webDir, "app.js.map"), "excluded by the entry")
-	yaml := readmeLivesyncYAML(t)
+	yaml := docsLivesyncYAML(t)
 	yaml = strings.Replace(yaml, "namespace: backend", "namespace: "+backend, 1)
 	yaml = strings.Replace(yaml, "namespace: frontend", "namespace: "+frontend, 1)
 	yaml += "  - name: gone\n    workload: deploy/gone\n    namespace: " + backend + "\n    mappings:\n      - ./api:/app\n"
