@@ -14,7 +14,7 @@ import (
 )
 
 // syncReporter prints the engine's events: one human line per event, or NDJSON with -o json.
-// The NDJSON shapes are documented in the README and are a contract for editors and scripts.
+// The NDJSON shapes are documented in docs/reference.md and are a contract for editors and scripts.
 type syncReporter struct {
 	out, errOut io.Writer
 	json        bool

@@ -1,4 +1,4 @@
-// The NDJSON shapes of `livesync -o json`: a contract for editors and scripts (see the README).
+// The NDJSON shapes of `livesync -o json`: a contract for editors and scripts (see docs/reference.md).
 
 package cmd
 

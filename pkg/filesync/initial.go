@@ -215,7 +215,7 @@ func (pl *planner) mirror(local *localFiles, l *listing) []string {
 // Source trees shrink 4-5× at level 1, which Go writes at about 100 MB/s a
 // core, faster than pods/exec carries a plain tar even over loopback; so
 // compressing pays wherever the link is slower than loopback, and costs
-// little on loopback (see the README's performance section). Below 1 MiB
+// little on loopback (see docs/performance.md). Below 1 MiB
 // the whole transfer is a few round trips either way.
 const initialCompressMin = 1 << 20
 

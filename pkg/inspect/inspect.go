@@ -1,6 +1,6 @@
 // Package inspect builds the per-container image report of a workload: what the spec says,
 // what each pod runs, what the registry serves now, and the verdict. Its JSON form is a
-// stable contract documented in the README. PlanRefresh turns the report into refresh's
+// stable contract documented in docs/images.md. PlanRefresh turns the report into refresh's
 // decision: which containers moved, what digest to pin, or that only the rollout is behind.
 package inspect
 

@@ -89,7 +89,7 @@ func (rs results) print(w io.Writer) {
 	_ = tw.Flush()
 }
 
-// markdown prints the table as README-ready Markdown.
+// markdown prints the table as Markdown, ready for docs/performance.md.
 func (rs results) markdown(w io.Writer) {
 	fmt.Fprintln(w, "| measurement | value | baseline (same run) | ratio | target | met |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")

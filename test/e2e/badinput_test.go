@@ -36,7 +36,7 @@ func TestBadInput(t *testing.T) {
 	deployment(t, ns, "unreachable", image(repo, "dev"), 1, corev1.PullIfNotPresent)
 	patchImage(t, ns, "unreachable", "127.0.0.1:1/nothing:dev")
 
-	// want is the whole class of the error: what failed and the fix the README promises.
+	// want is the whole class of the error: what failed and the fix docs/troubleshooting.md promises.
 	cases := []struct {
 		name string
 		args []string

@@ -94,7 +94,7 @@ func (r result) String() string {
 }
 
 // roleKubeconfigs maps each test namespace to a kubeconfig of a ServiceAccount bound to
-// docs/rbac.yaml alone there: the README promises that Role is enough for every command, so the
+// docs/rbac.yaml alone there: docs/rbac.md promises that Role is enough for every command, so the
 // suite runs the binary as that user. Setup and independent checks use the admin kubeconfig.
 var roleKubeconfigs sync.Map
 

@@ -26,7 +26,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
-// The README's promises that no other test holds the product to, each on the real cluster.
+// The docs' promises that no other test holds the product to, each on the real cluster.
 
 // TestIgnoreRules: in a real sync, .git/ and editor temp files never reach the container,
 // nor what .livesyncignore files and --exclude name, nor .gitignore'd paths with --gitignore

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Event is one NDJSON line of `kubectl-livesync -o json`, with the fields the README documents;
+// Event is one NDJSON line of `kubectl-livesync -o json`, with the fields docs/reference.md documents;
 // a field a type does not use is zero.
 type Event struct {
 	Type       string     `json:"type"`
