@@ -3,6 +3,7 @@ package cmd
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -76,4 +77,46 @@ func tail(s string) string {
 		return s[len(s)-120:]
 	}
 	return s
+}
+
+// TestDocsLivesyncYAMLIsWhatInitWrites runs the init lines of docs/livesync-yaml.md in an empty
+// checkout and compares the file they write with the page's livesync.yaml, byte for byte (the e2e
+// test TestLivesyncYAML runs that file on the cluster).
+func TestDocsLivesyncYAMLIsWhatInitWrites(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "livesync-yaml.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindSubmatch(page)
+	inits := regexp.MustCompile(`(?m)^kubectl livesync (init .*?)(?:\s+#.*)?$`).FindAllSubmatch(page, -1)
+	if yaml == nil || len(inits) == 0 {
+		t.Fatal("docs/livesync-yaml.md has no yaml block or no `kubectl livesync init` line")
+	}
+	root := repo(t, ".")
+	for _, line := range inits {
+		if _, _, err := execute(t, splitDocsLine(t, string(line[1]))...); err != nil {
+			t.Fatalf("kubectl livesync %s: %v", line[1], err)
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(root, "livesync.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(yaml[1]) {
+		t.Errorf("init wrote\n%s\nthe page shows\n%s", got, yaml[1])
+	}
+}
+
+// splitDocsLine splits a command line the way sh does for the words the docs use: plain words and
+// single-quoted ones.
+func splitDocsLine(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	for _, m := range regexp.MustCompile(`'([^']*)'|(\S+)`).FindAllStringSubmatch(line, -1) {
+		if strings.Contains(m[2], `"`) || strings.Contains(m[2], `\`) {
+			t.Fatalf("splitDocsLine: %q needs a real shell", m[2])
+		}
+		words = append(words, m[1]+m[2])
+	}
+	return words
 }
