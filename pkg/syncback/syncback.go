@@ -368,6 +368,9 @@ func (r *Runner) pass(v *filesync.Visit, st *state) error {
 			if err := p.run(); err != nil {
 				return err
 			}
+			if p.cut {
+				continue // the look-back stays: the next scan sees the rest again
+			}
 		}
 		st.since[i] = res.Now - 2
 		if full {
@@ -396,6 +399,7 @@ type mappingPass struct {
 	res     *remote.ScanResult
 	since   int64
 	out     *SyncedBack
+	cut     bool // a download was cut short: what it did not bring waits
 }
 
 // decision is one path's sides and what Decide made of them.
@@ -751,6 +755,7 @@ func (p *mappingPass) download(ds []*decision) error {
 		return nil
 	}
 	if err != nil && len(byRel) < len(ds) {
+		p.cut = true
 		return nil // what came stands; the next scan sees the rest again
 	}
 	return err

@@ -1,6 +1,7 @@
 package syncback
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -31,11 +32,22 @@ type executor struct {
 	// beforeDownload runs before each download's exec: a local save
 	// between the scan and the download.
 	beforeDownload func()
+	// cutDownload, when not 0, hands on only that many bytes of a
+	// download's archive and fails it: a stream cut short.
+	cutDownload int
 }
 
 func (e *executor) Exec(ctx context.Context, _ filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(argv) > 3 && argv[3] == "livesync-download" && e.beforeDownload != nil {
 		e.beforeDownload()
+	}
+	if len(argv) > 3 && argv[3] == "livesync-download" && e.cutDownload > 0 {
+		var buf bytes.Buffer
+		if err := e.Run(ctx, argv, stdin, &buf, stderr); err != nil {
+			return err
+		}
+		_, _ = stdout.Write(buf.Bytes()[:min(buf.Len(), e.cutDownload)])
+		return errors.New("the stream was cut")
 	}
 	if e.unshare {
 		argv = append([]string{"unshare", "-m", "--"}, argv...)
@@ -553,6 +565,50 @@ func TestSyncBackOverStream(t *testing.T) {
 			defer ex.mu.Unlock()
 			if ex.scanExecs != 0 || ex.dlExecs != 0 {
 				t.Fatalf("%d scans and %d downloads ran as execs of their own, want none", ex.scanExecs, ex.dlExecs)
+			}
+		})
+	}
+}
+
+// TestCutDownloadKeepsLookBack: a download cut short after its first file
+// leaves the scan's look-back where it was, so the next scan, not the next
+// full one, brings the rest.
+func TestCutDownloadKeepsLookBack(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			ex := &executor{Runner: *r}
+			f := newFixture(t, ex, Config{})
+			write(t, f.local, "gen/keep.go", "k", 0o644)
+			f.initialSync(t)
+			f.pass(t) // a full one
+			st := f.runner.states[src.String()+"@"+src.ContainerID]
+			// Files written after the look-back (in the container's
+			// seconds), whatever the second this pass runs in.
+			since := st.since[0] - 100
+			st.since[0] = since
+			at := time.Unix(since+50, 0)
+			for _, n := range []string{"a", "b", "c"} {
+				write(t, f.remote, "gen/"+n+".go", n, 0o644)
+				must(t, os.Chtimes(filepath.Join(f.remote, "gen", n+".go"), at, at))
+			}
+			must(t, os.Chtimes(filepath.Join(f.remote, "gen"), at, at))
+			ex.cutDownload = 1024 // the first file's header and content
+			evs := f.pass(t)
+			if sb := syncedBack(t, evs); !slices.Equal(sb.Paths, []string{f.path("gen/a.go")}) {
+				t.Fatalf("a cut download brought %q", sb.Paths)
+			}
+			ex.cutDownload = 0
+			evs = f.pass(t)
+			if len(evs) == 0 {
+				t.Fatalf("the next scan brought nothing: b.go and c.go wait for a full one (look-back %d, was %d)", st.since[0], since)
+			}
+			if sb := syncedBack(t, evs); !slices.Equal(sorted(sb.Paths), []string{f.path("gen/b.go"), f.path("gen/c.go")}) {
+				t.Fatalf("the next scan brought %q", sb.Paths)
+			}
+			for _, n := range []string{"a", "b", "c"} {
+				if got := read(t, f.local, "gen/"+n+".go"); got != n {
+					t.Fatalf("gen/%s.go: %q", n, got)
+				}
 			}
 		})
 	}
