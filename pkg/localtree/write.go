@@ -23,6 +23,11 @@ var ErrChanged = errors.New("changed locally")
 // through one.
 var ErrSymlinkInPath = errors.New("a symlink on the way")
 
+// ErrGitPath is what ReplaceFile, RemoveFile, RemoveEmptyDir and MakeDir
+// return for a path in .git however spelled (see InGit): nothing is
+// written there.
+var ErrGitPath = errors.New("a path in .git (on some file system): never written")
+
 // Expect is what a local entry must still be before it is replaced or
 // removed: absent, or a regular file of that size and content.
 type Expect struct {
@@ -157,6 +162,9 @@ func MakeDir(root, rel string, mode fs.FileMode) (fs.FileInfo, error) {
 func openParent(root, rel string, mkdir bool) (*os.Root, string, error) {
 	if rel == "" || !ValidRel(rel) {
 		return nil, "", fmt.Errorf("refusing to write %q: not a path under the root", rel)
+	}
+	if InGit(rel) {
+		return nil, "", fmt.Errorf("refusing to write %q: %w", rel, ErrGitPath)
 	}
 	d, err := os.OpenRoot(root)
 	if err != nil {

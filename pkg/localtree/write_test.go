@@ -197,3 +197,23 @@ func assertNoTemp(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestNoWriteIntoGit: the writers refuse a path in .git however spelled,
+// whatever the local file system makes of it.
+func TestNoWriteIntoGit(t *testing.T) {
+	root := t.TempDir()
+	for _, rel := range []string{".GIT/config", "sub/.g\u200cit/hooks/post-checkout", "GIT~1/x", ".git./x", ".git"} {
+		if _, err := ReplaceFile(root, rel, strings.NewReader("x"), 0o755, time.Now(), nil, Expect{Absent: true}); !errors.Is(err, ErrGitPath) {
+			t.Errorf("ReplaceFile(%q): %v", rel, err)
+		}
+		if _, err := MakeDir(root, rel, 0o755); !errors.Is(err, ErrGitPath) {
+			t.Errorf("MakeDir(%q): %v", rel, err)
+		}
+		if err := RemoveFile(root, rel, Expect{}); !errors.Is(err, ErrGitPath) {
+			t.Errorf("RemoveFile(%q): %v", rel, err)
+		}
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Fatalf("written: %v", ents)
+	}
+}

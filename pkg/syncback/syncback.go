@@ -413,7 +413,7 @@ func (p *mappingPass) run() error {
 	rems := map[string]remote.Entry{}
 	for name, e := range p.res.Names {
 		rel := strings.TrimPrefix(name, "./")
-		if name == "." || !localtree.ValidRel(rel) || rel == "" {
+		if name == "." || !localtree.ValidRel(rel) || rel == "" || localtree.InGit(rel) {
 			continue
 		}
 		rems[rel] = e
@@ -426,7 +426,9 @@ func (p *mappingPass) run() error {
 	}
 	if p.r.cfg.Deletes && p.res.Complete {
 		for _, rel := range p.goneLocally(rems) {
-			cands[rel] = true
+			if !localtree.InGit(rel) { // a local .GIT is .git on some disks: never touched
+				cands[rel] = true
+			}
 		}
 	}
 	var ds []*decision

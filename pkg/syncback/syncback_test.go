@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -608,6 +609,51 @@ func TestCutDownloadKeepsLookBack(t *testing.T) {
 			for _, n := range []string{"a", "b", "c"} {
 				if got := read(t, f.local, "gen/"+n+".go"); got != n {
 					t.Fatalf("gen/%s.go: %q", n, got)
+				}
+			}
+		})
+	}
+}
+
+// TestNothingComesHomeIntoGit: under a glob that lists everything, no
+// container path lands in .git however it is spelled: another case (macOS
+// and Windows disks fold it), HFS+'s ignored code points, NTFS's trailing
+// dots and spaces, its stream suffix and 8.3 short name. What is not .git
+// (.github, .gitignore) still comes home.
+func TestNothingComesHomeIntoGit(t *testing.T) {
+	hostile := []string{
+		".GIT/config", ".Git/hooks/post-checkout", ".g\u200cit/hooks/post-checkout", "\ufeff.git/config",
+		".gi\u200dT/config", "GIT~1/config", "git~1/hooks/pre-commit", ".git./config", ".git /config",
+		".GIT. . /config", ".git::$INDEX_ALLOCATION/config", "sub/.GIT/config", "sub/git~1/config",
+		`.git\config`, `sub\.GIT\config`,
+	}
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, &executor{Runner: *r}, Config{Globs: []string{"**"}, Deletes: true})
+			write(t, f.local, ".git/config", "[core]", 0o644)
+			write(t, f.local, "sub/.git", "gitdir: ../.git/modules/sub", 0o644)
+			f.initialSync(t)
+			f.pass(t)
+			for _, rel := range hostile {
+				write(t, f.remote, rel, "#!/bin/sh\necho owned", 0o755)
+			}
+			write(t, f.remote, ".github/workflows/ci.yml", "on: push", 0o644)
+			write(t, f.remote, ".gitignore", "*.o", 0o644)
+			write(t, f.remote, "sub/.gitmodules.txt", "x", 0o644)
+			f.pass(t)
+			for _, rel := range hostile {
+				top, _, _ := strings.Cut(rel, "/")
+				if rest, ok := strings.CutPrefix(rel, "sub/"); ok {
+					top, _, _ = strings.Cut(rest, "/")
+					top = "sub/" + top
+				}
+				if _, err := os.Lstat(f.path(top)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%q came home: %s exists locally (%v)", rel, top, err)
+				}
+			}
+			for rel, want := range map[string]string{".github/workflows/ci.yml": "on: push", ".gitignore": "*.o", "sub/.gitmodules.txt": "x", ".git/config": "[core]", "sub/.git": "gitdir: ../.git/modules/sub"} {
+				if got := read(t, f.local, rel); got != want {
+					t.Errorf("%s: %q, want %q", rel, got, want)
 				}
 			}
 		})
