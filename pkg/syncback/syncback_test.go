@@ -36,11 +36,19 @@ type executor struct {
 	// cutDownload, when not 0, hands on only that many bytes of a
 	// download's archive and fails it: a stream cut short.
 	cutDownload int
+	// inScan, when not "", runs in sh before each chunk that a scan's
+	// finds hand over is listed (its names are "$@" after the hash tool):
+	// a container write in the middle of a scan.
+	inScan string
 }
 
 func (e *executor) Exec(ctx context.Context, _ filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(argv) > 3 && argv[3] == "livesync-download" && e.beforeDownload != nil {
 		e.beforeDownload()
+	}
+	if len(argv) > 6 && argv[3] == "livesync-scan" && e.inScan != "" {
+		argv = slices.Clone(argv)
+		argv[6] = e.inScan + "\n" + argv[6]
 	}
 	if len(argv) > 3 && argv[3] == "livesync-download" && e.cutDownload > 0 {
 		var buf bytes.Buffer
@@ -655,6 +663,56 @@ func TestNothingComesHomeIntoGit(t *testing.T) {
 				if got := read(t, f.local, rel); got != want {
 					t.Errorf("%s: %q, want %q", rel, got, want)
 				}
+			}
+		})
+	}
+}
+
+// TestScanSeesRewriteDuringScan: a file the container rewrites (temp +
+// rename) while an incremental scan runs, after the walk passed it and
+// before the entries of its directory are listed, is still in the listing:
+// its absence is never read as a delete.
+func TestScanSeesRewriteDuringScan(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			ex := &executor{Runner: *r}
+			f := newFixture(t, ex, Config{Deletes: true})
+			write(t, f.local, "gen/a.go", "a", 0o644)
+			write(t, f.local, "gen/b.go", "b", 0o644)
+			f.initialSync(t)
+			old := time.Now().Add(-time.Hour)
+			for _, n := range []string{"gen/a.go", "gen/b.go"} {
+				must(t, os.Chtimes(filepath.Join(f.remote, n), old, old))
+			}
+			f.pass(t) // a full one
+			// A generator writes gen/z.go, so gen changed; while the
+			// scan's walk hands z.go on, it rewrites gen/a.go.
+			write(t, f.remote, "gen/z.go", "z", 0o644)
+			gen := filepath.Join(f.remote, "gen")
+			flag := filepath.Join(t.TempDir(), "rewritten")
+			ex.inScan = `case " $* " in *" ./gen/z.go "*) [ -e '` + flag + `' ] || { : >'` + flag + `'; printf a2 >'` + gen + `/.a.tmp' && mv '` + gen + `/.a.tmp' '` + gen + `/a.go'; } ;; esac`
+			evs := f.pass(t)
+			if _, err := os.Stat(flag); err != nil {
+				t.Fatalf("the write in the scan did not run: %v", err)
+			}
+			if got := read(t, f.remote, "gen/a.go"); got != "a2" {
+				t.Fatalf("container gen/a.go: %q", got)
+			}
+			for _, ev := range evs {
+				if sb, ok := ev.(SyncedBack); ok && len(sb.Deleted) > 0 {
+					t.Fatalf("deleted locally what the container rewrote during the scan: %q", sb.Deleted)
+				}
+			}
+			if _, err := os.Stat(f.path("gen/a.go")); err != nil {
+				t.Fatalf("local gen/a.go: %v", err)
+			}
+			if got := read(t, f.local, "gen/z.go"); got != "z" {
+				t.Fatalf("gen/z.go: %q", got)
+			}
+			ex.inScan = ""
+			f.pass(t)
+			if got := read(t, f.local, "gen/a.go"); got != "a2" {
+				t.Fatalf("local gen/a.go after the next pass: %q", got)
 			}
 		})
 	}
