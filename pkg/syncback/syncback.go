@@ -140,9 +140,11 @@ type Runner struct {
 	mu        sync.Mutex
 	live      map[string]member // by Target.String()
 	source    *filesync.Target
-	states    map[string]*state // by target and container ID
-	conflicts map[string]mark   // see Expect
-	onSync    map[string]bool   // by target and container ID: an on-sync run ended (see OnSyncRan)
+	states    map[string]*state          // by target and container ID
+	conflicts map[string]mark            // see Expect
+	dirChecks map[string]filesync.Upload // by conflictKey: directory deletes a pass looks at (see Changed)
+	allow     map[string]allowance       // by conflictKey: what such a pass found (see checkDirs)
+	onSync    map[string]bool            // by target and container ID: an on-sync run ended (see OnSyncRan)
 
 	trigEx remote.Executor // see Trigger; nil: passes at the interval alone
 	trig   *trigRun        // the source's trigger
@@ -184,7 +186,7 @@ func New(cfg Config, rep Reporter, clk clock.WithTicker) (*Runner, error) {
 		clk = clock.RealClock{}
 	}
 	hashed, _ := g.FileTests() // nil when it can't say which: every file is hashed
-	return &Runner{cfg: cfg, globs: g, hashed: hashed, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]mark{}, onSync: map[string]bool{}, kick: make(chan struct{}, 1)}, nil
+	return &Runner{cfg: cfg, globs: g, hashed: hashed, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]mark{}, dirChecks: map[string]filesync.Upload{}, allow: map[string]allowance{}, onSync: map[string]bool{}, kick: make(chan struct{}, 1)}, nil
 }
 
 // Serve sets the host that passes run on: the engine, which is built with r
@@ -341,6 +343,11 @@ func (r *Runner) pass(v *filesync.Visit, st *state) error {
 		}
 	}
 	r.mu.Unlock()
+	// Before the scans: what they bring home is no longer unknown to the
+	// index, and a delete over it is a conflict.
+	if err := r.checkDirs(v, st); err != nil {
+		return err
+	}
 	var dirs []watchDir
 	for i := range v.Mappings() {
 		root, dir, ignored, ok := v.Mapping(i)
