@@ -132,7 +132,7 @@ func replaceByLink(d *os.Root, tmp, base string, want Expect) error {
 	testHook("taken")
 	if cerr := checkExpect(d, aside, want); cerr != nil {
 		if err := d.Link(aside, base); err != nil {
-			return fmt.Errorf("%w: what was there is kept as %q (putting it back: %v)", ErrChanged, aside, err)
+			return fmt.Errorf("%w: what was there is kept as %q (putting it back: %w)", ErrChanged, aside, err)
 		}
 		_ = d.Remove(aside)
 		return cerr
@@ -220,7 +220,7 @@ func settleSwap(d *os.Root, dir *os.File, tmp, base string, want Expect, ours fs
 	}
 	if fi, err := d.Lstat(base); err == nil && os.SameFile(fi, ours) {
 		if err := swap(dir, tmp, base); err != nil {
-			return fmt.Errorf("%w: what was saved meanwhile is kept as %q (putting it back: %v)", ErrChanged, tmp, err)
+			return fmt.Errorf("%w: what was saved meanwhile is kept as %q (putting it back: %w)", ErrChanged, tmp, err)
 		}
 		// tmp is ours again, unless a save replaced ours between the
 		// Lstat and the exchange: then that save, the latest, is at tmp.
