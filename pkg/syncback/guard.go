@@ -146,7 +146,13 @@ func (r *Runner) checkDirs(v *filesync.Visit, st *state) error {
 			return err
 		}
 		extra, seen := 0, true
-		for _, name := range append(slices.Collect(maps.Keys(l.Names)), l.Unknown...) {
+		names := slices.Collect(maps.Keys(l.Names))
+		for _, name := range l.Unknown {
+			if _, ok := l.Names[name]; !ok {
+				names = append(names, name) // a FIFO, or stat failed: find counts it
+			}
+		}
+		for _, name := range names {
 			rel := strings.TrimPrefix(name, "./")
 			if _, has, _ := v.Entry(u.Mapping, rel); has {
 				continue // its own precondition guards it
