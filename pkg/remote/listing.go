@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"path"
 	"strconv"
 	"strings"
@@ -160,7 +159,15 @@ func (l *Listing) parseChunk(t *tokens) error {
 		e.Sum = sum
 		got[name] = e
 	})
-	maps.Copy(l.Names, got)
+	for name, e := range got {
+		// Listed twice (a scan lists a changed directory's entries and
+		// the new files in it, the second time without a hash): the hash
+		// stays while the entry is the same.
+		if was, ok := l.Names[name]; ok && e.Sum == nil && was.Sum != nil && was.Type == e.Type && was.Size == e.Size && was.MTime == e.MTime && was.Mode == e.Mode {
+			e.Sum = was.Sum
+		}
+		l.Names[name] = e
+	}
 	for _, name := range names {
 		if _, ok := got[name]; !ok {
 			l.Unknown = append(l.Unknown, name)
