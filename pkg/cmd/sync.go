@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -107,6 +108,7 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.DurationVar(&o.cfg.SyncBack.Interval, "sync-back-interval", syncback.DefaultInterval, "how often the source container is scanned for --sync-back paths")
 	f.BoolVar(&o.cfg.SyncBack.Inotify, "sync-back-inotify", true, "with --sync-back, also run inotifywait in the source container where its image has it, so that what it writes comes back at once (its watches count against the node's inotify limits); false: scan at --sync-back-interval only")
 	f.BoolVar(&o.cfg.SyncBack.Deletes, "sync-back-deletes", false, "with --sync-back, delete local files the container deleted (never a locally changed one; mass deletes are held)")
+	f.BoolVar(&o.cfg.State.Forget, "forget-state", false, "start without the ancestor saved by the last session of this sync (and delete it): the local side wins, as on a first start; see docs/state.md")
 	f.BoolVar(&o.cfg.Sync.AllowMassDelete, "allow-mass-delete", false, "let a batch or initial sync delete more than 50 remote entries and more than half of a mapping's, or mirror an emptied local root; without it such deletes are held and reported")
 	return cmd
 }
@@ -166,6 +168,7 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 		return err
 	}
 	reporter := newSyncReporter(o.g.Out, o.g.ErrOut, o.output == "json")
+	reporter.isDryRun = o.mutate.dryRun
 	if interactive(o.g.In, o.g.Out, o.g.ErrOut, o.output == "json") {
 		reporter.askOn(o.g.In, workingDir())
 	}
@@ -190,5 +193,16 @@ func (o *SyncOptions) deps(restCfg *rest.Config, cfg session.Config, reporter se
 		Images:   &syncImages{refresher: refresher, pods: pods},
 		Reporter: reporter,
 		Notes:    notes,
+		Cluster:  clusterID(restCfg),
 	}
+}
+
+// clusterID names the cluster for the saved state's key: its API server
+// and the CA that authenticates it, not the context's name.
+func clusterID(c *rest.Config) string {
+	ca := c.TLSClientConfig.CAData
+	if len(ca) == 0 && c.TLSClientConfig.CAFile != "" {
+		ca, _ = os.ReadFile(c.TLSClientConfig.CAFile)
+	}
+	return session.ClusterID(c.Host, ca, c.TLSClientConfig.Insecure)
 }

@@ -9,7 +9,7 @@ import (
 )
 
 func testKey(root string) Key {
-	return Key{{"cluster", "https://127.0.0.1:6443"}, {"namespace", "ns"}, {"local", root}}
+	return Key{{Name: "cluster", Value: "https://127.0.0.1:6443"}, {Name: "namespace", Value: "ns"}, {Name: "local", Value: root}}
 }
 
 func testSnap(n int) *Snapshot {
@@ -127,8 +127,8 @@ func TestLoadForeignKey(t *testing.T) {
 }
 
 func TestKeyDistinguishesParts(t *testing.T) {
-	a := Key{{"a", "x\ny"}, {"b", ""}}
-	b := Key{{"a", "x"}, {"b", "y"}}
+	a := Key{{Name: "a", Value: "x\ny"}, {Name: "b", Value: ""}}
+	b := Key{{Name: "a", Value: "x"}, {Name: "b", Value: "y"}}
 	if a.ID() == b.ID() || a.String() == b.String() {
 		t.Fatal("keys with different parts are the same")
 	}
