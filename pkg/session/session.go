@@ -156,7 +156,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	tctx, stopTracking := context.WithCancel(ctx)
 	defer stopTracking()
 	incs := &incarnations{ctx: tctx, ex: d.Executor, got: map[string]string{}}
-	keep := newKeeper(cfg, d, w, incs.of)
+	keep := newKeeper(cfg, d, w, containers, incs.of)
 	if keep != nil {
 		opts = append(opts, filesync.WithAncestry(keep))
 		kctx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))

@@ -42,12 +42,17 @@ const saveEvery = 2 * time.Second
 // are synced and come back (excludes, --gitignore, the root's ignore files'
 // content, the sync-back globs). Any difference is another sync, which
 // starts without saved state.
-func stateKey(cfg Config, cluster string, w *workload.Workload) syncstate.Key {
+func stateKey(cfg Config, cluster string, w *workload.Workload, containers []string) syncstate.Key {
+	sel := ""
+	if w.Selector != nil {
+		sel = w.Selector.String()
+	}
 	k := syncstate.Key{
 		{Name: "cluster", Value: cluster},
 		{Name: "namespace", Value: w.Namespace},
 		{Name: "workload", Value: w.Ref()},
-		{Name: "containers", Value: strings.Join(cfg.Containers, ",")},
+		{Name: "selector", Value: sel},
+		{Name: "containers", Value: strings.Join(containers, ",")},
 	}
 	for i, m := range cfg.Sync.Mappings {
 		local := string(m.Local)
@@ -111,17 +116,27 @@ type keeper struct {
 
 // newKeeper loads the saved state for the session, forgetting it first
 // when asked; nil when the session keeps no state.
-func newKeeper(cfg Config, d Deps, w *workload.Workload, inc func(filesync.Target) string) *keeper {
+func newKeeper(cfg Config, d Deps, w *workload.Workload, containers []string, inc func(filesync.Target) string) *keeper {
+	k := newKeeperWith(cfg, d.Cluster, w, containers, inc, d.Reporter.Warn)
+	if k != nil {
+		k.client = d.Client
+		if d.Clock != nil {
+			k.clk = d.Clock
+		}
+	}
+	return k
+}
+
+// newKeeperWith is newKeeper with the cluster's name, the incarnation
+// reader and where warnings go; it reads no pod.
+func newKeeperWith(cfg Config, cluster string, w *workload.Workload, containers []string, inc func(filesync.Target) string, warn func(error)) *keeper {
 	if cfg.State.Dir == "" {
 		return nil
 	}
 	k := &keeper{
-		store: &syncstate.Store{Dir: cfg.State.Dir}, key: stateKey(cfg, d.Cluster, w), client: d.Client,
-		clk: d.Clock, inc: inc, warn: d.Reporter.Warn, dryRun: cfg.Sync.DryRun,
+		store: &syncstate.Store{Dir: cfg.State.Dir}, key: stateKey(cfg, cluster, w, containers), clk: clock.RealClock{},
+		inc: inc, warn: warn, dryRun: cfg.Sync.DryRun,
 		live: map[string]string{}, halves: map[string]syncstate.Half{}, kick: make(chan struct{}, 1),
-	}
-	if k.clk == nil {
-		k.clk = clock.RealClock{}
 	}
 	for _, m := range cfg.Sync.Mappings {
 		if inTree(string(m.Local), cfg.State.Dir) {
