@@ -353,7 +353,15 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			if !p.Empty() || l == nil || !l.exists || pf != nil {
 				pe := &progressExecutor{Executor: e.exec, clk: e.clk, start: start, report: func(p Progress) { e.rep.Report(p) },
 					base: Progress{Target: tg.Target, Files: len(p.Copies), TotalBytes: planBytes(p)}}
-				res, err := e.applyPlan(ctx, pe, tg.Target, m, p, compressInitial(l, p), pf)
+				var res applyResult
+				if threeWay := saved != nil && l != nil; threeWay && e.guard != nil && !e.cfg.DryRun {
+					// Sync-back's preconditions against the saved ancestor: a
+					// listed file the container changed in a way its stat did
+					// not show is left, a conflict, not replaced or deleted.
+					res, err = e.applyGuardedOn(tg, saved, i, m, p)
+				} else {
+					res, err = e.applyPlan(ctx, pe, tg.Target, m, p, compressInitial(l, p), pf)
+				}
 				if err != nil {
 					return err
 				}
