@@ -275,6 +275,11 @@ func (k *keeper) Confirmed(t filesync.Target, ms [][]syncstate.Entry) {
 	k.mu.Lock()
 	s, ok := k.live[targetKey(t)]
 	if ok && s != "" {
+		for key, h := range k.halves {
+			if h.Name == t.String() && key != targetKey(t) {
+				delete(k.halves, key) // the container before a restart: never an ancestor again
+			}
+		}
 		k.halves[targetKey(t)] = syncstate.Half{Stamp: s, Name: t.String(), Saved: k.clk.Now(), Mappings: ms}
 		k.dirty = true
 	}
