@@ -42,11 +42,16 @@ func (b *bench) measureState(ctx context.Context) error {
 			err = fmt.Errorf("initial sync: %s", in.Error)
 			return
 		}
+		var when []string
 		for _, e := range s.Events() {
 			if e.Type == "ancestor" {
 				ev = e
 			}
+			if at, perr := time.Parse(time.RFC3339Nano, e.Time); perr == nil {
+				when = append(when, fmt.Sprintf("%s %.0fms", e.Type, float64(at.Sub(t0).Microseconds())/1000))
+			}
 		}
+		b.logf("state start (%s): %v", filepath.Base(state), when)
 		if in.Files != 0 || in.Deleted != 0 {
 			err = fmt.Errorf("a start with nothing changed sent %d files, deleted %d", in.Files, in.Deleted)
 		}
