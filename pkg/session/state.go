@@ -104,14 +104,14 @@ type keeper struct {
 	warn   func(error)
 	dryRun bool
 
-	mu       sync.Mutex
-	snap     *syncstate.Snapshot // what was loaded; nil: none
-	why      string              // why there is none, when it was not usable
-	live     map[string]string   // target+ID -> stamp
-	halves   map[string]syncstate.Half
-	dirty    bool
-	kick     chan struct{}
-	disabled bool // saving failed for good (the state dir is in a synced tree)
+	mu     sync.Mutex
+	snap   *syncstate.Snapshot // what was loaded; nil: none
+	why    string              // why there is none, when it was not usable
+	live   map[string]string   // target+ID -> stamp
+	halves map[string]syncstate.Half
+	dirty  bool
+	kick   chan struct{}
+	loaded chan struct{} // closed once snap is read; nil: nothing to read
 }
 
 // newKeeper loads the saved state for the session, forgetting it first
@@ -153,10 +153,19 @@ func newKeeperWith(cfg Config, cluster string, w *workload.Workload, containers 
 		}
 		k.why = "--forget-state: the saved state was forgotten"
 	default:
-		k.snap, k.why = k.store.Load(k.key)
-		if k.why != "" {
-			k.warn(fmt.Errorf("%s", k.why))
-		}
+		// Read while the watches are set up: only the first initial sync
+		// needs it (see Start).
+		k.loaded = make(chan struct{})
+		go func() {
+			defer close(k.loaded)
+			snap, why := k.store.Load(k.key)
+			if why != "" {
+				k.warn(fmt.Errorf("%s", why))
+			}
+			k.mu.Lock()
+			k.snap, k.why = snap, why
+			k.mu.Unlock()
+		}()
 	}
 	return k
 }
@@ -213,6 +222,9 @@ func (k *keeper) remove(t filesync.Target) {
 
 // Start returns what t starts from (filesync.Ancestry).
 func (k *keeper) Start(t filesync.Target) filesync.Start {
+	if k.loaded != nil {
+		<-k.loaded
+	}
 	k.mu.Lock()
 	s, snap, why := k.live[targetKey(t)], k.snap, k.why
 	k.mu.Unlock()
@@ -313,7 +325,7 @@ func (k *keeper) run(ctx context.Context) {
 // flush writes the live targets' halves when they changed.
 func (k *keeper) flush() {
 	k.mu.Lock()
-	if !k.dirty || k.disabled {
+	if !k.dirty {
 		k.mu.Unlock()
 		return
 	}
