@@ -111,7 +111,8 @@ type keeper struct {
 	halves map[string]syncstate.Half
 	dirty  bool
 	kick   chan struct{}
-	loaded chan struct{} // closed once snap is read; nil: nothing to read
+	loaded chan struct{}             // closed once snap is read; nil: nothing to read
+	gone   map[string]syncstate.Half // removed targets' last halves, not saved
 }
 
 // newKeeper loads the saved state for the session, forgetting it first
@@ -136,7 +137,7 @@ func newKeeperWith(cfg Config, cluster string, w *workload.Workload, containers 
 	k := &keeper{
 		store: &syncstate.Store{Dir: cfg.State.Dir}, key: stateKey(cfg, cluster, w, containers), clk: clock.RealClock{},
 		inc: inc, warn: warn, dryRun: cfg.Sync.DryRun,
-		live: map[string]string{}, halves: map[string]syncstate.Half{}, kick: make(chan struct{}, 1),
+		live: map[string]string{}, halves: map[string]syncstate.Half{}, gone: map[string]syncstate.Half{}, kick: make(chan struct{}, 1),
 	}
 	for _, m := range cfg.Sync.Mappings {
 		if inTree(string(m.Local), cfg.State.Dir) {
@@ -213,9 +214,10 @@ func (k *keeper) add(t filesync.Target) {
 func (k *keeper) remove(t filesync.Target) {
 	k.mu.Lock()
 	delete(k.live, targetKey(t))
-	if _, ok := k.halves[targetKey(t)]; ok {
+	if h, ok := k.halves[targetKey(t)]; ok {
 		delete(k.halves, targetKey(t))
 		k.dirty = true
+		k.gone[targetKey(t)] = h // if the same container comes back in this session
 	}
 	k.mu.Unlock()
 }
@@ -227,9 +229,21 @@ func (k *keeper) Start(t filesync.Target) filesync.Start {
 	}
 	k.mu.Lock()
 	s, snap, why := k.live[targetKey(t)], k.snap, k.why
+	// What this session confirmed last for the same container is newer
+	// than what the session started from.
+	recent := &syncstate.Snapshot{}
+	for _, h := range []syncstate.Half{k.gone[targetKey(t)], k.halves[targetKey(t)]} {
+		if h.Stamp != "" {
+			recent.Halves = append(recent.Halves, h)
+		}
+	}
 	k.mu.Unlock()
 	st := filesync.Start{From: filesync.StartNone}
-	if h, ok := snap.Half(s); ok {
+	h, ok := recent.Half(s)
+	if !ok {
+		h, ok = snap.Half(s)
+	}
+	if ok {
 		st.From, st.Saved, st.SavedAt = filesync.StartSaved, h.Mappings, h.Saved
 		st.Why = fmt.Sprintf("saved by this container (%s) at %s", shortID(t.ContainerID), h.Saved.Format(time.RFC3339))
 		return st
