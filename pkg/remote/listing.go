@@ -40,10 +40,25 @@ type Listing struct {
 	Unknown []string
 }
 
+// ListStatArgv is ListArgv hashing nothing: the listing has no Alg and no
+// Sums, and costs the container a stat per entry.
+func ListStatArgv(root, name string) []string {
+	return append(ListArgv(root, name), "nohash")
+}
+
 // List runs ListArgv(root, name) in t and parses what it prints.
 func List(ctx context.Context, ex Executor, t Target, root, name string) (*Listing, error) {
+	return list(ctx, ex, t, root, name, ListArgv(root, name))
+}
+
+// ListStat runs ListStatArgv(root, name) in t and parses what it prints.
+func ListStat(ctx context.Context, ex Executor, t Target, root, name string) (*Listing, error) {
+	return list(ctx, ex, t, root, name, ListStatArgv(root, name))
+}
+
+func list(ctx context.Context, ex Executor, t Target, root, name string, argv []string) (*Listing, error) {
 	var out bytes.Buffer
-	if err := Run(ctx, ex, t, "listing files", root, ListArgv(root, name), nil, &out); err != nil {
+	if err := Run(ctx, ex, t, "listing files", root, argv, nil, &out); err != nil {
 		return nil, err
 	}
 	l, err := ParseListing(out.Bytes())

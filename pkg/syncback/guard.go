@@ -220,3 +220,11 @@ func (r *Runner) listedAt(rel string, isDir bool) bool {
 	}
 	return false
 }
+
+// Listed reports whether rel (of a directory mapping) comes back from t:
+// t is the source and a glob lists rel itself (filesync.Lister). A start
+// against a saved ancestor leaves such a path's container change to the
+// first pass, which brings it home or reports the conflict.
+func (r *Runner) Listed(t filesync.Target, _ int, rel string, isDir bool) bool {
+	return r.IsSource(t) && r.globs.Match(rel, isDir)
+}
