@@ -399,7 +399,7 @@ func TestPolling(t *testing.T) {
 		{"create", func() error { return os.WriteFile(at("new.txt"), nil, 0o644) }, []string{at("new.txt")}},
 		{"modify", func() error { return os.WriteFile(at("modify.txt"), []byte("longer"), 0o644) }, []string{at("modify.txt")}},
 		{"delete", func() error { return os.Remove(at("delete.txt")) }, []string{at("delete.txt")}},
-		{"chmod", func() error { return os.Chmod(at("chmod.sh"), 0o755) }, []string{at("chmod.sh")}},
+		{"chmod", func() error { return os.Chmod(at("chmod.sh"), chmodMode) }, []string{at("chmod.sh")}},
 		{"rename", func() error { return os.Rename(at("old.txt"), at("renamed.txt")) }, []string{at("old.txt"), at("renamed.txt")}},
 		{"replace same size", func() error { // only the inode differs, as after an atomic save
 			if err := os.WriteFile(at("replace.tmp"), []byte("y"), 0o644); err != nil {
