@@ -2,6 +2,7 @@
 # wine.sh runs the Windows build of kubectl-livesync and its tests under wine, on Linux.
 #
 #   hack/wine.sh setup               install wine + mingw-w64 (Debian), build the prefix; prints nothing
+#   hack/wine.sh unit                the Windows unit tests of the OS-dependent packages (make test-windows)
 #   hack/wine.sh test GO_TEST_ARGS   GOOS=windows go test under wine, through hack/check-skips.sh
 #   hack/wine.sh exec PROG [ARGS]    run a Windows program in the prefix (go test -exec; the e2e)
 #   hack/wine.sh env                 print the environment `exec` uses (WINEPREFIX=..., one a line)
@@ -95,6 +96,18 @@ overlay() {
   echo "$out/overlay.json"
 }
 
+# gotest runs go test for Windows under wine through hack/check-skips.sh, with wine's own skip list.
+gotest() {
+  local ov
+  ov="$(overlay)"
+  wine_env
+  # Nothing of wine outlives the run: kill the prefix's wineserver and its processes, and wait.
+  trap '"$wineserver" -k 2>/dev/null; "$wineserver" -w 2>/dev/null || true' EXIT
+  # -p 1: one test binary at a time (they share the prefix's one wineserver; the machine is small).
+  GOOS=windows GOARCH=amd64 CGO_ENABLED=0 LIVESYNC_SKIPS_ALLOWED="$root/hack/skips-wine.txt" \
+    "$root/hack/check-skips.sh" -exec "$root/hack/wine.sh exec" -overlay "$ov" -p 1 "$@"
+}
+
 cmd="${1:-}"
 shift || true
 case "$cmd" in
@@ -120,15 +133,23 @@ stop)
 test)
   install_pkgs
   setup_prefix
-  ov="$(overlay)"
-  wine_env
-  trap '"$wineserver" -k 2>/dev/null || true' EXIT
-  # -p 1: one test binary at a time (they share the prefix's one wineserver; the machine is small).
-  GOOS=windows GOARCH=amd64 CGO_ENABLED=0 "$root/hack/check-skips.sh" \
-    -exec "$root/hack/wine.sh exec" -overlay "$ov" -p 1 "$@"
+  gotest "$@"
+  ;;
+unit)
+  install_pkgs
+  setup_prefix
+  start=$SECONDS
+  # Every test of the packages whose behaviour depends on the OS: watching (ReadDirectoryChangesW
+  # through notify), the local disk (atomic replace, os.Root, case folding), ignore rules, project
+  # files. Of pkg/filesync and pkg/syncback only the tests that need no container side: the others
+  # run the remote scripts with Linux's busybox, which a Windows program cannot start.
+  gotest -count=1 ./pkg/watch ./pkg/localtree ./pkg/ignore ./pkg/project
+  gotest -count=1 -run '^Test(ParseMapping|ParseMappingWindows|ValidateMappings)$' ./pkg/filesync
+  gotest -count=1 -run '^Test(Decide|ExpectOnlyOnTheSource|SourceIsTheOldestPod|TriggerWants)$' ./pkg/syncback
+  echo "wine.sh: Windows unit tests under wine in $((SECONDS - start))s" >&2
   ;;
 *)
-  sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
   ;;
 esac
