@@ -128,7 +128,10 @@ overlay)
   ;;
 stop)
   wine_env
-  [[ -d "$prefix" ]] && "$wineserver" -k 2>/dev/null || true
+  if [[ -d "$prefix" ]]; then
+    "$wineserver" -k 2>/dev/null || true
+    "$wineserver" -w 2>/dev/null || true
+  fi
   ;;
 test)
   install_pkgs

@@ -54,6 +54,7 @@ type Session struct {
 	timeout time.Duration
 	cred    *syscall.Credential // nil: this process's user
 	env     []string            // added to this process's environment
+	via     []string            // a program the binary runs under (wine), before it on the command line
 
 	cmd     *exec.Cmd
 	stderr  LockedBuffer
@@ -115,6 +116,14 @@ func (s *Session) User(uid, gid uint32, home string) *Session {
 	return s
 }
 
+// Via runs the binary under a program, argv before the binary on the command line: the Windows
+// binary under wine is Via("hack/wine.sh", "exec"). Paths given to the session are then the
+// program's to translate (Z:\... under wine).
+func (s *Session) Via(argv ...string) *Session {
+	s.via = argv
+	return s
+}
+
 // Timeout sets the bound of WaitFor, WaitMatch and WaitSynced (DefaultTimeout until set).
 func (s *Session) Timeout(d time.Duration) *Session {
 	s.timeout = d
@@ -125,7 +134,11 @@ func (s *Session) Timeout(d time.Duration) *Session {
 func (s *Session) Start() *Session {
 	s.t.Helper()
 	argv := append(append(append(append([]string(nil), s.global...), "-o", "json"), s.args...), s.maps...)
-	s.cmd = exec.Command(s.binary, argv...)
+	if len(s.via) > 0 {
+		s.cmd = exec.Command(s.via[0], append(append(append([]string(nil), s.via[1:]...), s.binary), argv...)...)
+	} else {
+		s.cmd = exec.Command(s.binary, argv...)
+	}
 	s.cmd.Dir = s.dir
 	s.cmd.Stderr = &s.stderr
 	if s.cred != nil {

@@ -1,0 +1,69 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
+)
+
+// TestWindowsBinaryUnderWine: the Windows build (kubectl-livesync.exe) run under wine syncs a
+// tree into the cluster and follows an edit, a delete and a rename, checked as TestSyncLoop checks
+// the Linux build. Its watcher is notify's ReadDirectoryChangesW backend (wine implements it over
+// inotify), its paths Windows paths (Z:\ is wine's /). hack/e2e.sh builds the binary and the wine
+// prefix (hack/wine.sh) and sets LIVESYNC_WINDOWS_BINARY and LIVESYNC_WINE.
+func TestWindowsBinaryUnderWine(t *testing.T) {
+	exe, wine := os.Getenv("LIVESYNC_WINDOWS_BINARY"), os.Getenv("LIVESYNC_WINE")
+	if exe == "" || wine == "" {
+		t.Fatal("LIVESYNC_WINDOWS_BINARY and LIVESYNC_WINE are unset: run through hack/e2e.sh, which builds the .exe and the wine prefix")
+	}
+	ns := namespace(t)
+	repo := "win-" + ns
+	pushImage(t, repo, "dev", "app")
+	deployment(t, ns, "web", image(repo, "dev"), 1, corev1.PullIfNotPresent)
+	local := t.TempDir()
+	write(t, filepath.Join(local, "index.html"), "v1")
+	write(t, filepath.Join(local, "src/main.py"), "print('hi')")
+	write(t, filepath.Join(local, "src/old.py"), "old")
+	write(t, filepath.Join(local, "gone.txt"), "to be deleted")
+	const sel, root = "app=web", "/app"
+
+	s := sessiontest.NewSession(t, exe).Via(wine, "exec").
+		Kubeconfig(winePath(kubeconfigFor([]string{"-n", ns}))).Namespace(ns).
+		Args("deploy/web").Map(winePath(local), root).Start()
+	waitConverged(t, ns, sel, 1, local, root, 2*time.Minute)
+
+	steps := []struct {
+		name string
+		do   func()
+	}{
+		{"edit", func() { write(t, filepath.Join(local, "index.html"), "v2, longer than before") }},
+		{"create in a new directory", func() { write(t, filepath.Join(local, "a/b/new.txt"), "new") }},
+		{"delete", func() { must(t, os.Remove(filepath.Join(local, "gone.txt"))) }},
+		{"rename a file", func() { must(t, os.Rename(filepath.Join(local, "src/old.py"), filepath.Join(local, "src/new.py"))) }},
+		{"rename a directory", func() { must(t, os.Rename(filepath.Join(local, "a"), filepath.Join(local, "z"))) }},
+		{"editor atomic save", func() {
+			tmp := filepath.Join(local, "src/.main.py.swp")
+			write(t, tmp, "print('saved')")
+			must(t, os.Rename(tmp, filepath.Join(local, "src/main.py")))
+		}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			st.do()
+			waitConverged(t, ns, sel, 1, local, root, time.Minute)
+		})
+	}
+	sum := s.Stop()
+	t.Logf("Windows binary under wine: %+v", sum)
+}
+
+// winePath is the Windows name wine gives the absolute Linux path p: Z: is /.
+func winePath(p string) string { return `Z:` + strings.ReplaceAll(p, "/", `\`) }
