@@ -516,7 +516,7 @@ func localSide(name string) Side {
 	if err != nil {
 		return Side{Present: !errors.Is(err, fs.ErrNotExist), Unknown: !errors.Is(err, fs.ErrNotExist)}
 	}
-	s := Side{Present: true, Mode: fi.Mode().Perm(), Size: fi.Size(), MTime: fi.ModTime().Unix()}
+	s := Side{Present: true, Mode: localtree.Perm(fi), Size: fi.Size(), MTime: fi.ModTime().Unix()}
 	switch {
 	case fi.IsDir():
 		s.Type = remote.TypeDir
@@ -645,7 +645,7 @@ func (p *mappingPass) makeDir(d *decision) {
 		p.failed(d, err)
 		return
 	}
-	p.v.Record(p.i, d.rel, filesync.Entry{Type: remote.TypeDir, Mode: fi.Mode().Perm(), MTime: fi.ModTime()})
+	p.v.Record(p.i, d.rel, filesync.Entry{Type: remote.TypeDir, Mode: localtree.Perm(fi), MTime: fi.ModTime()})
 	p.recordParents(d.rel)
 	p.out.Paths = append(p.out.Paths, p.local(d.rel))
 	p.st.needFull[p.i] = true // a directory moved in keeps old mtimes below it
@@ -658,7 +658,7 @@ func (p *mappingPass) record(rel string, local Side) {
 		return
 	}
 	p.r.settle(p.v.Target, p.i, rel)
-	e := filesync.Entry{Type: local.Type, Mode: fi.Mode().Perm(), MTime: fi.ModTime(), Link: local.Link, Sum: local.Sum}
+	e := filesync.Entry{Type: local.Type, Mode: localtree.Perm(fi), MTime: fi.ModTime(), Link: local.Link, Sum: local.Sum}
 	if local.Type == remote.TypeFile {
 		e.Size = fi.Size()
 	}
@@ -759,7 +759,7 @@ func (p *mappingPass) download(ds []*decision) error {
 // wrote records a file that came back as confirmed on both sides, with the
 // directories made on its way.
 func (p *mappingPass) wrote(rel string, fi fs.FileInfo, h hash.Hash) {
-	p.v.Record(p.i, rel, filesync.Entry{Type: remote.TypeFile, Mode: fi.Mode().Perm(), Size: fi.Size(), MTime: fi.ModTime(), Sum: (*[32]byte)(h.Sum(nil))})
+	p.v.Record(p.i, rel, filesync.Entry{Type: remote.TypeFile, Mode: localtree.Perm(fi), Size: fi.Size(), MTime: fi.ModTime(), Sum: (*[32]byte)(h.Sum(nil))})
 	p.recordParents(rel)
 	p.out.Paths = append(p.out.Paths, p.local(rel))
 	p.out.Bytes += fi.Size()
@@ -778,7 +778,7 @@ func (p *mappingPass) recordParents(rel string) {
 			continue // not known to be a directory in the container
 		}
 		if di, err := os.Lstat(p.local(a)); err == nil && di.IsDir() {
-			p.v.Record(p.i, a, filesync.Entry{Type: remote.TypeDir, Mode: di.Mode().Perm(), MTime: di.ModTime()})
+			p.v.Record(p.i, a, filesync.Entry{Type: remote.TypeDir, Mode: localtree.Perm(di), MTime: di.ModTime()})
 		}
 	}
 }

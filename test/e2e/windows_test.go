@@ -61,6 +61,19 @@ func TestWindowsBinaryUnderWine(t *testing.T) {
 			waitConverged(t, ns, sel, 1, local, root, time.Minute)
 		})
 	}
+	// Windows has no Unix modes (Go reports files 0666, directories 0777): what arrives must
+	// still be 0644 and 0755, not writable by every user of the container.
+	t.Run("modes", func(t *testing.T) {
+		pod := runningPods(t, ns, sel)[0].Name
+		r := kexec(t, ns, pod, "sh", "-c", `find "$1" -perm -o+w -exec ls -ld {} +`, "sh", root)
+		if r.code != 0 || r.stdout != "" {
+			t.Errorf("world-writable entries in the container: %s", r)
+		}
+		r = kexec(t, ns, pod, "sh", "-c", `ls -ld "$1/index.html" "$1/src"`, "sh", root)
+		if !strings.HasPrefix(r.stdout, "-rw-r--r--") || !strings.Contains(r.stdout, "\ndrwxr-xr-x") {
+			t.Errorf("index.html and src/ should be -rw-r--r-- and drwxr-xr-x: %s", r)
+		}
+	})
 	sum := s.Stop()
 	t.Logf("Windows binary under wine: %+v", sum)
 }
