@@ -42,3 +42,17 @@ func TestPerm(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepExec: on Windows, where nothing local says whether a file is
+// executable, the container's exec bits are kept; elsewhere the local mode
+// is what goes.
+func TestKeepExec(t *testing.T) {
+	want := map[bool]fs.FileMode{false: 0o644, true: 0o755}[runtime.GOOS == "windows"]
+	if got := KeepExec(0o644, 0o755); got != want {
+		t.Errorf("KeepExec(0644, 0755) = %v, want %v", got, want)
+	}
+	want = map[bool]fs.FileMode{false: 0o755, true: 0o644}[runtime.GOOS == "windows"]
+	if got := KeepExec(0o755, 0o644); got != want {
+		t.Errorf("KeepExec(0755, 0644) = %v, want %v", got, want)
+	}
+}

@@ -18,3 +18,8 @@ func Perm(fi fs.FileInfo) fs.FileMode {
 	}
 	return 0o644
 }
+
+// KeepExec returns local with the exec bits of known, the mode the
+// container holds (listed, or recorded when last synced): Windows has no
+// exec bits to say otherwise, and sending none would strip a script's.
+func KeepExec(local, known fs.FileMode) fs.FileMode { return local&^0o111 | known&0o111 }

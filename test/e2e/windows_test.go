@@ -16,7 +16,7 @@ import (
 
 // TestWindowsBinaryUnderWine: the Windows build (kubectl-livesync.exe) run under wine syncs a
 // tree into the cluster and follows an edit, a delete and a rename, checked as TestSyncLoop checks
-// the Linux build. Its watcher is notify's ReadDirectoryChangesW backend (wine implements it over
+// the Linux build; the modes that arrive are a Unix umask's, and a script keeps its exec bit. Its watcher is notify's ReadDirectoryChangesW backend (wine implements it over
 // inotify), its paths Windows paths (Z:\ is wine's /). hack/e2e.sh builds the binary and the wine
 // prefix (hack/wine.sh) and sets LIVESYNC_WINDOWS_BINARY and LIVESYNC_WINE.
 func TestWindowsBinaryUnderWine(t *testing.T) {
@@ -34,6 +34,17 @@ func TestWindowsBinaryUnderWine(t *testing.T) {
 	write(t, filepath.Join(local, "src/old.py"), "old")
 	write(t, filepath.Join(local, "gone.txt"), "to be deleted")
 	const sel, root = "app=web", "/app"
+	// A script the container already has, executable, with the local content: nothing on
+	// Windows says it is executable, so the sync must keep the container's exec bit, at the
+	// initial sync and when an edit sends it (the local file is 0755 in Linux's view, which
+	// the tree check compares).
+	const script = "#!/bin/sh\necho run\n"
+	write(t, filepath.Join(local, "run.sh"), script)
+	must(t, os.Chmod(filepath.Join(local, "run.sh"), 0o755))
+	pod := runningPods(t, ns, sel)[0].Name
+	if r := kexec(t, ns, pod, "sh", "-c", `mkdir -p "$1" && printf "$2" >"$1/run.sh" && chmod 755 "$1/run.sh"`, "sh", root, script); r.code != 0 {
+		t.Fatalf("seeding run.sh: %s", r)
+	}
 
 	s := sessiontest.NewSession(t, exe).Via(wine, "exec").
 		Kubeconfig(winePath(kubeconfigFor([]string{"-n", ns}))).Namespace(ns).
@@ -45,6 +56,7 @@ func TestWindowsBinaryUnderWine(t *testing.T) {
 		do   func()
 	}{
 		{"edit", func() { write(t, filepath.Join(local, "index.html"), "v2, longer than before") }},
+		{"edit a script", func() { write(t, filepath.Join(local, "run.sh"), script+"echo more\n") }},
 		{"create in a new directory", func() { write(t, filepath.Join(local, "a/b/new.txt"), "new") }},
 		{"delete", func() { must(t, os.Remove(filepath.Join(local, "gone.txt"))) }},
 		{"rename a file", func() { must(t, os.Rename(filepath.Join(local, "src/old.py"), filepath.Join(local, "src/new.py"))) }},
