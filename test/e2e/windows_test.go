@@ -5,6 +5,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestWindowsBinaryUnderWine(t *testing.T) {
 
 	s := sessiontest.NewSession(t, exe).Via(wine, "exec").
 		Kubeconfig(winePath(kubeconfigFor([]string{"-n", ns}))).Namespace(ns).
-		Args("deploy/web").Map(winePath(local), root).Start()
+		Args("deploy/web", "--sync-back", "gen/**").Map(winePath(local), root).Start()
 	waitConverged(t, ns, sel, 1, local, root, 2*time.Minute)
 
 	steps := []struct {
@@ -84,6 +85,36 @@ func TestWindowsBinaryUnderWine(t *testing.T) {
 		r = kexec(t, ns, pod, "sh", "-c", `ls -ld "$1/index.html" "$1/src"`, "sh", root)
 		if !strings.HasPrefix(r.stdout, "-rw-r--r--") || !strings.Contains(r.stdout, "\ndrwxr-xr-x") {
 			t.Errorf("index.html and src/ should be -rw-r--r-- and drwxr-xr-x: %s", r)
+		}
+	})
+	// Sync-back writes on Windows: an executable the container makes comes home once, and
+	// not again on every pass, though the Windows side cannot mark it executable.
+	t.Run("sync-back of an executable", func(t *testing.T) {
+		pod := runningPods(t, ns, sel)[0].Name
+		if r := kexec(t, ns, pod, "sh", "-c", `mkdir -p "$1/gen" && printf tool >"$1/gen/tool.sh" && chmod 755 "$1/gen/tool.sh"`, "sh", root); r.code != 0 {
+			t.Fatal(r)
+		}
+		home := func(rel, content string) func() (bool, error) {
+			return func() (bool, error) {
+				b, _ := os.ReadFile(filepath.Join(local, filepath.FromSlash(rel)))
+				return string(b) == content, nil
+			}
+		}
+		waitFor(t, "gen/tool.sh locally", time.Minute, home("gen/tool.sh", "tool"))
+		// A later pass brings another file: by then a pass that took tool.sh as changed in the
+		// container again would have brought it again.
+		if r := kexec(t, ns, pod, "sh", "-c", `printf later >"$1/gen/later.txt"`, "sh", root); r.code != 0 {
+			t.Fatal(r)
+		}
+		waitFor(t, "gen/later.txt locally", time.Minute, home("gen/later.txt", "later"))
+		n := 0
+		for _, ev := range s.Events() {
+			if ev.Type == "synced-back" && slices.ContainsFunc(ev.Paths, func(p string) bool { return strings.HasSuffix(p, `gen\tool.sh`) }) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("gen/tool.sh came home %d times, want once:\n%s", n, s.Dump())
 		}
 	})
 	sum := s.Stop()
