@@ -53,10 +53,14 @@ setup_prefix() {
   local src="$root/hack/wine/bcryptprimitives.c" def="$root/hack/wine/bcryptprimitives.def" sum
   sum="$(cat "$src" "$def" | sha256sum | cut -c1-16)"
   [[ -f "$prefix/.livesync-$sum" ]] && return 0
+  mkdir -p "$cache"
+  # One builder at a time; a second waits, then finds the prefix built.
+  exec 9>"$cache/.lock"
+  flock 9
+  [[ -f "$prefix/.livesync-$sum" ]] && return 0
   echo "wine.sh: building the wine prefix in $prefix" >&2
   "$wineserver" -k 2>/dev/null || true
   rm -rf "$prefix"
-  mkdir -p "$cache"
   local tmp
   tmp="$(mktemp -d "$cache/tmp.XXXXXX")"
   x86_64-w64-mingw32-gcc -O2 -Wall -Wextra -Werror -shared -nostdlib -e DllMain -s \
@@ -96,13 +100,23 @@ overlay() {
   echo "$out/overlay.json"
 }
 
+# stop_wine ends every wine process of the prefix (its wineserver), waits for them, and empties the
+# prefix's temp directories. Never fails: it runs from traps.
+stop_wine() {
+  [[ -d "$prefix" ]] || return 0
+  WINEPREFIX="$prefix" "$wineserver" -k 2>/dev/null || true
+  WINEPREFIX="$prefix" "$wineserver" -w 2>/dev/null || true
+  rm -rf "$prefix"/drive_c/users/*/Temp/* || true
+}
+
 # gotest runs go test for Windows under wine through hack/check-skips.sh, with wine's own skip list.
 gotest() {
   local ov
   ov="$(overlay)"
   wine_env
-  # Nothing of wine outlives the run: kill the prefix's wineserver and its processes, and wait.
-  trap '"$wineserver" -k 2>/dev/null; "$wineserver" -w 2>/dev/null || true' EXIT
+  # Nothing of wine outlives the run: kill the prefix's wineserver and its processes, wait, and
+  # empty the prefix's temp directories (pkg/watch's tests may leave a directory notify still held).
+  trap 'stop_wine' EXIT
   # -p 1: one test binary at a time (they share the prefix's one wineserver; the machine is small).
   GOOS=windows GOARCH=amd64 CGO_ENABLED=0 LIVESYNC_SKIPS_ALLOWED="$root/hack/skips-wine.txt" \
     "$root/hack/check-skips.sh" -exec "$root/hack/wine.sh exec" -overlay "$ov" -p 1 "$@"
@@ -128,10 +142,7 @@ overlay)
   ;;
 stop)
   wine_env
-  if [[ -d "$prefix" ]]; then
-    "$wineserver" -k 2>/dev/null || true
-    "$wineserver" -w 2>/dev/null || true
-  fi
+  stop_wine
   ;;
 test)
   install_pkgs

@@ -4,5 +4,8 @@ package watch
 
 import "testing"
 
-// releaseRoots: only Windows needs a wait after Close (helpers_windows_test.go).
-func releaseRoots(*testing.T, []string) {}
+// tempDir is t.TempDir (see helpers_windows_test.go for why Windows differs).
+func tempDir(t *testing.T) string {
+	t.Helper()
+	return t.TempDir()
+}

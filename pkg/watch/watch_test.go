@@ -19,7 +19,7 @@ import (
 // can't answer for a later step.
 
 func TestFileOperations(t *testing.T) {
-	root := t.TempDir()
+	root := tempDir(t)
 	for _, name := range []string{"modify.txt", "delete.txt", "chmod.sh", "old.txt"} {
 		writeFile(t, filepath.Join(root, name), "x")
 	}
@@ -86,7 +86,7 @@ func TestFileOperations(t *testing.T) {
 // both the new directory and the old name keep producing events; the old
 // name is what notify gets wrong (notify #227).
 func TestDirectoryRename(t *testing.T) {
-	root := t.TempDir()
+	root := tempDir(t)
 	mkdirAll(t, filepath.Join(root, "d1", "sub"))
 	writeFile(t, filepath.Join(root, "d1", "sub", "f"), "x")
 	w := newTestWatcher(t, []string{root}, Options{})
@@ -118,8 +118,8 @@ func TestDirectoryRename(t *testing.T) {
 // TestDirectoryMovedIn moves a tree from outside into the root: inotify
 // reports only the top directory.
 func TestDirectoryMovedIn(t *testing.T) {
-	outside := t.TempDir()
-	root := t.TempDir()
+	outside := tempDir(t)
+	root := tempDir(t)
 	mkdirAll(t, filepath.Join(outside, "pkg", "a", "b"))
 	writeFile(t, filepath.Join(outside, "pkg", "a", "b", "f.go"), "x")
 	writeFile(t, filepath.Join(outside, "pkg", "g.go"), "x")
@@ -142,7 +142,7 @@ func TestDirectoryMovedIn(t *testing.T) {
 // TestNestedNewDirectories creates files in fresh nested directories as
 // fast as possible, the race in notify #172, many times over.
 func TestNestedNewDirectories(t *testing.T) {
-	root := t.TempDir()
+	root := tempDir(t)
 	w := newTestWatcher(t, []string{root}, Options{})
 	var want []string
 	for i := range 50 {
@@ -159,7 +159,7 @@ func TestNestedNewDirectories(t *testing.T) {
 // TestAtomicSave saves the way editors do: write a temporary file, rename
 // it over the target.
 func TestAtomicSave(t *testing.T) {
-	root := t.TempDir()
+	root := tempDir(t)
 	target := filepath.Join(root, "main.go")
 	writeFile(t, target, "package main\n")
 	skipped := make(chan string, 100)
@@ -194,8 +194,8 @@ func TestAtomicSave(t *testing.T) {
 }
 
 func TestSymlinkedRoot(t *testing.T) {
-	real := t.TempDir()
-	link := filepath.Join(t.TempDir(), "link")
+	real := tempDir(t)
+	link := filepath.Join(tempDir(t), "link")
 	testtree.Symlink(t, real, link)
 	mkdirAll(t, filepath.Join(real, "sub"))
 	w := newTestWatcher(t, []string{link}, Options{})
@@ -208,7 +208,7 @@ func TestSymlinkedRoot(t *testing.T) {
 }
 
 func TestRelativeRoot(t *testing.T) {
-	parent := t.TempDir()
+	parent := tempDir(t)
 	mkdirAll(t, filepath.Join(parent, "app"))
 	t.Chdir(parent)
 	w := newTestWatcher(t, []string{"app"}, Options{})
@@ -221,7 +221,7 @@ func TestRelativeRoot(t *testing.T) {
 }
 
 func TestSingleFileRoot(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	file := filepath.Join(dir, "config.yaml")
 	other := filepath.Join(dir, "other.yaml")
 	writeFile(t, file, "a: 1\n")
@@ -253,8 +253,8 @@ func TestSingleFileRoot(t *testing.T) {
 }
 
 func TestSkip(t *testing.T) {
-	root := t.TempDir()
-	outside := t.TempDir()
+	root := tempDir(t)
+	outside := tempDir(t)
 	mkdirAll(t, filepath.Join(root, "node_modules", "react"))
 	mkdirAll(t, filepath.Join(outside, "pkg", "node_modules", "lib"))
 	writeFile(t, filepath.Join(outside, "pkg", "node_modules", "lib", "a.js"), "x")
@@ -302,7 +302,7 @@ func TestSkip(t *testing.T) {
 func TestOverflowBurst(t *testing.T) {
 	for _, buffer := range []int{8, 0} {
 		t.Run(fmt.Sprint("buffer ", buffer), func(t *testing.T) {
-			root := t.TempDir()
+			root := tempDir(t)
 			w := newTestWatcher(t, []string{root}, Options{Buffer: buffer})
 			var want []string
 			for i := range 3000 {
@@ -316,8 +316,8 @@ func TestOverflowBurst(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "missing")
-	_, err := New([]string{t.TempDir(), missing}, Options{})
+	missing := filepath.Join(tempDir(t), "missing")
+	_, err := New([]string{tempDir(t), missing}, Options{})
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("watching %q", missing)) {
 		t.Fatalf("New with a missing root: err = %v, want one naming the root", err)
 	}
@@ -342,7 +342,7 @@ func waitNoGoroutines(t *testing.T) {
 }
 
 func TestCloseStopsEverything(t *testing.T) {
-	dir := t.TempDir()
+	dir := tempDir(t)
 	file := filepath.Join(dir, "single")
 	writeFile(t, file, "x")
 	watchers := map[string]func() (Watcher, error){
@@ -379,7 +379,7 @@ func TestCloseStopsEverything(t *testing.T) {
 // TestPollingRealClock drives the exported polling constructor with a
 // short interval; TestPolling covers the details with a fake clock.
 func TestPollingRealClock(t *testing.T) {
-	root := t.TempDir()
+	root := tempDir(t)
 	w, err := NewPolling([]string{root}, Options{PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
