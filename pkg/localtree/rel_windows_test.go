@@ -18,7 +18,7 @@ func TestRelToWindows(t *testing.T) {
 		{`C:\src`, `C:\src\..\Windows`, "", false},
 		{`C:\src`, `\src\a`, "", false}, // no volume: not absolute
 		{`\\server\share\src`, `\\server\share\src\a`, "a", true},
-		{`\\server\share\src`, `\\server\other\src\a`, "", false},
+		{`\\server\share\src`, `\\server2\share\src\a`, "", false},
 		{`C:\`, `C:\a`, "a", true},
 	}
 	for _, tt := range tests {
