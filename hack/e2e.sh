@@ -46,8 +46,11 @@ if [[ -z "${LIVESYNC_WINDOWS_BINARY:-}" ]]; then
   LIVESYNC_WINDOWS_BINARY="$PWD/bin/kubectl-livesync.exe"
   GOOS=windows GOARCH=amd64 CGO_ENABLED=0 go build -trimpath -o "$LIVESYNC_WINDOWS_BINARY" ./cmd/kubectl-livesync
 fi
-hack/wine.sh setup
-export LIVESYNC_WINDOWS_BINARY LIVESYNC_WINE="$PWD/hack/wine.sh"
+export LIVESYNC_WINDOWS_BINARY
+# Without wine (not root, not installed) the other tests still run; that one fails and says why.
+if hack/wine.sh setup; then
+  export LIVESYNC_WINE="$PWD/hack/wine.sh"
+fi
 start=$SECONDS
 status=0
 # -v: the whole log, as go test -v prints it; a skip not in hack/skips-allowed.txt fails the run.
