@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # wine.sh runs the Windows build of kubectl-livesync and its tests under wine, on Linux.
 #
-#   hack/wine.sh setup               install wine + mingw-w64 (Debian), build the prefix; prints nothing
+#   hack/wine.sh setup               install wine + mingw-w64 (Debian) if missing, build the prefix
 #   hack/wine.sh unit                the Windows unit tests of the OS-dependent packages (make test-windows)
 #   hack/wine.sh test GO_TEST_ARGS   GOOS=windows go test under wine, through hack/check-skips.sh
 #   hack/wine.sh exec PROG [ARGS]    run a Windows program in the prefix (go test -exec; the e2e)
@@ -130,6 +130,10 @@ setup)
   setup_prefix
   ;;
 exec)
+  if [[ ! -f "$prefix/drive_c/windows/system32/bcryptprimitives.dll" ]]; then
+    echo "wine.sh: no wine prefix in $prefix: run hack/wine.sh setup first" >&2
+    exit 1
+  fi
   wine_env
   exec "$wine" "$@"
   ;;
