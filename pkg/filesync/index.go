@@ -52,7 +52,7 @@ type Entry struct {
 
 // entryOf describes fi, and false for types that are not synced.
 func entryOf(fi fs.FileInfo) (Entry, bool) {
-	e := Entry{Mode: fi.Mode().Perm(), MTime: fi.ModTime()}
+	e := Entry{Mode: localtree.Perm(fi), MTime: fi.ModTime()}
 	e.Ino, e.CTime, _ = localtree.IdentityOf(fi)
 	switch {
 	case fi.Mode().IsRegular():

@@ -146,6 +146,9 @@ func planInitialWith(m *mapping, local *localFiles, l *listing, mode InitialMode
 			pl.deletes[rel] = true
 			ok = false
 		}
+		if ok && le.Type == TypeFile {
+			le.Mode = localtree.KeepExec(le.Mode, re.Mode)
+		}
 		if ok && matchesRemote(m, rel, &le, re, l.alg) {
 			idx.Put(rel, le)
 			continue

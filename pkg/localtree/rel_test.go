@@ -1,6 +1,10 @@
 package localtree
 
-import "testing"
+import (
+	"path/filepath"
+	"runtime"
+	"testing"
+)
 
 func TestRelTo(t *testing.T) {
 	tests := []struct {
@@ -16,10 +20,17 @@ func TestRelTo(t *testing.T) {
 		{"/src", "a/b", "", false},
 		{"/src", "/src/../etc/passwd", "", false},
 	}
+	// An absolute path on Windows has a volume: these run there on C:.
+	abs := func(p string) string {
+		if runtime.GOOS == "windows" && filepath.IsAbs("C:"+p) {
+			return filepath.FromSlash("C:" + p)
+		}
+		return filepath.FromSlash(p)
+	}
 	for _, tt := range tests {
-		got, ok := RelTo(tt.root, tt.p)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("RelTo(%q, %q) = %q, %v; want %q, %v", tt.root, tt.p, got, ok, tt.want, tt.ok)
+		root, p := abs(tt.root), abs(tt.p)
+		if got, ok := RelTo(root, p); got != tt.want || ok != tt.ok {
+			t.Errorf("RelTo(%q, %q) = %q, %v; want %q, %v", root, p, got, ok, tt.want, tt.ok)
 		}
 	}
 }

@@ -7,9 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testtree"
 )
 
 func expectOf(t *testing.T, content string) Expect {
@@ -27,7 +30,7 @@ func TestReplaceFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := os.ReadFile(filepath.Join(root, "gen/sub/a.lock"))
-		if string(b) != "lock" || fi.Mode().Perm() != 0o751 || !fi.ModTime().Equal(mtime) {
+		if string(b) != "lock" || fi.Mode().Perm() != filePerm(0o751) || !fi.ModTime().Equal(mtime) {
 			t.Fatalf("content %q mode %v mtime %v", b, fi.Mode(), fi.ModTime())
 		}
 		assertNoTemp(t, filepath.Join(root, "gen/sub"))
@@ -94,9 +97,7 @@ func TestReplaceFile(t *testing.T) {
 				if err := os.Mkdir(filepath.Join(root, "real"), 0o755); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.Symlink(link, filepath.Join(root, "gen")); err != nil {
-					t.Fatal(err)
-				}
+				testtree.Symlink(t, link, filepath.Join(root, "gen"))
 				_, err := ReplaceFile(root, "gen/a", strings.NewReader("x"), 0o644, mtime, nil, Expect{Absent: true})
 				if !errors.Is(err, ErrSymlinkInPath) {
 					t.Fatalf("want ErrSymlinkInPath, got %v", err)
@@ -111,9 +112,7 @@ func TestReplaceFile(t *testing.T) {
 	})
 	t.Run("a symlink at the name is a local change", func(t *testing.T) {
 		root := t.TempDir()
-		if err := os.Symlink("/etc/passwd", filepath.Join(root, "a")); err != nil {
-			t.Fatal(err)
-		}
+		testtree.Symlink(t, "/etc/passwd", filepath.Join(root, "a"))
 		if _, err := ReplaceFile(root, "a", strings.NewReader("x"), 0o644, mtime, nil, expectOf(t, "old")); !errors.Is(err, ErrChanged) {
 			t.Fatalf("want ErrChanged, got %v", err)
 		}
@@ -152,7 +151,7 @@ func TestMakeDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	fi, err := os.Lstat(filepath.Join(root, "a/b/c"))
-	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != dirPerm(0o700) {
 		t.Fatalf("%v %v", fi, err)
 	}
 	writeFile(t, filepath.Join(root, "f"), "x")
@@ -196,6 +195,26 @@ func assertNoTemp(t *testing.T, dir string) {
 			t.Fatalf("temporary file left: %s", e.Name())
 		}
 	}
+}
+
+// filePerm is the mode a file made with perm shows: Windows keeps only
+// whether the owner may write (the read-only attribute).
+func filePerm(perm fs.FileMode) fs.FileMode {
+	if runtime.GOOS != "windows" {
+		return perm
+	}
+	if perm&0o200 != 0 {
+		return 0o666
+	}
+	return 0o444
+}
+
+// dirPerm is the mode a directory made with perm shows: Windows has none.
+func dirPerm(perm fs.FileMode) fs.FileMode {
+	if runtime.GOOS == "windows" {
+		return 0o777
+	}
+	return perm
 }
 
 // TestNoWriteIntoGit: the writers refuse a path in .git however spelled,

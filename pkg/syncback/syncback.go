@@ -445,6 +445,15 @@ func (p *mappingPass) run() error {
 			d.rem = p.remoteSide(e)
 		}
 		d.local = localSide(filepath.Join(p.root, filepath.FromSlash(rel)))
+		if d.local.Present {
+			// Where the local side has no exec bits (Windows), it has
+			// what the container was last known to have.
+			known := d.anc
+			if !known.Present {
+				known = d.rem
+			}
+			d.local.Mode = localtree.KeepExec(d.local.Mode, known.Mode)
+		}
 		d.action = Decide(d.anc, d.local, d.rem, p.r.cfg.Deletes)
 		ds = append(ds, d)
 	}
@@ -529,7 +538,7 @@ func localSide(name string) Side {
 	if err != nil {
 		return Side{Present: !errors.Is(err, fs.ErrNotExist), Unknown: !errors.Is(err, fs.ErrNotExist)}
 	}
-	s := Side{Present: true, Mode: fi.Mode().Perm(), Size: fi.Size(), MTime: fi.ModTime().Unix()}
+	s := Side{Present: true, Mode: localtree.Perm(fi), Size: fi.Size(), MTime: fi.ModTime().Unix()}
 	switch {
 	case fi.IsDir():
 		s.Type = remote.TypeDir
@@ -658,7 +667,7 @@ func (p *mappingPass) makeDir(d *decision) {
 		p.failed(d, err)
 		return
 	}
-	p.v.Record(p.i, d.rel, filesync.Entry{Type: remote.TypeDir, Mode: fi.Mode().Perm(), MTime: fi.ModTime()})
+	p.v.Record(p.i, d.rel, filesync.Entry{Type: remote.TypeDir, Mode: localtree.Perm(fi), MTime: fi.ModTime()})
 	p.recordParents(d.rel)
 	p.out.Paths = append(p.out.Paths, p.local(d.rel))
 	p.st.needFull[p.i] = true // a directory moved in keeps old mtimes below it
@@ -671,7 +680,7 @@ func (p *mappingPass) record(rel string, local Side) {
 		return
 	}
 	p.r.settle(p.v.Target, p.i, rel)
-	e := filesync.Entry{Type: local.Type, Mode: fi.Mode().Perm(), MTime: fi.ModTime(), Link: local.Link, Sum: local.Sum}
+	e := filesync.Entry{Type: local.Type, Mode: localtree.KeepExec(localtree.Perm(fi), local.Mode), MTime: fi.ModTime(), Link: local.Link, Sum: local.Sum}
 	if local.Type == remote.TypeFile {
 		e.Size = fi.Size()
 	}
@@ -756,7 +765,7 @@ func (p *mappingPass) download(ds []*decision) error {
 			p.failed(d, err)
 			return nil
 		}
-		p.wrote(d.rel, fi, h)
+		p.wrote(d.rel, fi, e.Mode, h)
 		return nil
 	})
 	if errors.Is(err, remote.ErrHostileEntry) {
@@ -772,8 +781,8 @@ func (p *mappingPass) download(ds []*decision) error {
 
 // wrote records a file that came back as confirmed on both sides, with the
 // directories made on its way.
-func (p *mappingPass) wrote(rel string, fi fs.FileInfo, h hash.Hash) {
-	p.v.Record(p.i, rel, filesync.Entry{Type: remote.TypeFile, Mode: fi.Mode().Perm(), Size: fi.Size(), MTime: fi.ModTime(), Sum: (*[32]byte)(h.Sum(nil))})
+func (p *mappingPass) wrote(rel string, fi fs.FileInfo, sent fs.FileMode, h hash.Hash) {
+	p.v.Record(p.i, rel, filesync.Entry{Type: remote.TypeFile, Mode: localtree.KeepExec(localtree.Perm(fi), sent), Size: fi.Size(), MTime: fi.ModTime(), Sum: (*[32]byte)(h.Sum(nil))})
 	p.recordParents(rel)
 	p.out.Paths = append(p.out.Paths, p.local(rel))
 	p.out.Bytes += fi.Size()
@@ -792,7 +801,7 @@ func (p *mappingPass) recordParents(rel string) {
 			continue // not known to be a directory in the container
 		}
 		if di, err := os.Lstat(p.local(a)); err == nil && di.IsDir() {
-			p.v.Record(p.i, a, filesync.Entry{Type: remote.TypeDir, Mode: di.Mode().Perm(), MTime: di.ModTime()})
+			p.v.Record(p.i, a, filesync.Entry{Type: remote.TypeDir, Mode: localtree.Perm(di), MTime: di.ModTime()})
 		}
 	}
 }
