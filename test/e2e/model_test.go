@@ -153,6 +153,7 @@ type model struct {
 	running                     bool
 	state                       map[string]pair // at the last quiescent point
 	changes                     map[string][]change
+	at                          evPos // the events before the operation that runs began
 	log                         []string
 	round, ops, marks           int
 	stops, restarts, cuts, errs int
@@ -248,6 +249,7 @@ func (m *model) stoppedRound(n int) {
 
 func (m *model) randomOp() {
 	m.ops++
+	m.at = m.pos()
 	if m.rng.IntN(100) < 55 {
 		// Local: any path, listed more often (they are where both sides meet).
 		p := modelListed[m.rng.IntN(len(modelListed))]
@@ -295,7 +297,8 @@ func sum16(content []byte) string {
 	return hex.EncodeToString(s[:8])
 }
 
-// pos is where the events stand now: a change is seen by an event after it.
+// pos is where the events stand now: a change is seen by an event printed after its operation
+// began (a pass may see a container write before its exec returns).
 func (m *model) pos() evPos {
 	if !m.running {
 		return evPos{len(m.sessions), 0}
@@ -304,7 +307,7 @@ func (m *model) pos() evPos {
 }
 
 func (m *model) record(side byte, p, sum string) {
-	m.changes[p] = append(m.changes[p], change{side: side, sum: sum, at: m.pos(), op: m.ops})
+	m.changes[p] = append(m.changes[p], change{side: side, sum: sum, at: m.at, op: m.ops})
 }
 
 func (m *model) abs(p string) string { return filepath.Join(m.local, filepath.FromSlash(p)) }
@@ -559,7 +562,7 @@ func (m *model) restartContainer() {
 	s := m.sessions[len(m.sessions)-1]
 	syncs := s.Count("initial-sync")
 	before := m.restartCount()
-	m.sh("kill 1")
+	kexec(m.t, m.ns, m.pod, "sh", "-c", "kill 1") // the exec may end with its container: its result says nothing
 	m.logf("container restarted (kill 1)")
 	waitFor(m.t, "the container to restart", 2*time.Minute, func() (bool, error) {
 		p, err := e.client.CoreV1().Pods(m.ns).Get(context.Background(), m.pod, metav1.GetOptions{})
@@ -764,7 +767,9 @@ func readLocalTree(root string) (tree, error) {
 // file stays.
 //
 // A stopped session (issue 31): what changed on one side while it was stopped is taken on the
-// other at the start, a delete included; changed on both, a conflict; unchanged, it stays.
+// other at the start, a delete included (a container delete only with --sync-back-deletes);
+// changed on both, a conflict, or where one side deleted, the other's modification on both;
+// unchanged, it stays (a conflict may be settled the local side's way).
 //
 // A restarted container starts empty and gets the local tree; nothing comes back from it.
 func (m *model) verdict(kind roundKind, p string, cur pair) string {
@@ -814,10 +819,12 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 				return bad("the container's change on both sides (made while stopped, it comes home at the start)")
 			}
 		default:
-			if cur != both(lastL) || lastL != lastR {
-				if !conflict() {
-					return bad("a conflict: changed on both sides while stopped, each keeps its own, and a conflict event names both")
-				}
+			switch {
+			case lastL == lastR && cur == both(lastL):
+			case conflict():
+			case lastR == "" && cur == both(lastL), lastL == "" && cur == both(lastR): // a modification wins over a deletion
+			default:
+				return bad("a conflict: changed on both sides while stopped, each keeps its own, and a conflict event names both (or, one side's a delete, the modification on both)")
 			}
 		}
 	case running:
