@@ -18,6 +18,9 @@ import (
 type syncReporter struct {
 	out, errOut io.Writer
 	json        bool
+	// isDryRun: the session is a dry run, which says what every target
+	// starts from (see ancestor).
+	isDryRun bool
 	// tty draws initial-sync progress on one self-overwriting line of errOut.
 	tty      bool
 	progress bool // a progress line is on screen
@@ -127,6 +130,8 @@ func (r *syncReporter) report(ev filesync.Event) {
 		r.helperUsed(e)
 	case filesync.DryRun:
 		r.dryRun(e)
+	case filesync.Ancestor:
+		r.ancestor(e)
 	}
 }
 

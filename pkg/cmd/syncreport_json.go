@@ -62,6 +62,11 @@ type jsonEvent struct {
 	Path      string   `json:"path,omitempty"`
 	LocalSum  string   `json:"localSha256,omitempty"`
 	RemoteSum string   `json:"remoteSha256,omitempty"`
+	// ancestor: which saved ancestor a target starts from ("saved",
+	// "discarded", "none"; why in reason), and with one what the three-way
+	// start decided, paths per decision.
+	From    string         `json:"from,omitempty"`
+	Decided map[string]int `json:"decided,omitempty"`
 }
 
 // via says which transport a target's batches use, for the text output.

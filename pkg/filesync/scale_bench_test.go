@@ -24,7 +24,7 @@ func BenchmarkListRemote(b *testing.B) {
 	m, err := newMapping(Mapping{Local: LocalPath(b.TempDir()), Remote: RemotePath(remote)}, nil)
 	must2(b, err)
 	for b.Loop() {
-		l, err := listRemote(context.Background(), ex, testTarget, m)
+		l, err := listRemote(context.Background(), ex, testTarget, m, false)
 		must2(b, err)
 		if len(l.entries) != 10_100 {
 			b.Fatalf("listed %d entries, want 10100", len(l.entries))

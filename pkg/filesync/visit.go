@@ -47,6 +47,16 @@ func (v *Visit) Record(i int, rel string, e Entry) { v.tg.idx[i].Put(rel, e) }
 // Forget records that neither side holds rel, or anything under it.
 func (v *Visit) Forget(i int, rel string) { v.tg.idx[i].DeleteTree(rel) }
 
+// Replan has the engine plan rel under mapping i again once fn returns, as
+// if it changed locally: a delete that the guard's precondition held until
+// a pass looked at what it would take (see pkg/syncback).
+func (v *Visit) Replan(i int, rel string) {
+	v.tg.mu.Lock()
+	v.tg.due[i].add(rel)
+	v.tg.mu.Unlock()
+	v.tg.signal()
+}
+
 // Visit runs fn on t's worker between its batches, so that nothing fn does in
 // the container overlaps an upload to it, and returns fn's error or
 // ErrNotSynced. Without a running worker (--once) fn runs on the caller's goroutine.

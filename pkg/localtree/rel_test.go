@@ -23,3 +23,19 @@ func TestRelTo(t *testing.T) {
 		}
 	}
 }
+
+func TestInGit(t *testing.T) {
+	for _, rel := range []string{
+		".git", ".git/config", "a/.git/hooks/x", ".GIT/config", ".Git", ".g\u200cit", "\u200e.\u200fg\u202ai\u206ft\ufeff",
+		"GIT~1/config", "git~1", ".git.", ".git ", ".git . .", ".git::$INDEX_ALLOCATION", ".GIT:stream", `a\.git\config`, `.gIt\x`,
+	} {
+		if !InGit(rel) {
+			t.Errorf("InGit(%q) = false", rel)
+		}
+	}
+	for _, rel := range []string{".github/workflows/ci.yml", ".gitignore", ".gitmodules", "git", "a.git", ".git~1", "git~10", "GIT~2", ".gi", "x/.gitkeep", ". git", "g.it"} {
+		if InGit(rel) {
+			t.Errorf("InGit(%q) = true", rel)
+		}
+	}
+}

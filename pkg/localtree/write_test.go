@@ -197,3 +197,78 @@ func assertNoTemp(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestNoWriteIntoGit: the writers refuse a path in .git however spelled,
+// whatever the local file system makes of it.
+func TestNoWriteIntoGit(t *testing.T) {
+	root := t.TempDir()
+	for _, rel := range []string{".GIT/config", "sub/.g\u200cit/hooks/post-checkout", "GIT~1/x", ".git./x", ".git"} {
+		if _, err := ReplaceFile(root, rel, strings.NewReader("x"), 0o755, time.Now(), nil, Expect{Absent: true}); !errors.Is(err, ErrGitPath) {
+			t.Errorf("ReplaceFile(%q): %v", rel, err)
+		}
+		if _, err := MakeDir(root, rel, 0o755); !errors.Is(err, ErrGitPath) {
+			t.Errorf("MakeDir(%q): %v", rel, err)
+		}
+		if err := RemoveFile(root, rel, Expect{}); !errors.Is(err, ErrGitPath) {
+			t.Errorf("RemoveFile(%q): %v", rel, err)
+		}
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Fatalf("written: %v", ents)
+	}
+}
+
+// TestReplaceFileSaveBeforeRename: an editor's save (temp + rename) that
+// lands after ReplaceFile's checks and right before its own rename, or
+// right after the rename took the file away, is never replaced: ErrChanged,
+// and the save is what the file holds. With the atomic exchange and with
+// the fallback used where there is none.
+func TestReplaceFileSaveBeforeRename(t *testing.T) {
+	for _, fallback := range []bool{false, true} {
+		t.Run(map[bool]string{false: "exchange", true: "fallback"}[fallback], func(t *testing.T) {
+			if fallback {
+				noExchange = true
+				t.Cleanup(func() { noExchange = false })
+			}
+			for _, tc := range []struct {
+				name, local, at string
+				want            Expect
+			}{
+				{"over the ancestor", "old", "rename", expectOf(t, "old")},
+				{"over nothing", "", "rename", Expect{Absent: true}},
+				{"after the rename took the ancestor", "old", "taken", expectOf(t, "old")},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					root := t.TempDir()
+					name := filepath.Join(root, "a")
+					if tc.local != "" {
+						writeFile(t, name, tc.local)
+					}
+					hooked := 0
+					hook = func(at string) {
+						if at != tc.at {
+							return
+						}
+						hooked++
+						writeFile(t, filepath.Join(root, ".a.swp"), "saved by the user")
+						if err := os.Rename(filepath.Join(root, ".a.swp"), name); err != nil {
+							t.Fatal(err)
+						}
+					}
+					t.Cleanup(func() { hook = nil })
+					_, err := ReplaceFile(root, "a", strings.NewReader("from the container"), 0o644, time.Now(), nil, tc.want)
+					if hooked != 1 {
+						t.Fatalf("the hook ran %d times", hooked)
+					}
+					if b, _ := os.ReadFile(name); string(b) != "saved by the user" {
+						t.Fatalf("the user's save was replaced: the file holds %q (ReplaceFile: %v)", b, err)
+					}
+					if !errors.Is(err, ErrChanged) {
+						t.Fatalf("want ErrChanged, got %v", err)
+					}
+					assertNoTemp(t, root)
+				})
+			}
+		})
+	}
+}

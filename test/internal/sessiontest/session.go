@@ -54,6 +54,7 @@ type Session struct {
 	timeout time.Duration
 	cred    *syscall.Credential // nil: this process's user
 	env     []string            // added to this process's environment
+	state   string              // XDG_STATE_HOME; "": a fresh directory of the session's own
 
 	cmd     *exec.Cmd
 	stderr  LockedBuffer
@@ -115,6 +116,15 @@ func (s *Session) User(uid, gid uint32, home string) *Session {
 	return s
 }
 
+// StateDir runs the session with XDG_STATE_HOME=dir, where it keeps the ancestor it saves for
+// the next session of the same sync (see docs/state.md). Without it every session gets an empty
+// directory of its own, so it starts as a first session does: pass the same dir to sessions
+// that should start from what an earlier one saved.
+func (s *Session) StateDir(dir string) *Session {
+	s.state = dir
+	return s
+}
+
 // Timeout sets the bound of WaitFor, WaitMatch and WaitSynced (DefaultTimeout until set).
 func (s *Session) Timeout(d time.Duration) *Session {
 	s.timeout = d
@@ -131,9 +141,19 @@ func (s *Session) Start() *Session {
 	if s.cred != nil {
 		s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	}
-	if len(s.env) > 0 {
-		s.cmd.Env = append(os.Environ(), s.env...)
+	state := s.state
+	if state == "" {
+		dir, err := os.MkdirTemp("", "livesync-state-")
+		if err != nil {
+			s.t.Fatalf("making a state directory: %v", err)
+		}
+		if s.cred != nil {
+			_ = os.Chown(dir, int(s.cred.Uid), int(s.cred.Gid))
+		}
+		s.t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		state = dir
 	}
+	s.cmd.Env = append(os.Environ(), append(s.env, "XDG_STATE_HOME="+state)...)
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
 		s.t.Fatalf("starting %s: %v", s.binary, err)
