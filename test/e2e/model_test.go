@@ -149,6 +149,7 @@ type model struct {
 	deletes                     bool
 	kind                        string
 	ns, pod, local, stage       string
+	stateDir                    string // every session's: each starts from what the last one saved
 	sessions                    []*sessiontest.Session
 	running                     bool
 	state                       map[string]pair // at the last quiescent point
@@ -170,8 +171,8 @@ func (m *model) run() {
 	m.logf("seed %d: image %s, --sync-back-deletes %v", m.seed, m.kind, m.deletes)
 	m.ns, m.pod = webOf(t, m.kind)
 	dir := t.TempDir()
-	m.local, m.stage = filepath.Join(dir, "tree"), filepath.Join(dir, "stage")
-	for _, d := range []string{m.local, m.stage} {
+	m.local, m.stage, m.stateDir = filepath.Join(dir, "tree"), filepath.Join(dir, "stage"), filepath.Join(dir, "state")
+	for _, d := range []string{m.local, m.stage, m.stateDir} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -587,7 +588,7 @@ func (m *model) start() {
 	if m.deletes {
 		args = append(args, "--sync-back-deletes")
 	}
-	s := newSession(m.t, m.ns).Args(args...).Map(m.local, "/app").Start()
+	s := newSession(m.t, m.ns).StateDir(m.stateDir).Args(args...).Map(m.local, "/app").Start()
 	m.sessions = append(m.sessions, s)
 	m.running = true
 	s.WaitSynced()
