@@ -154,14 +154,21 @@ type model struct {
 	running                     bool
 	state                       map[string]pair // at the last quiescent point
 	changes                     map[string][]change
-	at                          evPos // the events before the operation that runs began
+	at                          evPos     // the events before the operation that runs began
+	began                       time.Time // when it began
 	log                         []string
 	round, ops, marks           int
 	stops, restarts, cuts, errs int
 }
 
+// logf logs a line of the operation log, stamped with the time it was done (UTC, as the
+// events' times are) and its round.
 func (m *model) logf(format string, args ...any) {
-	m.log = append(m.log, fmt.Sprintf("r%d ", m.round)+fmt.Sprintf(format, args...))
+	stamp := time.Now().UTC().Format("15:04:05.000")
+	if !m.began.IsZero() {
+		stamp = m.began.UTC().Format("15:04:05.000") + "-" + stamp[6:] // an operation: from its start to its end
+	}
+	m.log = append(m.log, stamp+fmt.Sprintf(" r%d ", m.round)+fmt.Sprintf(format, args...))
 }
 
 func (m *model) run() {
@@ -250,7 +257,8 @@ func (m *model) stoppedRound(n int) {
 
 func (m *model) randomOp() {
 	m.ops++
-	m.at = m.pos()
+	m.at, m.began = m.pos(), time.Now()
+	defer func() { m.began = time.Time{} }()
 	if m.rng.IntN(100) < 55 {
 		// Local: any path, listed more often (they are where both sides meet).
 		p := modelListed[m.rng.IntN(len(modelListed))]
@@ -629,12 +637,15 @@ func (m *model) check(kind roundKind) {
 	var last []string
 	var cur map[string]pair
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		cur, last, err = m.observe(ctx)
-		if err != nil {
+		c, strays, err := m.observe(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return false, nil // the timeout cut the reading short: keep the last result
+		case err != nil:
 			last = []string{err.Error()}
 			return false, nil
 		}
+		cur, last = c, strays
 		for _, p := range append(slices.Clone(modelListed), modelUnlisted...) {
 			if why := m.verdict(kind, p, cur[p]); why != "" {
 				last = append(last, why)
