@@ -562,25 +562,42 @@ echo "$n"`)
 	m.logf("cut the stream: killed %s processes of its loop", strings.TrimSpace(r.stdout))
 }
 
-// restartContainer restarts the container at a quiescent point (kill 1): the new one starts
-// with the image's empty /app, gets the local tree by the session's initial sync of it, and
-// sends nothing back.
+// restartContainer restarts the container at a quiescent point: the new one starts with the
+// image's empty /app, gets the local tree by the session's initial sync of it, and sends nothing
+// back. The first restart kills the container's process 1; later ones replace the pod (a
+// container that exits again and again is held back by the kubelet, CrashLoopBackOff).
 func (m *model) restartContainer() {
 	m.begin()
 	m.restarts++
 	s := m.sessions[len(m.sessions)-1]
 	syncs := s.Count("initial-sync")
-	before := m.restartCount()
-	kexec(m.t, m.ns, m.pod, "sh", "-c", "kill 1") // the exec may end with its container: its result says nothing
-	m.logf("container restarted (kill 1)")
-	waitFor(m.t, "the container to restart", 2*time.Minute, func() (bool, error) {
-		p, err := e.client.CoreV1().Pods(m.ns).Get(context.Background(), m.pod, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		st := p.Status.ContainerStatuses[0]
-		return st.RestartCount > before && st.State.Running != nil, nil
-	})
+	ctx := context.Background()
+	if m.restarts == 1 {
+		before := m.restartCount()
+		kexec(m.t, m.ns, m.pod, "sh", "-c", "kill 1") // the exec may end with its container: its result says nothing
+		m.logf("container restarted (kill 1)")
+		waitFor(m.t, "the container to restart", 2*time.Minute, func() (bool, error) {
+			p, err := e.client.CoreV1().Pods(m.ns).Get(ctx, m.pod, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			st := p.Status.ContainerStatuses[0]
+			return st.RestartCount > before && st.State.Running != nil, nil
+		})
+	} else {
+		old := m.pod
+		m.must(e.client.CoreV1().Pods(m.ns).Delete(ctx, old, metav1.DeleteOptions{}))
+		waitFor(m.t, "the pod replaced", 2*time.Minute, func() (bool, error) {
+			list, err := e.client.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			if err != nil || len(list.Items) != 1 || list.Items[0].Name == old {
+				return false, err
+			}
+			p := list.Items[0]
+			m.pod = p.Name
+			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil, nil
+		})
+		m.logf("pod replaced: %s -> %s", old, m.pod)
+	}
 	s.WaitCount("initial-sync", syncs+1)
 	m.check(restarted)
 }
@@ -686,8 +703,8 @@ func (m *model) tail() string {
 			lines = append(lines, ev.Line)
 		}
 	}
-	if len(lines) > 40 {
-		lines = lines[len(lines)-40:]
+	if len(lines) > 60 {
+		lines = lines[len(lines)-60:]
 	}
 	return strings.Join(lines, "\n")
 }
@@ -775,8 +792,9 @@ func readLocalTree(root string) (tree, error) {
 // version and a conflict event names both sums. A container version that a later local write
 // replaced must have been seen first (a synced-back event after it, or a conflict naming it):
 // an upload never replaces a container change that no scan saw. A container delete comes home
-// only with --sync-back-deletes, and never over a local change (modification wins): the local
-// file stays.
+// only with --sync-back-deletes, and never over a local change: the local file stays. Where
+// one side's last change is a delete and the other's a modification, the modification may win
+// on both sides (README: "a modification wins over a deletion").
 //
 // A stopped session (issue 31): what changed on one side while it was stopped is taken on the
 // other at the start, a delete included (a container delete only with --sync-back-deletes);
@@ -789,12 +807,16 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 	lastL, lastR := prev.L, prev.R
 	var lastC, last *change
 	localChanged := false
+	var sinceLocal []string // what the container wrote after the last local change
 	for i := range chs {
 		c := &chs[i]
 		if c.side == 'L' {
-			lastL, localChanged = c.sum, true
+			lastL, localChanged, sinceLocal = c.sum, true, nil
 		} else {
 			lastR, lastC = c.sum, c
+			if c.sum != "" {
+				sinceLocal = append(sinceLocal, c.sum)
+			}
 		}
 		last = c
 	}
@@ -815,8 +837,10 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 		split := diverged(prev)
 		switch {
 		case !lc && !rc:
-			if cur != prev && !(split && cur == both(prev.L)) {
-				return bad("what it was (or, where the sides differed, the local version on both)")
+			// Where the sides differed: the start may settle it the local side's way, or where
+			// one side had deleted the file, the other's way (a modification wins over a deletion).
+			if cur != prev && !(split && (cur == both(prev.L) || prev.L == "" && cur == both(prev.R))) {
+				return bad("what it was (or, where the sides differed, the local version on both, or the one that is not a delete)")
 			}
 		case lc && !rc:
 			if cur != both(lastL) && !(split && conflict()) {
@@ -852,7 +876,13 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 				return bad(fmt.Sprintf("the container's change of op %d seen (synced back, or named by a conflict) before the later local write replaced it", lastC.op))
 			}
 		case conflict():
-		case last.side == 'C' && last.sum == "" && cur == pair{lastL, ""} && (!m.deletes || diverged(prev) && !localChanged):
+		case last.side == 'C' && last.sum == "" && cur.R == "" && (cur.L == lastL || slices.Contains(sinceLocal, cur.L)) &&
+			(!m.deletes || diverged(prev) && !localChanged):
+			// A container delete that does not come home (no --sync-back-deletes, or over a
+			// local change); what the container wrote before it may have come home first.
+		case lastL == "" && lastR != "" && cur == both(lastR) && (lastC != nil || diverged(prev)),
+			lastR == "" && lastL != "" && cur == both(lastL) && (localChanged || diverged(prev)):
+			// A modification wins over a deletion.
 		default:
 			return bad(fmt.Sprintf("the last change (op %d, %s) on both sides, or a conflict that holds %s", last.op, sideName(last.side),
 				pair{lastL, lastR}))
