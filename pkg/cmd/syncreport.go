@@ -149,7 +149,7 @@ func (r *syncReporter) Warn(err error) {
 	r.emitErr(jsonEvent{Type: "error", Error: err.Error()}, "warning: %v", err)
 }
 
-// Watching says the session is watching roots (text output only).
+// Watching says the session is watching roots.
 func (r *syncReporter) Watching(roots []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -157,10 +157,12 @@ func (r *syncReporter) Watching(roots []string) {
 }
 
 func (r *syncReporter) watching(roots []string) {
-	if !r.json {
-		r.endPrompt()
-		fmt.Fprintf(r.errOut, "%swatching %s; Ctrl-C to stop\n", r.prefix(), strings.Join(roots, ", "))
+	if r.json {
+		r.writeJSON(r.out, jsonEvent{Type: "watching", Entry: r.entry, Paths: roots})
+		return
 	}
+	r.endPrompt()
+	fmt.Fprintf(r.errOut, "%swatching %s; Ctrl-C to stop\n", r.prefix(), strings.Join(roots, ", "))
 }
 
 // Summary prints what the session did, when it ends.

@@ -362,3 +362,31 @@ func TestEngineStartsFromSavedAncestor(t *testing.T) {
 		t.Errorf("starts %v", anc.starts)
 	}
 }
+
+// Without a usable ancestor, a listed file the container wrote since it
+// started and that differs from the local one is left (sync-back reports the
+// conflict); the image's older copy, and an unlisted file, are replaced.
+func TestPlanInitialLeavesContainersOwnWrites(t *testing.T) {
+	ex := busybox(t)
+	local, remote := t.TempDir(), t.TempDir()
+	writeTree(t, local, map[string]string{"gen/new": "local", "gen/image": "local", "src/new": "local", "gen/same": "s"})
+	writeTree(t, remote, map[string]string{"gen/new": "written since the start", "gen/image": "the image's", "src/new": "written since", "gen/same": "s"})
+	started := time.Now().Add(-time.Hour)
+	old := started.Add(-time.Hour)
+	must(t, os.Chtimes(filepath.Join(remote, "gen/image"), old, old))
+	m := testMapping(t, local, remote, nil)
+	l, err := listRemote(context.Background(), ex, testTarget, m, false)
+	must(t, err)
+	tree, _, err := localTree(m)
+	must(t, err)
+	theirs := func(rel string, re remoteEntry) bool { return re.MTime > started.Unix() && listedGen(rel, false) }
+	p, idx, err := planInitialWith(m, tree, l, InitialUpload, theirs)
+	must(t, err)
+	assertPlan(t, p, []string{"gen/image", "src/new"}, nil)
+	if _, ok := idx.Get("gen/new"); ok {
+		t.Error("the container's own write is indexed: sync-back would take it for a container change over the ancestor")
+	}
+	if _, ok := idx.Get("gen/same"); !ok {
+		t.Error("an equal file is not indexed")
+	}
+}

@@ -231,6 +231,12 @@ func (e *Engine) process(tg *target) error {
 	return r.err
 }
 
+// listed is a listing and how it ended.
+type listed struct {
+	l   *listing
+	err error
+}
+
 // save hands tg's index to the engine's Ancestry when it changed since
 // the last time; on tg's worker, between passes, so every entry is what
 // the container confirmed (see Index). Never in a dry run, nor before the
@@ -277,8 +283,27 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			if e.cfg.Initial != InitialUpload && saved != nil {
 				saved, cache = nil, saved // mirror and none: the local side decides
 			}
+			var early chan listed
+			if saved != nil && !e.cfg.DryRun {
+				// A listing without hashes prints as it goes and needs no
+				// local sizes for its deadline: it runs while the local tree
+				// is walked.
+				early = make(chan listed, 1)
+				go func() {
+					var r listed
+					lex := e.exec.Within(remote.ListLimit(e.cfg.ExecTimeout, 0))
+					r.err = e.retry.Do(ctx, e.clk, func() (err error) {
+						r.l, err = listRemote(ctx, lex, tg.Target, m, true)
+						return err
+					})
+					early <- r
+				}()
+			}
 			local, warns, err := localTree(m)
 			if err != nil {
+				if early != nil {
+					<-early
+				}
 				return err
 			}
 			e.warn(tg, warns)
@@ -302,7 +327,10 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				continue
 			}
 			var l *listing
-			if pf != nil && pf.Err != nil {
+			if early != nil {
+				r := <-early
+				l, err = r.l, r.err
+			} else if pf != nil && pf.Err != nil {
 				// The listing would fail alike, and a helper that a dry run
 				// does not add would be asked for again.
 				err = pf.Err
@@ -353,7 +381,15 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			if !p.Empty() || l == nil || !l.exists || pf != nil {
 				pe := &progressExecutor{Executor: e.exec, clk: e.clk, start: start, report: func(p Progress) { e.rep.Report(p) },
 					base: Progress{Target: tg.Target, Files: len(p.Copies), TotalBytes: planBytes(p)}}
-				res, err := e.applyPlan(ctx, pe, tg.Target, m, p, compressInitial(l, p), pf)
+				var res applyResult
+				if threeWay := saved != nil && l != nil; threeWay && e.guard != nil && !e.cfg.DryRun {
+					// Sync-back's preconditions against the saved ancestor: a
+					// listed file the container changed in a way its stat did
+					// not show is left, a conflict, not replaced or deleted.
+					res, err = e.applyGuardedOn(tg, saved, i, m, p)
+				} else {
+					res, err = e.applyPlan(ctx, pe, tg.Target, m, p, compressInitial(l, p), pf)
+				}
 				if err != nil {
 					return err
 				}

@@ -117,6 +117,13 @@ func replaceByLink(d *os.Root, tmp, base string, want Expect) error {
 	if want.Absent {
 		return linkNew(d, tmp, base)
 	}
+	// Where there are no hard links (FAT), what is moved aside could not
+	// be put back without a window: nothing is replaced there.
+	probe := tmp + ".link"
+	if err := d.Link(tmp, probe); err != nil {
+		return fmt.Errorf("no atomic way to replace a file here (%w)", err)
+	}
+	_ = d.Remove(probe)
 	aside, f, err := createTemp(d, base)
 	if err != nil {
 		return err

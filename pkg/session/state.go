@@ -216,12 +216,13 @@ func (k *keeper) Start(t filesync.Target) filesync.Start {
 	k.mu.Lock()
 	s, snap, why := k.live[targetKey(t)], k.snap, k.why
 	k.mu.Unlock()
-	st := filesync.Start{From: filesync.StartNone, Started: k.started(t)}
+	st := filesync.Start{From: filesync.StartNone}
 	if h, ok := snap.Half(s); ok {
 		st.From, st.Saved, st.SavedAt = filesync.StartSaved, h.Mappings, h.Saved
 		st.Why = fmt.Sprintf("saved by this container (%s) at %s", shortID(t.ContainerID), h.Saved.Format(time.RFC3339))
 		return st
 	}
+	st.Started = k.started(t) // only a start without an ancestor asks
 	if h, ok := snap.Newest(); ok {
 		st.From, st.Cache, st.SavedAt = filesync.StartDiscarded, h.Mappings, h.Saved
 		st.Why = fmt.Sprintf("the saved state is another container's (%s, saved %s): the local side wins", h.Name, h.Saved.Format(time.RFC3339))
@@ -275,6 +276,11 @@ func (k *keeper) Confirmed(t filesync.Target, ms [][]syncstate.Entry) {
 	k.mu.Lock()
 	s, ok := k.live[targetKey(t)]
 	if ok && s != "" {
+		for key, h := range k.halves {
+			if h.Name == t.String() && key != targetKey(t) {
+				delete(k.halves, key) // the container before a restart: never an ancestor again
+			}
+		}
 		k.halves[targetKey(t)] = syncstate.Half{Stamp: s, Name: t.String(), Saved: k.clk.Now(), Mappings: ms}
 		k.dirty = true
 	}

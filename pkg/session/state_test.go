@@ -116,6 +116,12 @@ func TestKeeperStartAndSave(t *testing.T) {
 	if _, ok := k.halves[targetKey(t3)]; ok {
 		t.Error("a half without a stamp is kept")
 	}
+	// A restarted container's half replaces its predecessor's.
+	k.Confirmed(t1, recs)
+	k.Confirmed(t2, recs)
+	if _, ok := k.halves[targetKey(t1)]; ok || len(k.halves) != 1 {
+		t.Errorf("halves after a restart: %v", k.halves)
+	}
 	// A removed target's half is not saved again.
 	k.Confirmed(t2, recs)
 	k.remove(t2)

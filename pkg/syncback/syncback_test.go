@@ -101,6 +101,16 @@ func newFixture(t *testing.T, ex *executor, cfg Config) *fixture {
 	write(t, f.local, "package.json", "{}", 0o644)
 	write(t, f.local, "package-lock.json", "v1", 0o644)
 	write(t, f.local, "src/main.go", "package main", 0o644)
+	f.start(t, cfg)
+	return f
+}
+
+// start makes f's engine and runner: a session of f's sync, whose engine
+// also takes opts.
+func (f *fixture) start(t *testing.T, cfg Config, opts ...filesync.Option) {
+	t.Helper()
+	ex := f.ex
+	f.rec = &recorder{}
 	if cfg.Globs == nil {
 		cfg.Globs = []string{"package-lock.json", "gen/**"}
 	}
@@ -108,7 +118,7 @@ func newFixture(t *testing.T, ex *executor, cfg Config) *fixture {
 	f.runner, err = New(cfg, f.rec, clocktesting.NewFakeClock(time.Unix(1e9, 0)))
 	must(t, err)
 	f.engine = filesync.New(ex, filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(f.local), Remote: filesync.RemotePath(f.remote)}}},
-		filesync.WithUploadGuard(f.runner))
+		append([]filesync.Option{filesync.WithUploadGuard(f.runner)}, opts...)...)
 	f.runner.Serve(f.engine)
 	f.engine.AddTarget(src)
 	inc, err := remote.Incarnation(context.Background(), ex, src)
@@ -120,7 +130,6 @@ func newFixture(t *testing.T, ex *executor, cfg Config) *fixture {
 	if evs := f.rec.take(); len(evs) != 1 || evs[0] != (Source{Target: src}) {
 		t.Fatalf("source events: %v", evs)
 	}
-	return f
 }
 
 func (f *fixture) initialSync(t *testing.T) {

@@ -83,6 +83,18 @@ func TestStateRestart(t *testing.T) {
 		t.Fatal(r)
 	}
 
+	// A dry run says what the start would decide, and changes nothing.
+	dry := newSession(t, ns).StateDir(state).Args("deploy/web", "--sync-back", "gen/**", "--dry-run").Map(local, root).Start()
+	dev := dry.WaitMatch("the dry run's ancestor event", func(ev sessiontest.Event) bool { return ev.Type == "ancestor" })
+	if dev.From != "saved" || dev.Decided["delete"] < 2 || dev.Decided["back"] != 1 {
+		t.Errorf("dry run: %s", dev.Line)
+	}
+	dry.WaitFor("initial-sync")
+	dry.Stop()
+	if _, ok := remoteFile("del.txt"); !ok {
+		t.Fatal("the dry run deleted del.txt")
+	}
+
 	// The same container: a three-way start.
 	s, ev = session()
 	if ev.From != "saved" || ev.Decided["send"] != 1 || ev.Decided["delete"] < 2 || ev.Decided["back"] != 1 || ev.Decided["theirs"] != 1 {
