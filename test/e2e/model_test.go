@@ -104,8 +104,6 @@ func TestModel(t *testing.T) {
 		}
 	})
 	m.run()
-	t.Logf("TestModel: seed %d, %d operations in %d rounds (%d stopped, %d container restarts, %d cut streams), %d conflicts reported; sync-back-deletes %v, image %s",
-		m.seed, m.ops, m.round, m.stops, m.restarts, m.cuts, m.conflicts(), m.deletes, m.kind)
 }
 
 // pair is what both sides hold at a path at a quiescent point: the first 16 hex digits of the
@@ -198,10 +196,10 @@ func (m *model) run() {
 	total := m.steps
 	stopAt, restartAt, cutAt := m.rng.IntN(total/3+1), total/3+m.rng.IntN(total/3+1), m.rng.IntN(total*2/3+1)
 	for m.ops < total {
-		switch {
-		case m.restarts == 0 && m.ops >= restartAt, m.rng.IntN(100) < 5:
+		switch r := m.rng.IntN(100); {
+		case m.restarts == 0 && m.ops >= restartAt, r < 4:
 			m.restartContainer()
-		case m.stops == 0 && m.ops >= stopAt, m.rng.IntN(100) < 12:
+		case m.stops == 0 && m.ops >= stopAt, r < 20:
 			m.stoppedRound(1 + m.rng.IntN(5))
 		default:
 			cut := m.cuts == 0 && m.ops >= cutAt || m.rng.IntN(100) < 15
@@ -212,6 +210,8 @@ func (m *model) run() {
 	m.begin()
 	m.check(running)
 	m.stop()
+	t.Logf("TestModel: seed %d, %d operations in %d rounds (%d stopped, %d container restarts, %d cut streams), %d conflicts reported; sync-back-deletes %v, image %s",
+		m.seed, m.ops, m.round, m.stops, m.restarts, m.cuts, m.conflicts(), m.deletes, m.kind)
 	if m.errs > 0 {
 		t.Fatalf("%d model violations (LIVESYNC_MODEL_KEEP_GOING=1 went on after each)", m.errs)
 	}
