@@ -150,6 +150,7 @@ type model struct {
 	ns, pod, local, stage       string
 	stateDir                    string // every session's: each starts from what the last one saved
 	sessions                    []*sessiontest.Session
+	printed                     []func() []sessiontest.Event // each session's events so far
 	running                     bool
 	state                       map[string]pair // at the last quiescent point
 	changes                     map[string][]change
@@ -311,9 +312,9 @@ func sum16(content []byte) string {
 // began (a pass may see a container write before its exec returns).
 func (m *model) pos() evPos {
 	if !m.running {
-		return evPos{len(m.sessions), 0}
+		return evPos{len(m.printed), 0}
 	}
-	return evPos{len(m.sessions) - 1, len(m.sessions[len(m.sessions)-1].Events())}
+	return evPos{len(m.printed) - 1, len(m.printed[len(m.printed)-1]())}
 }
 
 func (m *model) record(side byte, p, sum string) {
@@ -615,7 +616,7 @@ func (m *model) start() {
 		args = append(args, "--sync-back-deletes")
 	}
 	s := newSession(m.t, m.ns).StateDir(m.stateDir).Args(args...).Map(m.local, "/app").Start()
-	m.sessions = append(m.sessions, s)
+	m.sessions, m.printed = append(m.sessions, s), append(m.printed, s.Events)
 	m.running = true
 	s.WaitSynced()
 }
@@ -699,8 +700,8 @@ func (m *model) check(kind roundKind) {
 
 func (m *model) tail() string {
 	var lines []string
-	for _, s := range m.sessions {
-		for _, ev := range s.Events() {
+	for _, evs := range m.printed {
+		for _, ev := range evs() {
 			lines = append(lines, ev.Line)
 		}
 	}
@@ -908,8 +909,8 @@ func describe(chs []change) string {
 // events returns the run's events from pos on.
 func (m *model) events(from evPos) []sessiontest.Event {
 	var out []sessiontest.Event
-	for i := from.session; i < len(m.sessions); i++ {
-		evs := m.sessions[i].Events()
+	for i := from.session; i < len(m.printed); i++ {
+		evs := m.printed[i]()
 		if i == from.session {
 			evs = evs[min(from.event, len(evs)):]
 		}
