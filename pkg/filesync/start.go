@@ -299,9 +299,11 @@ func planStart(m *mapping, local *localFiles, l *listing, anc *Index, trust time
 		rels[rel] = true
 	}
 	// keep holds the paths whose container side must stay: no delete of
-	// a directory above them may run.
+	// a directory above them may run; true where a type change must not
+	// remove them either (listed, or unreadable locally), false where the
+	// container merely created them.
 	keep := map[string]bool{}
-	var deletes []string
+	var deletes, retyped []string
 	for rel := range rels {
 		if rel == "" && !m.file {
 			continue // the root is made by mkdir -p, never sent or deleted
@@ -341,7 +343,7 @@ func planStart(m *mapping, local *localFiles, l *listing, anc *Index, trust time
 			idx.Put(rel, le)
 		case StartSend:
 			if hasR && re.Type != le.Type {
-				pl.deletes[rel] = true
+				retyped = append(retyped, rel) // deleted first, unless something under it stays
 			}
 			if le.Type == TypeFile && m.unreadable.Holds(m.fs(), m.localPath(rel), rel) {
 				continue
@@ -358,22 +360,41 @@ func planStart(m *mapping, local *localFiles, l *listing, anc *Index, trust time
 				idx.Put(rel, a)
 			}
 			keep[rel] = true
-		case StartTheirs, StartLeave:
+		case StartTheirs:
 			keep[rel] = true
+		case StartLeave:
+			if _, ok := keep[rel]; !ok {
+				keep[rel] = false
+			}
 		}
 	}
 	// A delete runs only where nothing under it stays in the container; a
 	// directory with something to keep under it is left, and the index
 	// forgets it (sync-back makes it again locally for what comes home).
-	above := map[string]bool{}
-	for k := range keep {
-		for a := localtree.ParentRel(k); a != "" && !above[a]; a = localtree.ParentRel(a) {
+	// above: directories something kept is under; aboveListed: the same
+	// without what the container merely created (left, not listed), which
+	// does not stop a type change (the local side wins there, as in a
+	// running session).
+	above, aboveListed := map[string]bool{}, map[string]bool{}
+	for k, listedKeep := range keep {
+		for a := localtree.ParentRel(k); a != "" && !(above[a] && (aboveListed[a] || !listedKeep)); a = localtree.ParentRel(a) {
 			above[a] = true
+			aboveListed[a] = aboveListed[a] || listedKeep
 		}
 	}
 	for _, d := range deletes {
 		if above[d] {
 			decided[d] = StartLeave
+			continue
+		}
+		pl.deletes[d] = true
+	}
+	for _, d := range retyped {
+		if aboveListed[d] {
+			// A directory the container holds something to keep in, where the
+			// local side has a file: neither replaces the other.
+			decided[d] = StartLeave
+			delete(pl.copies, d)
 			continue
 		}
 		pl.deletes[d] = true

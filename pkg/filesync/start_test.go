@@ -390,3 +390,27 @@ func TestPlanInitialLeavesContainersOwnWrites(t *testing.T) {
 		t.Error("an equal file is not indexed")
 	}
 }
+
+// A local file where the container made a directory holding a listed file
+// it wrote: neither replaces the other (the file comes home through
+// sync-back); without anything to keep there, the local file wins.
+func TestPlanStartTypeChangeKeepsListed(t *testing.T) {
+	ex := busybox(t)
+	local, remote := t.TempDir(), t.TempDir()
+	writeTree(t, local, map[string]string{"cfg": "a file", "other": "a file"})
+	m, saved := startFixture(t, ex, local, remote)
+	for _, n := range []string{"cfg", "other"} {
+		must(t, os.Remove(filepath.Join(remote, n)))
+	}
+	writeTree(t, remote, map[string]string{"cfg/a.json": "{}", "other/b.txt": "b"})
+	l, err := listRemote(context.Background(), ex, testTarget, m, true)
+	must(t, err)
+	tree, _, err := localTree(m)
+	must(t, err)
+	listed := func(rel string, _ bool) bool { return strings.HasSuffix(rel, ".json") }
+	p, _, decided := planStart(m, tree, l, indexOf(saved), time.Now(), listed)
+	if decided["cfg"] != StartLeave || decided["cfg/a.json"] != StartBack || decided["other"] != StartSend {
+		t.Errorf("decided %v", decided)
+	}
+	assertPlan(t, p, []string{"other"}, []string{"other"})
+}

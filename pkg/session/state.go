@@ -104,14 +104,15 @@ type keeper struct {
 	warn   func(error)
 	dryRun bool
 
-	mu       sync.Mutex
-	snap     *syncstate.Snapshot // what was loaded; nil: none
-	why      string              // why there is none, when it was not usable
-	live     map[string]string   // target+ID -> stamp
-	halves   map[string]syncstate.Half
-	dirty    bool
-	kick     chan struct{}
-	disabled bool // saving failed for good (the state dir is in a synced tree)
+	mu     sync.Mutex
+	snap   *syncstate.Snapshot // what was loaded; nil: none
+	why    string              // why there is none, when it was not usable
+	live   map[string]string   // target+ID -> stamp
+	halves map[string]syncstate.Half
+	dirty  bool
+	kick   chan struct{}
+	loaded chan struct{}             // closed once snap is read; nil: nothing to read
+	gone   map[string]syncstate.Half // removed targets' last halves, not saved
 }
 
 // newKeeper loads the saved state for the session, forgetting it first
@@ -136,7 +137,7 @@ func newKeeperWith(cfg Config, cluster string, w *workload.Workload, containers 
 	k := &keeper{
 		store: &syncstate.Store{Dir: cfg.State.Dir}, key: stateKey(cfg, cluster, w, containers), clk: clock.RealClock{},
 		inc: inc, warn: warn, dryRun: cfg.Sync.DryRun,
-		live: map[string]string{}, halves: map[string]syncstate.Half{}, kick: make(chan struct{}, 1),
+		live: map[string]string{}, halves: map[string]syncstate.Half{}, gone: map[string]syncstate.Half{}, kick: make(chan struct{}, 1),
 	}
 	for _, m := range cfg.Sync.Mappings {
 		if inTree(string(m.Local), cfg.State.Dir) {
@@ -153,10 +154,19 @@ func newKeeperWith(cfg Config, cluster string, w *workload.Workload, containers 
 		}
 		k.why = "--forget-state: the saved state was forgotten"
 	default:
-		k.snap, k.why = k.store.Load(k.key)
-		if k.why != "" {
-			k.warn(fmt.Errorf("%s", k.why))
-		}
+		// Read while the watches are set up: only the first initial sync
+		// needs it (see Start).
+		k.loaded = make(chan struct{})
+		go func() {
+			defer close(k.loaded)
+			snap, why := k.store.Load(k.key)
+			if why != "" {
+				k.warn(fmt.Errorf("%s", why))
+			}
+			k.mu.Lock()
+			k.snap, k.why = snap, why
+			k.mu.Unlock()
+		}()
 	}
 	return k
 }
@@ -204,20 +214,36 @@ func (k *keeper) add(t filesync.Target) {
 func (k *keeper) remove(t filesync.Target) {
 	k.mu.Lock()
 	delete(k.live, targetKey(t))
-	if _, ok := k.halves[targetKey(t)]; ok {
+	if h, ok := k.halves[targetKey(t)]; ok {
 		delete(k.halves, targetKey(t))
 		k.dirty = true
+		k.gone[targetKey(t)] = h // if the same container comes back in this session
 	}
 	k.mu.Unlock()
 }
 
 // Start returns what t starts from (filesync.Ancestry).
 func (k *keeper) Start(t filesync.Target) filesync.Start {
+	if k.loaded != nil {
+		<-k.loaded
+	}
 	k.mu.Lock()
 	s, snap, why := k.live[targetKey(t)], k.snap, k.why
+	// What this session confirmed last for the same container is newer
+	// than what the session started from.
+	recent := &syncstate.Snapshot{}
+	for _, h := range []syncstate.Half{k.gone[targetKey(t)], k.halves[targetKey(t)]} {
+		if h.Stamp != "" {
+			recent.Halves = append(recent.Halves, h)
+		}
+	}
 	k.mu.Unlock()
 	st := filesync.Start{From: filesync.StartNone}
-	if h, ok := snap.Half(s); ok {
+	h, ok := recent.Half(s)
+	if !ok {
+		h, ok = snap.Half(s)
+	}
+	if ok {
 		st.From, st.Saved, st.SavedAt = filesync.StartSaved, h.Mappings, h.Saved
 		st.Why = fmt.Sprintf("saved by this container (%s) at %s", shortID(t.ContainerID), h.Saved.Format(time.RFC3339))
 		return st
@@ -313,7 +339,7 @@ func (k *keeper) run(ctx context.Context) {
 // flush writes the live targets' halves when they changed.
 func (k *keeper) flush() {
 	k.mu.Lock()
-	if !k.dirty || k.disabled {
+	if !k.dirty {
 		k.mu.Unlock()
 		return
 	}

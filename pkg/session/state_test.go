@@ -122,12 +122,18 @@ func TestKeeperStartAndSave(t *testing.T) {
 	if _, ok := k.halves[targetKey(t1)]; ok || len(k.halves) != 1 {
 		t.Errorf("halves after a restart: %v", k.halves)
 	}
-	// A removed target's half is not saved again.
-	k.Confirmed(t2, recs)
+	// A removed target's half is not saved again; if the same container comes back in this
+	// session, it starts from what it confirmed last.
+	newer := [][]syncstate.Entry{{{Path: "b", Type: 1, Size: 1}}}
+	k.Confirmed(t2, newer)
 	k.remove(t2)
 	k.Confirmed(t2, recs)
 	if _, ok := k.halves[targetKey(t2)]; ok {
 		t.Error("a removed target's half is kept")
+	}
+	k.add(t2)
+	if st := k.Start(t2); st.From != filesync.StartSaved || st.Saved[0][0].Path != "b" {
+		t.Errorf("the same container back: %+v", st)
 	}
 
 	// Damaged: ignored with a warning.
