@@ -61,17 +61,21 @@ const (
 // one replica): on the local tree, writes (in place or temp + rename), deletes, renames and
 // directory replaces on any path; in the container, through exec, the same on the listed paths.
 // Among them: Ctrl-C of the session with operations on both sides while it is stopped, then a
-// new session; a container restart (kill 1); a cut stream (its loop in the container killed).
-// --sync-back-deletes and the image (busybox, or GNU tools with inotifywait) come from the seed.
+// new session (the same state directory: it starts from what the last one saved); container
+// restarts (kill 1, then pod replacements); cut streams (the stream's loop in the container
+// killed). --sync-back-deletes and the image (busybox, or GNU tools with inotifywait) come from
+// the seed.
 //
 // After each round the test waits for a quiescent point (a marker file goes up and its
 // container twin comes home, by the session's own sync and sync-back: every change of the
 // round was seen by then) and reads both trees. Every path must then be one of what the
-// documented rules allow (modelVerdict): equal on both sides, or a reported conflict that holds
-// both versions; no write lost. A failure prints the seed, the replay command and the log of
-// operations. LIVESYNC_MODEL_STEPS (or -model.steps) runs longer; LIVESYNC_MODEL_SEED (or
-// -model.seed) replays a seed (the operations are the seed's; what the product does with them
-// may vary with timing).
+// documented rules allow (model.verdict, itself tested by TestModelVerdict): equal on both
+// sides, or a reported conflict that holds both versions; no write lost. A failure prints the
+// seed, the replay command and the log of operations (each with when it ran, to read against
+// the events' times). LIVESYNC_MODEL_STEPS (or -model.steps) runs longer;
+// LIVESYNC_MODEL_SEED (or -model.seed) replays a seed (the operations are the seed's; what the
+// product does with them may vary with timing); LIVESYNC_MODEL_KEEP_GOING=1 reports every
+// violation and goes on from what it found, instead of stopping at the first.
 func TestModel(t *testing.T) {
 	steps := *modelSteps
 	if v := os.Getenv("LIVESYNC_MODEL_STEPS"); steps == 0 && v != "" {
