@@ -635,8 +635,9 @@ func (m *model) stop() {
 // --- quiescent points ---------------------------------------------------------------------------
 
 // quiesce returns once a local marker written now is in the container and a container marker
-// written after that is home: the session has sent every local change made before, and a
-// sync-back pass that started after every container change has run.
+// written after that is home, its pass over (its synced-back event printed): the session has
+// sent every local change made before, and a sync-back pass that started after every container
+// change has run.
 func (m *model) quiesce() {
 	m.marks++
 	n := strconv.Itoa(m.marks)
@@ -645,10 +646,14 @@ func (m *model) quiesce() {
 		r := kexec(m.t, m.ns, m.pod, "cat", "/app/"+modelLocalMark)
 		return r.code == 0 && r.stdout == n, nil
 	})
+	// The pass that brings it has ended when its synced-back event is printed.
+	from := m.pos()
 	m.sh(mkParent+`printf %s "$2" > "$1"`, modelRemoteMark, n)
-	waitFor(m.t, "the container marker locally", time.Minute, func() (bool, error) {
+	waitFor(m.t, "the container marker's synced-back event", time.Minute, func() (bool, error) {
 		b, _ := os.ReadFile(m.abs(modelRemoteMark))
-		return string(b) == n, nil
+		return string(b) == n && slices.ContainsFunc(m.events(from), func(ev sessiontest.Event) bool {
+			return ev.Type == "synced-back" && slices.Contains(ev.Paths, m.abs(modelRemoteMark))
+		}), nil
 	})
 }
 
