@@ -267,7 +267,7 @@ func (m *model) randomOp() {
 	defer func() { m.began = time.Time{} }()
 	if m.rng.IntN(100) < 55 {
 		// Local: any path, listed more often (they are where both sides meet).
-		p := modelListed[m.rng.IntN(len(modelListed))]
+		p := m.listed()
 		if m.rng.IntN(100) < 30 {
 			p = modelUnlisted[m.rng.IntN(len(modelUnlisted))]
 		}
@@ -287,7 +287,7 @@ func (m *model) randomOp() {
 		}
 		return
 	}
-	p := modelListed[m.rng.IntN(len(modelListed))]
+	p := m.listed()
 	switch r := m.rng.IntN(100); {
 	case r < 50:
 		m.remoteWrite(p, m.rng.IntN(2) == 0)
@@ -298,6 +298,15 @@ func (m *model) randomOp() {
 	default:
 		m.remoteReplaceDir(modelDirs[m.rng.IntN(2)]) // gen/sub, gen/e: listed
 	}
+}
+
+// listed picks a listed path, one of the first two (lock.json, gen/a.txt) two times in five:
+// both sides meet there often, in the same round.
+func (m *model) listed() string {
+	if m.rng.IntN(5) < 2 {
+		return modelListed[m.rng.IntN(2)]
+	}
+	return modelListed[m.rng.IntN(len(modelListed))]
 }
 
 // --- operations --------------------------------------------------------------------------------
