@@ -75,6 +75,9 @@ func TestModelVerdict(t *testing.T) {
 		{"stopped: a local edit against a container delete goes up", stopped, false, pair{a, a}, []change{c(""), l(b)}, nil, pair{b, b}, true},
 		{"stopped: a local edit against a container delete, neither sent nor said", stopped, false, pair{a, a}, []change{c(""), l(b)}, nil, pair{b, ""}, false},
 		{"stopped: a container delete without --sync-back-deletes stays there", stopped, false, pair{a, a}, []change{c("")}, nil, pair{a, ""}, true},
+		{"stopped: a container delete against a local conflicting version: the modification wins", stopped, true, pair{a, b}, []change{c("")}, nil, pair{a, a}, true},
+		{"stopped: a container delete of what the local side also held must come home", stopped, true, pair{a, a}, []change{c("")}, nil, pair{a, a}, false},
+		{"stopped: a local delete against the container's conflicting version: the modification wins", stopped, false, pair{a, b}, []change{l("")}, nil, pair{b, b}, true},
 		{"stopped: with it, it comes home", stopped, true, pair{a, a}, []change{c("")}, nil, pair{"", ""}, true},
 
 		{"restarted: the new container gets the local tree", restarted, false, pair{a, b}, nil, nil, pair{a, a}, true},

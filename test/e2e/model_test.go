@@ -863,7 +863,11 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 				return bad("what it was (or, where the sides differed, the local version on both, or the one that is not a delete)")
 			}
 		case lc && !rc:
-			if cur != both(lastL) && !(split && conflict()) {
+			switch {
+			case cur == both(lastL):
+			case split && conflict():
+			case split && lastL == "" && cur == both(prev.R): // the container's modification wins over the deletion
+			default:
 				return bad("the local change on both sides (made while stopped, it goes up at the start)")
 			}
 		case !lc && rc:
@@ -871,6 +875,7 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 			case cur == both(lastR):
 			case lastR == "" && !m.deletes && (cur == pair{prev.L, ""} || cur == both(prev.L)):
 			case split && conflict():
+			case split && lastR == "" && cur == both(prev.L): // the local modification wins over the deletion
 			default:
 				return bad("the container's change on both sides (made while stopped, it comes home at the start)")
 			}
