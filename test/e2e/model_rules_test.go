@@ -57,6 +57,7 @@ func TestModelVerdict(t *testing.T) {
 		{"running: a conflict that names other versions", running, false, pair{a, a}, []change{l(b), c(x)}, []sessiontest.Event{conflict(b, y)}, pair{b, x}, false},
 		{"running: container then local, seen first: the local save wins", running, false, pair{a, a}, []change{c(b), l(x)}, []sessiontest.Event{syncedBack}, pair{x, x}, true},
 		{"running: container then local, never seen: the upload replaced it", running, false, pair{a, a}, []change{c(b), l(x)}, nil, pair{x, x}, false},
+		{"running: after a conflict the next local save wins unchecked, over a later container change too", running, false, pair{a, a}, []change{c(b), l(x), c(y), l(a)}, []sessiontest.Event{conflict(x, b)}, pair{a, a}, true},
 		{"running: a container delete stays there without --sync-back-deletes", running, false, pair{a, a}, []change{c("")}, nil, pair{a, ""}, true},
 		{"running: with it, it comes home", running, true, pair{a, a}, []change{c("")}, nil, pair{"", ""}, true},
 		{"running: with it, it must come home", running, true, pair{a, a}, []change{c("")}, nil, pair{a, ""}, false},

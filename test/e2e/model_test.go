@@ -897,7 +897,10 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 		}
 		switch {
 		case cur == both(last.sum):
-			if last.side == 'L' && lastC != nil && lastC.sum != last.sum && !(lastC.sum == "" && !m.deletes) && !m.seen(p, lastC) {
+			// After a conflict, the next local save wins unchecked (README): over a container
+			// change made since too, which it replaces unseen (reported as a design hole).
+			afterConflict := diverged(prev) || m.conflictSince(p, chs[0].at)
+			if last.side == 'L' && lastC != nil && lastC.sum != last.sum && !(lastC.sum == "" && !m.deletes) && !m.seen(p, lastC) && !afterConflict {
 				return bad(fmt.Sprintf("the container's change of op %d seen (synced back, or named by a conflict) before the later local write replaced it", lastC.op))
 			}
 		case conflict():
@@ -951,6 +954,11 @@ func (m *model) conflictReported(p, local, remote string, from evPos) bool {
 		}
 	}
 	return false
+}
+
+// conflictSince says whether a conflict at p was reported after from.
+func (m *model) conflictSince(p string, from evPos) bool {
+	return slices.ContainsFunc(m.events(from), func(ev sessiontest.Event) bool { return ev.Type == "conflict" && ev.Path == m.abs(p) })
 }
 
 func sumIs(full, v string) bool {
