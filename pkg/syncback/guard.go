@@ -97,6 +97,17 @@ func (r *Runner) Changed(u filesync.Upload, now remote.Changed) {
 	if st == nil {
 		return // no longer the source
 	}
+	if u.Ancestor.Type == remote.TypeFile && now.Now == "-" {
+		// The container deleted the file: both sides agree when the local side
+		// deleted it too, and a local edit wins over the delete. Neither is a
+		// conflict; the next pass forgets the ancestor (see checkDirs), so the
+		// path is decided again from nothing on either side.
+		r.mu.Lock()
+		r.dirChecks[conflictKey(u.Target, u.Mapping, u.Rel)] = u
+		r.mu.Unlock()
+		r.kickPass()
+		return
+	}
 	if u.Ancestor.Type == remote.TypeDir && strings.HasPrefix(now.Now, "+") {
 		r.mu.Lock()
 		r.dirChecks[conflictKey(u.Target, u.Mapping, u.Rel)] = u
@@ -130,7 +141,18 @@ func (r *Runner) checkDirs(v *filesync.Visit, st *state) error {
 	r.mu.Unlock()
 	for n, u := range checks {
 		_, dir, ignored, ok := v.Mapping(u.Mapping)
-		if anc, has, _ := v.Entry(u.Mapping, u.Rel); !ok || !has || anc.Type != remote.TypeDir {
+		anc, has, _ := v.Entry(u.Mapping, u.Rel)
+		if has && u.Ancestor.Type == remote.TypeFile && anc.Type == remote.TypeFile && anc.Sum != nil && u.Ancestor.Sum != nil && *anc.Sum == *u.Ancestor.Sum {
+			// A file the container deleted (see Changed): no side holds the
+			// ancestor any more. Forgotten, a local delete is done and a local
+			// edit goes up, checked against nothing being there.
+			v.Forget(u.Mapping, u.Rel)
+			if _, err := os.Lstat(u.Local); err == nil {
+				v.Replan(u.Mapping, u.Rel)
+			}
+			continue
+		}
+		if !ok || !has || anc.Type != remote.TypeDir {
 			continue // deleted, or planned otherwise, meanwhile
 		}
 		if _, err := os.Lstat(u.Local); !errors.Is(err, fs.ErrNotExist) {

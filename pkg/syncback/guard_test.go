@@ -315,3 +315,51 @@ func TestDirDeleteWithIgnoredEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerDeleteIsNoConflict: a listed file the container deleted
+// before any scan saw it is no conflict for the upload that finds it gone.
+// A local delete of it agrees (and the path is forgotten, so a new local
+// file there goes up); a local edit of it wins over the delete and goes up
+// with the next batch, without a save of its own. Before, both were
+// reported as conflicts with empty sums, the edit stayed out of the
+// container, and a new file at the path was never sent.
+func TestContainerDeleteIsNoConflict(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newRunning(t, &executor{Runner: *r}, Config{})
+			write(t, f.local, "gen/a.go", "a", 0o644)
+			write(t, f.local, "gen/b.go", "b", 0o644)
+			f.save(t, "gen/a.go", "gen/b.go")
+			f.pass(t)
+
+			must(t, os.Remove(filepath.Join(f.remote, "gen", "a.go")))
+			must(t, os.Remove(filepath.Join(f.remote, "gen", "b.go")))
+			must(t, os.Remove(f.path("gen/a.go")))
+			write(t, f.local, "gen/b.go", "b edited", 0o644)
+			f.save(t, "gen/a.go", "gen/b.go")
+			if evs := f.rec.take(); len(evs) != 0 {
+				t.Fatalf("events of the batch: %#v", evs)
+			}
+			// The pass forgets both; the edit is planned again and goes with
+			// the next batch.
+			if evs := f.pass(t); len(evs) != 0 {
+				t.Fatalf("events of the pass: %#v", evs)
+			}
+			f.save(t, "src/main.go")
+			if got := read(t, f.remote, "gen/b.go"); got != "b edited" {
+				t.Fatalf("the local edit over the container's delete: %q", got)
+			}
+			write(t, f.local, "gen/a.go", "a again", 0o644)
+			f.save(t, "gen/a.go")
+			if got := read(t, f.remote, "gen/a.go"); got != "a again" {
+				t.Fatalf("a new local file where both deleted: %q", got)
+			}
+			if evs := f.rec.take(); len(evs) != 0 {
+				t.Fatalf("events: %#v", evs)
+			}
+			if _, err := os.Lstat(f.path("gen/a.go")); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
