@@ -363,3 +363,42 @@ func TestContainerDeleteIsNoConflict(t *testing.T) {
 		})
 	}
 }
+
+// TestSaveAfterConflictIsChecked: the save after a conflict wins over
+// what the conflict showed in the container, and only over that: a
+// container change made after the conflict was reported is a conflict
+// again, never overwritten unseen (before, that save went unchecked).
+func TestSaveAfterConflictIsChecked(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newRunning(t, &executor{Runner: *r}, Config{})
+			f.pass(t)
+			write(t, f.remote, "package-lock.json", "theirs 1", 0o644)
+			write(t, f.local, "package-lock.json", "mine 1", 0o644)
+			f.save(t, "package-lock.json")
+			if evs := f.rec.take(); len(evs) != 1 {
+				t.Fatalf("first conflict: %#v", evs)
+			}
+			// The container writes again after the conflict; the user saves.
+			write(t, f.remote, "package-lock.json", "theirs 2", 0o644)
+			write(t, f.local, "package-lock.json", "mine 2", 0o644)
+			f.save(t, "package-lock.json")
+			if got := read(t, f.remote, "package-lock.json"); got != "theirs 2" {
+				t.Fatalf("the save after a conflict replaced a later container change: %q", got)
+			}
+			evs := f.rec.take()
+			if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.LocalSum != sum("mine 2") || c.RemoteSum != sum("theirs 2") {
+				t.Fatalf("second conflict: %#v", evs)
+			}
+			// The next save, with the container as the conflict showed it, wins.
+			write(t, f.local, "package-lock.json", "merged", 0o644)
+			f.save(t, "package-lock.json")
+			if got := read(t, f.remote, "package-lock.json"); got != "merged" {
+				t.Fatalf("the save after the second conflict: %q", got)
+			}
+			if evs := f.rec.take(); len(evs) != 0 {
+				t.Fatalf("events after the merge: %#v", evs)
+			}
+		})
+	}
+}
