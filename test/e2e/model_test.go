@@ -897,10 +897,11 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 		}
 		switch {
 		case cur == both(last.sum):
-			// After a conflict, the next local save wins unchecked (README): over a container
-			// change made since too, which it replaces unseen (reported as a design hole).
-			afterConflict := diverged(prev) || m.conflictSince(p, chs[0].at)
-			if last.side == 'L' && lastC != nil && lastC.sum != last.sum && !(lastC.sum == "" && !m.deletes) && !m.seen(p, lastC) && !afterConflict {
+			// A local save replaces a container change only once it was seen (synced back,
+			// or named by a conflict), after a conflict too: the save after a conflict goes
+			// checked against what the conflict showed. A container delete is replaced by a
+			// later local write: a modification wins over a deletion.
+			if last.side == 'L' && lastC != nil && lastC.sum != last.sum && lastC.sum != "" && !m.seen(p, lastC) {
 				return bad(fmt.Sprintf("the container's change of op %d seen (synced back, or named by a conflict) before the later local write replaced it", lastC.op))
 			}
 		case conflict():
