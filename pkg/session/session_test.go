@@ -21,9 +21,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/forward"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakeexec"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakewatch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
@@ -90,10 +92,12 @@ func (r fakeReporter) Report(ev filesync.Event) {
 		r.j.add("event %T", ev)
 	}
 }
-func (r fakeReporter) Refreshed(line string)   { r.j.add("refreshed %s", line) }
-func (r fakeReporter) Warn(err error)          { r.j.add("warn %v", err) }
-func (r fakeReporter) Watching(roots []string) { r.j.add("watching %d roots", len(roots)) }
-func (r fakeReporter) Summary()                { r.j.add("summary") }
+func (r fakeReporter) Refreshed(line string)    { r.j.add("refreshed %s", line) }
+func (r fakeReporter) Warn(err error)           { r.j.add("warn %v", err) }
+func (r fakeReporter) Watching(roots []string)  { r.j.add("watching %d roots", len(roots)) }
+func (r fakeReporter) Summary()                 { r.j.add("summary") }
+func (r fakeReporter) Forward(ev forward.Event) { r.j.add("forward %s %s", ev.Spec, ev.Text()) }
+func (r fakeReporter) Log(l logs.Line)          { r.j.add("log %s/%s %s", l.Pod, l.Container, l.Text) }
 func (r fakeReporter) Restarted(ev restart.Event) {
 	r.j.add("restarted %s %s err=%v", ev.Target, ev.Mode, ev.Err)
 }
