@@ -55,11 +55,15 @@ func checkLive(c *session.Config, dryRun bool) error {
 	if c.Logs {
 		what = append(what, "--logs")
 	}
+	need := "needs"
+	if len(what) > 1 {
+		need = "need"
+	}
 	switch {
 	case c.Once:
-		return fmt.Errorf("%s need a running session and --once ends after the initial sync: drop one of them", strings.Join(what, " and "))
+		return fmt.Errorf("%s %s a running session and --once ends after the initial sync: drop one of them", strings.Join(what, " and "), need)
 	case dryRun:
-		return fmt.Errorf("%s need a running session and --dry-run changes nothing and ends: drop one of them", strings.Join(what, " and "))
+		return fmt.Errorf("%s %s a running session and --dry-run changes nothing and ends: drop one of them", strings.Join(what, " and "), need)
 	case c.LogsConfig.Tail < -1:
 		return fmt.Errorf("--logs-tail %d: use -1 (all), 0 or more", c.LogsConfig.Tail)
 	case c.LogsConfig.Since < 0:

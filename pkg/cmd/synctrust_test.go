@@ -65,6 +65,13 @@ func TestFileNeedsTrustToReachOut(t *testing.T) {
 		{name: "helper image, given", fields: "mappings: [.:/app]\n  helperImage: evil.example/x:1", args: []string{"--helper-image", "evil.example/x:1"}},
 		{name: "helper image, trusted", fields: "mappings: [.:/app]\n  helperImage: evil.example/x:1", args: []string{"--trust-file"}},
 		{name: "on-sync runs with a note", fields: "mappings: [.:/app]\n  onSync: kill -HUP 1"},
+		{name: "forward on loopback", fields: "mappings: [.:/app]\n  forward: ['8080:80', '127.0.0.1:8081:http', '[::1]:8082:80']\n  logs: true"},
+		{name: "forward on every address", fields: "mappings: [.:/app]\n  forward: ['8080:80', '0.0.0.0:8081:80']",
+			want: `entry "api": forward[1]: "0.0.0.0:8081:80" listens on 0.0.0.0, where other machines can reach the pod: pass --forward 0.0.0.0:8081:80, or run with --trust-file if you trust this file`},
+		{name: "forward on every address, given", fields: "mappings: [.:/app]\n  forward: ['0.0.0.0:8081:80']", args: []string{"--forward", "0.0.0.0:8081:80"}},
+		{name: "forward on every address, trusted", fields: "mappings: [.:/app]\n  forward: ['0.0.0.0:8081:80']", args: []string{"--trust-file"}},
+		{name: "forward with --once", fields: "mappings: [.:/app]\n  forward: ['8080:80']", args: []string{"--once"},
+			want: `entry "api": --forward needs a running session and --once ends after the initial sync: drop one of them`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(web, project.FileName)

@@ -133,7 +133,9 @@ func (f *Follower) ObservePod(pod *corev1.Pod, containers []string, gone bool) {
 			t = &tail{f: f, pod: pod.Name, container: c, cancel: cancel, kick: make(chan struct{}, 1),
 				existing: !f.listed}
 			f.tails[key] = t
+			t.set(st)
 			f.wg.Go(func() { t.run(ctx) })
+			continue
 		}
 		t.set(st)
 	}
@@ -171,6 +173,9 @@ type tail struct {
 func (t *tail) set(st *corev1.ContainerStatus) {
 	t.mu.Lock()
 	t.id, t.running = st.ContainerID, st.State.Running != nil
+	if t.id == "" && st.LastTerminationState.Terminated != nil {
+		t.id = st.LastTerminationState.Terminated.ContainerID // waiting to restart
+	}
 	t.mu.Unlock()
 	select {
 	case t.kick <- struct{}{}:
@@ -189,6 +194,12 @@ func (t *tail) run(ctx context.Context) {
 	wait := time.Duration(0)
 	for ctx.Err() == nil {
 		id, running := t.state()
+		if id == "" {
+			if !t.sleep(ctx, 0) {
+				return
+			}
+			continue
+		}
 		if t.read != "" && id != t.read {
 			// A new container: first what is left of the one read until now (it may have
 			// written after the stream dropped, or crashed while nothing was read).
@@ -288,7 +299,7 @@ func (t *tail) stream(ctx context.Context, opts *corev1.PodLogOptions) (bool, er
 	close(opened)
 	if err != nil {
 		if apierrors.IsForbidden(err) {
-			t.f.warn(fmt.Errorf("not allowed to read the logs of pod %q in namespace %q: grant the RBAC verb \"get\" on \"pods/log\" (see docs/rbac.yaml)", t.pod, t.f.Namespace))
+			t.f.warn(fmt.Errorf("not allowed to read the logs of the pods in namespace %q: grant the RBAC verb \"get\" on \"pods/log\" (see docs/rbac.yaml)", t.f.Namespace))
 			return false, errForbidden
 		}
 		return false, err
@@ -300,7 +311,9 @@ func (t *tail) stream(ctx context.Context, opts *corev1.PodLogOptions) (bool, er
 // copy reports the lines of r that come after the last one shown.
 func (t *tail) copy(r io.Reader) (bool, error) {
 	br := bufio.NewReaderSize(r, 32<<10)
-	dup, got := 0, false
+	// A resumed stream starts at the second of the last line shown: skip what is older, and
+	// as many lines of the last one's timestamp as were shown with it.
+	skipAt, skip, dup, got := t.last, t.atLast, 0, false
 	for {
 		raw, err := readLine(br)
 		if raw != "" {
@@ -310,7 +323,7 @@ func (t *tail) copy(r io.Reader) (bool, error) {
 				t.f.Report(Line{Namespace: t.f.Namespace, Pod: t.pod, Container: t.container, Text: raw})
 				got = true
 			case ts.Before(t.last):
-			case ts.Equal(t.last) && dup < t.atLast:
+			case ts.Equal(skipAt) && dup < skip:
 				dup++
 			default:
 				if ts.Equal(t.last) {
