@@ -47,9 +47,24 @@ type Event struct {
 	LocalSha256  string   `json:"localSha256"`
 	RemoteSha256 string   `json:"remoteSha256"`
 
+	// forward and log
+	Forward  *Forward `json:"forward"`
+	State    string   `json:"state"`
+	Pod      string   `json:"pod"`
+	Previous string   `json:"previous"`
+	Waiting  string   `json:"waiting"`
+	Dials    int64    `json:"dials"`
+	LogTime  string   `json:"logTime"`
+
 	// Line is the line as printed; Invalid says it was not JSON (and the fields above are zero).
 	Line    string `json:"-"`
 	Invalid bool   `json:"-"`
+}
+
+// Forward is the forward a "forward" event is about.
+type Forward struct {
+	Address string `json:"address"`
+	Remote  string `json:"remote"`
 }
 
 // Helper is the helper container of a "helper" event.

@@ -1,0 +1,318 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
+)
+
+// webScript is PID 1 of the forward tests' pods: busybox httpd serving /www (where livesync
+// syncs) on 8080, and a numbered line every 200ms, so that a lost or repeated log line shows
+// as a gap or a repeat in the numbers. TERM (kill 1, or the pod's end) makes it say bye and
+// exit 1, as a crash would.
+const webScript = `trap 'echo "bye $HOSTNAME"; exit 1' TERM
+echo "start $HOSTNAME"
+mkdir -p /www
+httpd -p 8080 -h /www
+i=0
+while :; do echo "tick $HOSTNAME $i"; i=$((i+1)); sleep 0.2 & wait $!; done`
+
+// webDeployment runs webScript in deploy/web: Ready unless /tmp/unready exists, its port 8080
+// named http.
+func webDeployment(t *testing.T, ns string) {
+	t.Helper()
+	repo := "forward-" + ns
+	pushImage(t, repo, "dev", "app")
+	deploymentSpec(t, ns, "web", image(repo, "dev"), func(s *corev1.PodSpec) {
+		c := &s.Containers[0]
+		c.Command = []string{"/bin/sh", "-c", webScript}
+		c.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+		c.ReadinessProbe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "test ! -f /tmp/unready"}}},
+			PeriodSeconds: 1, FailureThreshold: 1,
+		}
+	})
+}
+
+// forwardAddr waits for the forward's listening event and returns its address.
+func forwardAddr(s *sessiontest.Session) string {
+	ev := s.WaitMatch("forward listening", func(ev sessiontest.Event) bool {
+		return ev.Type == "forward" && ev.State == "listening"
+	})
+	return ev.Forward.Address
+}
+
+// get fetches path through addr; "" when there is no answer.
+func get(addr, path string) string {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + addr + path)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// served waits until the forward answers want for path.
+func served(t *testing.T, addr, path, want string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last string
+	waitFor(t, fmt.Sprintf("%s%s to serve %q (last %q)", addr, path, want, last), 2*time.Minute, func() (bool, error) {
+		last = get(addr, path)
+		return last == want, nil
+	})
+	return time.Since(start)
+}
+
+// serving waits for the forward to serve a pod other than not and returns it.
+func serving(s *sessiontest.Session, not string) string {
+	return s.WaitMatch("forward serving a pod other than "+not, func(ev sessiontest.Event) bool {
+		return ev.Type == "forward" && ev.State == "serving" && ev.Pod != not
+	}).Pod
+}
+
+// logLine waits for a log event of pod with text.
+func logLine(s *sessiontest.Session, pod, text string) sessiontest.Event {
+	return s.WaitMatch(fmt.Sprintf("log line %q of %s", text, pod), func(ev sessiontest.Event) bool {
+		return ev.Type == "log" && ev.Target != nil && ev.Target.Pod == pod && ev.Message == text
+	})
+}
+
+// logLines waits until pod printed text n times.
+func logLines(t *testing.T, s *sessiontest.Session, pod, text string, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d log lines %q of %s", n, text, pod), 2*time.Minute, func() (bool, error) {
+		c := 0
+		for _, ev := range s.Events() {
+			if ev.Type == "log" && ev.Target != nil && ev.Target.Pod == pod && ev.Message == text {
+				c++
+			}
+		}
+		return c >= n, nil
+	})
+}
+
+// checkLogNumbers checks that each pod's tick lines came without a gap or a repeat within each
+// run of its container (a "start" line begins a new one), and that no line was printed twice
+// except a restarted container's.
+func checkLogNumbers(t *testing.T, evs []sessiontest.Event) int {
+	t.Helper()
+	next := map[string]int{}
+	n := 0
+	for _, ev := range evs {
+		if ev.Type != "log" || ev.Target == nil {
+			continue
+		}
+		pod := ev.Target.Pod
+		if ev.Target.Container != "app" {
+			t.Errorf("log line of container %q", ev.Target.Container)
+		}
+		switch f := strings.Fields(ev.Message); {
+		case len(f) == 2 && f[0] == "start":
+			next[pod] = 0
+		case len(f) == 3 && f[0] == "tick":
+			if f[1] != pod {
+				t.Errorf("line %q printed as pod %s's", ev.Message, pod)
+			}
+			i, _ := strconv.Atoi(f[2])
+			if want, ok := next[pod]; ok && i != want {
+				t.Errorf("pod %s: tick %d after tick %d: lines lost or repeated", pod, i, want-1)
+			}
+			next[pod] = i + 1
+			n++
+		}
+	}
+	return n
+}
+
+// TestForwardFollowsTheWorkload: one session with --forward 0:http and --logs. A save is
+// served through the forward; after a rollout restart, a forced pod delete and kill 1 in the
+// container, the forward serves the save from the live, synced pod within seconds and the new
+// pod's (or container's) lines appear from their first, named by their pod; while the pod is not
+// Ready, connections wait and nothing is dialled; at Ctrl-C the port is free.
+func TestForwardFollowsTheWorkload(t *testing.T) {
+	ns := namespace(t)
+	webDeployment(t, ns)
+	local := t.TempDir()
+	write(t, filepath.Join(local, "index.html"), "v1")
+	s := newSession(t, ns).Args("deploy/web", "--forward", "0:http", "--logs").Map(local, "/www").Timeout(3 * time.Minute).Start()
+	defer s.Stop()
+	addr := forwardAddr(s)
+	if !strings.HasPrefix(addr, "127.0.0.1:") || strings.HasSuffix(addr, ":0") {
+		t.Fatalf("forward listens on %q, want 127.0.0.1 and a picked port", addr)
+	}
+	s.WaitSynced()
+	p1 := serving(s, "")
+	served(t, addr, "/index.html", "v1")
+	s.Edit("index.html", "v2")
+	served(t, addr, "/index.html", "v2")
+	// The pod ran before the session: its last lines, then the new ones.
+	s.WaitMatch("a tick line of "+p1, func(ev sessiontest.Event) bool {
+		return ev.Type == "log" && ev.Target != nil && ev.Target.Pod == p1 && strings.HasPrefix(ev.Message, "tick "+p1)
+	})
+
+	// kubectl rollout restart: a new pod; the old one's end is in the logs once.
+	r := run(t, e.kubectl, "--kubeconfig", e.kubeconfig, "-n", ns, "rollout", "restart", "deploy/web")
+	if r.code != 0 {
+		t.Fatalf("rollout restart: %s", r)
+	}
+	p2 := serving(s, p1)
+	took := served(t, addr, "/index.html", "v2")
+	t.Logf("rollout restart: %s serves the save %s after the forward switched", p2, took.Round(time.Millisecond))
+	logLine(s, p2, "start "+p2)
+	logLine(s, p1, "bye "+p1)
+
+	// A forced delete.
+	zero := int64(0)
+	if err := e.client.CoreV1().Pods(ns).Delete(context.Background(), p2, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	p3 := serving(s, p2)
+	served(t, addr, "/index.html", "v2")
+	logLine(s, p3, "start "+p3)
+
+	// kill 1: the container restarts in the same pod, without the synced file until the
+	// initial sync put it back; the forward waits for that sync.
+	if r := kexec(t, ns, p3, "kill", "1"); r.code != 0 {
+		t.Fatalf("kill 1: %s", r)
+	}
+	s.WaitMatch("forward lost "+p3, func(ev sessiontest.Event) bool {
+		return ev.Type == "forward" && ev.State == "lost" && ev.Pod == p3
+	})
+	s.WaitMatch("forward serving "+p3+" again", func(ev sessiontest.Event) bool {
+		return ev.Type == "forward" && ev.State == "serving" && ev.Pod == p3
+	})
+	served(t, addr, "/index.html", "v2")
+	logLines(t, s, p3, "start "+p3, 2) // the restarted container's, from its first line
+	logLine(s, p3, "bye "+p3)
+
+	// Not Ready: connections wait, and nothing is dialled until the pod is Ready again.
+	if r := kexec(t, ns, p3, "touch", "/tmp/unready"); r.code != 0 {
+		t.Fatalf("touch /tmp/unready: %s", r)
+	}
+	lost := s.WaitMatch("forward lost "+p3+": not ready", func(ev sessiontest.Event) bool {
+		return ev.Type == "forward" && ev.State == "lost" && ev.Pod == p3 && ev.Reason == "not-ready"
+	})
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			c := http.Client{Timeout: time.Second}
+			if resp, err := c.Get("http://" + addr + "/index.html"); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if r := kexec(t, ns, p3, "rm", "/tmp/unready"); r.code != 0 {
+		t.Fatalf("rm /tmp/unready: %s", r)
+	}
+	again := s.WaitMatch("forward serving "+p3+" once Ready", func(ev sessiontest.Event) bool {
+		return ev.Type == "forward" && ev.State == "serving" && ev.Pod == p3 && ev.Dials >= lost.Dials && ev.Time >= lost.Time
+	})
+	served(t, addr, "/index.html", "v2")
+	if d := again.Dials - lost.Dials; d > 0 {
+		t.Errorf("%d dials while the pod was not Ready and 20 connections waited, want none", d)
+	}
+	for _, ev := range s.Events() {
+		if ev.Type == "forward" && ev.State == "error" {
+			t.Errorf("forward error: %s", ev.Error)
+		}
+	}
+
+	s.Stop()
+	if ticks := checkLogNumbers(t, s.Events()); ticks < 20 {
+		t.Errorf("only %d tick lines", ticks)
+	}
+	portFree(t, addr)
+}
+
+// portFree fails unless addr can be listened on.
+func portFree(t *testing.T, addr string) {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the forward's port is not free after the session: %v", err)
+	}
+	l.Close()
+}
+
+// TestForwardPortFreedAfterSIGKILL: a session killed with SIGKILL while a connection is open
+// leaves its port free; a forward on a busy port fails the session in one line, before it
+// changes anything.
+func TestForwardPortFreedAfterSIGKILL(t *testing.T) {
+	ns := namespace(t)
+	webDeployment(t, ns)
+	local := t.TempDir()
+	write(t, filepath.Join(local, "index.html"), "v1")
+	s := newSession(t, ns).Args("deploy/web", "--forward", "0:8080").Map(local, "/www").Start()
+	addr := forwardAddr(s)
+	s.WaitSynced()
+	served(t, addr, "/index.html", "v1")
+	open, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	s.Kill()
+	portFree(t, addr)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	busy := l.Addr().(*net.TCPAddr).Port
+	r := livesync(t, "-n", ns, "deploy/web", local+":/www", "--forward", fmt.Sprintf("%d:8080", busy), "--restart", "process")
+	want := fmt.Sprintf("--forward %d:8080: listen tcp 127.0.0.1:%d: bind: address already in use: pick another LOCAL port, or 0 for a free one", busy, busy)
+	if r.code == 0 || !strings.Contains(r.stderr, want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+		t.Fatalf("busy port: %s\nwant one line with %s", r, want)
+	}
+	if c := getDeployment(t, ns, "web").Spec.Template.Spec.Containers[0].Command; strings.Contains(strings.Join(c, " "), "livesync-supervisor") {
+		t.Fatalf("the workload changed before the forward failed: %q", c)
+	}
+}
+
+// TestLogsWithRestartProcess: with --restart process the supervisor's child is the app, and
+// its output is the container's: each save's restart shows the new process's first line.
+func TestLogsWithRestartProcess(t *testing.T) {
+	ns := namespace(t)
+	webDeployment(t, ns)
+	local := t.TempDir()
+	write(t, filepath.Join(local, "index.html"), "v1")
+	s := newSession(t, ns).Args("deploy/web", "--restart", "process", "--logs", "--forward", "0:http").Map(local, "/www").Timeout(3 * time.Minute).Start()
+	defer s.Stop()
+	addr := forwardAddr(s)
+	s.WaitSynced()
+	p := onePod(t, ns, "web").Name
+	serving(s, "")
+	served(t, addr, "/index.html", "v1")
+	s.Edit("index.html", "v2")
+	s.WaitCount("restarted", 2)
+	served(t, addr, "/index.html", "v2")
+	// The supervised process printed start at least twice: at the first start and after
+	// the save's restart; the container did not restart.
+	logLines(t, s, p, "start "+p, 2)
+	if n := restartCount(t, ns, p); n != 0 {
+		t.Errorf("the container restarted %d times", n)
+	}
+}
