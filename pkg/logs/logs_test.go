@@ -137,7 +137,7 @@ func TestResumeWithoutRepeatOrLoss(t *testing.T) {
 
 func TestRestartedContainerFromFirstLine(t *testing.T) {
 	o := &fakeOpener{calls: make(chan struct{}, 10), bodies: []any{
-		ts(10, 0) + " old 1\n" + ts(11, 0) + " old 2\n", // c1, until it crashed
+		ts(10, 0) + " old 1\n" + ts(11, 0) + " old 2\n",    // c1, until it crashed
 		ts(11, 0) + " old 2\n" + ts(12, 0) + " old last\n", // previous: what c1 wrote after the drop
 		ts(20, 0) + " new 1\n",                             // c2 from its first line
 	}}

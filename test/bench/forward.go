@@ -157,7 +157,6 @@ func (b *bench) measureForward(ctx context.Context) error {
 	return nil
 }
 
-
 // timedWho times one answer through addr.
 func timedWho(addr string) (time.Duration, error) {
 	start := time.Now()
