@@ -139,3 +139,29 @@ func TestFileOnSyncIsNoted(t *testing.T) {
 		})
 	}
 }
+
+// TestForwardFlagWithSeveralEntries: --forward on the command line would listen once per
+// entry; it needs the entry named. A file's forward of its own is fine.
+func TestForwardFlagWithSeveralEntries(t *testing.T) {
+	root := repo(t, "web")
+	file := filepath.Join(root, "web", project.FileName)
+	yaml := "apiVersion: livesync.dev/v1alpha1\nkind: LiveSync\nsyncs:\n" +
+		"- name: api\n  workload: deploy/api\n  mappings: [.:/app]\n  forward: ['0:http']\n  logs: true\n" +
+		"- name: web\n  workload: deploy/web\n  mappings: [.:/app]\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "reading kubeconfig"},
+		{[]string{"--forward", "8080:80"}, "--forward would listen once for each of the 2 entries of " + file + ": name the entry to forward to (kubectl livesync ENTRY --forward ...), or put forward: in it"},
+		{[]string{"web", "--forward", "8080:80"}, "reading kubeconfig"},
+	} {
+		_, _, err := execute(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

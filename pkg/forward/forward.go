@@ -347,7 +347,9 @@ func (f *Forwarder) handle(ctx context.Context, i int, local net.Conn) {
 		}
 		pc, err := f.conn(ctx, pod)
 		if err != nil {
-			f.fail(i, pod, err)
+			if ctx.Err() == nil {
+				f.fail(i, pod, err)
+			}
 			return
 		}
 		err = f.pipe(ctx, i, local, pc, port)
