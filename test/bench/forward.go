@@ -28,12 +28,9 @@ import (
 )
 
 // fwdServer is PID 1 of the forward bench's pods: busybox httpd on 8080 serving /www, where
-// livesync syncs, with CGI.
-const fwdServer = `trap 'exit 0' TERM; mkdir -p /www; httpd -p 8080 -h /www; while :; do sleep 1 & wait $$!; done`
-
-// whoCGI answers the pod's name and the synced index.html: an answer proves which pod served
-// and that it was synced (the script itself only exists in a synced pod).
-const whoCGI = "#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\necho \"$(cat /etc/hostname) $(cat /www/index.html)\"\n"
+// livesync syncs index.html, and where the pod writes its name as pod.txt (an upload initial
+// sync leaves it).
+const fwdServer = `trap 'exit 0' TERM; mkdir -p /www; cat /etc/hostname >/www/pod.txt; httpd -p 8080 -h /www; while :; do sleep 1 & wait $$!; done`
 
 // measureForward pairs --forward with kubectl port-forward: request latency to the same pod,
 // interleaved (p50, p95); and the gap in service across rollouts (the old pod's last answer to
@@ -65,13 +62,10 @@ func (b *bench) measureForward(ctx context.Context) error {
 		return err
 	}
 	local := filepath.Join(b.tmp, "fwd")
-	if err := os.MkdirAll(filepath.Join(local, "cgi-bin"), 0o755); err != nil {
+	if err := os.MkdirAll(local, 0o755); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(local, "index.html"), []byte("v1\n"), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(local, "cgi-bin", "who"), []byte(whoCGI), 0o755); err != nil {
 		return err
 	}
 	s := b.newSession().Args("deploy/fwd", "--forward", "0:8080").Map(local, "/www").Timeout(3 * time.Minute).Start()
@@ -86,12 +80,12 @@ func (b *bench) measureForward(ctx context.Context) error {
 	}
 	defer kpf.stop()
 	for _, addr := range []string{ours, theirs} {
-		if _, err := who(addr, 10*time.Second); err != nil {
-			return fmt.Errorf("no answer through %s: %w", addr, err)
+		if got, err := fetch(addr, "/index.html", 10*time.Second); err != nil || got != "v1" {
+			return fmt.Errorf("no answer through %s: %q, %v", addr, got, err)
 		}
 	}
 
-	// Latency: a new connection per request (httpd closes each), interleaved.
+	// Latency: a static file, a new connection per request (httpd closes each), interleaved.
 	n := max(b.edits*5, 200)
 	var mine, kubectl []time.Duration
 	for i := range n {
@@ -116,7 +110,10 @@ func (b *bench) measureForward(ctx context.Context) error {
 	}
 	loop := b.portForwardLoop(ctx, "deploy/fwd", loopAddr)
 	defer loop.stop()
-	if _, err := who(loopAddr, time.Minute); err != nil {
+	if err := poll(ctx, time.Minute, func() (bool, error) {
+		got, _ := fetch(loopAddr, "/index.html", 5*time.Second)
+		return got == "v1", nil
+	}); err != nil {
 		return fmt.Errorf("the kubectl port-forward loop does not answer: %w", err)
 	}
 	rounds := max(b.reps, 3)
@@ -160,23 +157,36 @@ func (b *bench) measureForward(ctx context.Context) error {
 // timedWho times one answer through addr.
 func timedWho(addr string) (time.Duration, error) {
 	start := time.Now()
-	if _, err := who(addr, 10*time.Second); err != nil {
-		return 0, err
+	if got, err := fetch(addr, "/index.html", 10*time.Second); err != nil || got != "v1" {
+		return 0, fmt.Errorf("%q, %v", got, err)
 	}
 	return time.Since(start), nil
 }
 
-var whoClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+var fetchClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
-// who asks the CGI through addr: "POD CONTENT".
+// who asks through addr which pod answers, and whether it serves the synced index.html: the
+// pod's name, or "" (with no error) when it answered without the synced file.
 func who(addr string, timeout time.Duration) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/cgi-bin/who", nil)
+	pod, err := fetch(addr, "/pod.txt", timeout)
 	if err != nil {
 		return "", err
 	}
-	resp, err := whoClient.Do(req)
+	if got, err := fetch(addr, "/index.html", timeout); err != nil || got != "v1" {
+		return "", err
+	}
+	return pod, nil
+}
+
+// fetch GETs path through addr.
+func fetch(addr, path string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := fetchClient.Do(req)
 	if err != nil {
 		return "", err
 	}
@@ -225,9 +235,9 @@ func startPoller(addr string, timeout time.Duration, onFail func()) *poller {
 				continue
 			}
 			fails = 0
-			if pod, content, ok := strings.Cut(got, " "); ok && content == "v1" {
+			if got != "" {
 				p.mu.Lock()
-				p.answers = append(p.answers, answer{time.Now(), pod})
+				p.answers = append(p.answers, answer{time.Now(), got})
 				p.mu.Unlock()
 			}
 		}
