@@ -34,11 +34,13 @@ while :; do echo "tick $HOSTNAME $i"; i=$((i+1)); sleep 0.2 & wait $!; done`
 
 // webDeployment runs webScript in deploy/web: Ready unless /tmp/unready exists, its port 8080
 // named http.
-func webDeployment(t *testing.T, ns string) {
+func webDeployment(t *testing.T, ns string) { webDeploymentNamed(t, ns, "web") }
+
+func webDeploymentNamed(t *testing.T, ns, name string) {
 	t.Helper()
 	repo := "forward-" + ns
 	pushImage(t, repo, "dev", "app")
-	deploymentSpec(t, ns, "web", image(repo, "dev"), func(s *corev1.PodSpec) {
+	deploymentSpec(t, ns, name, image(repo, "dev"), func(s *corev1.PodSpec) {
 		c := &s.Containers[0]
 		c.Command = []string{"/bin/sh", "-c", webScript}
 		c.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
@@ -337,5 +339,64 @@ func TestLogsWithRestartProcess(t *testing.T) {
 	logLines(t, s, p, "start "+p, 2)
 	if n := restartCount(t, ns, p); n != 0 {
 		t.Errorf("the container restarted %d times", n)
+	}
+}
+
+// TestForwardLivesyncYAML: two entries of livesync.yaml, each with forward: and logs: true,
+// run in one session: each forward listens on its own port and serves its own workload's synced
+// pod; each log line is named by its entry and pod.
+func TestForwardLivesyncYAML(t *testing.T) {
+	ns := namespace(t)
+	webDeploymentNamed(t, ns, "api")
+	webDeploymentNamed(t, ns, "web")
+	checkout := t.TempDir()
+	write(t, filepath.Join(checkout, "api", "index.html"), "api v1")
+	write(t, filepath.Join(checkout, "web", "index.html"), "web v1")
+	write(t, filepath.Join(checkout, "livesync.yaml"), `apiVersion: livesync.dev/v1alpha1
+kind: LiveSync
+syncs:
+- name: api
+  workload: deploy/api
+  mappings: [./api:/www]
+  forward: ["0:http"]
+  logs: true
+- name: web
+  workload: deploy/web
+  mappings: [./web:/www]
+  forward: ["127.0.0.1:0:8080"]
+  logs: true
+`)
+	s := newSession(t, ns).Dir(checkout).Timeout(3 * time.Minute).Start()
+	defer s.Stop()
+	addrs := map[string]string{}
+	for _, entry := range []string{"api", "web"} {
+		ev := s.WaitMatch("entry "+entry+"'s forward listening", func(ev sessiontest.Event) bool {
+			return ev.Type == "forward" && ev.State == "listening" && ev.Entry == entry
+		})
+		addrs[entry] = ev.Forward.Address
+		pod := s.WaitMatch("entry "+entry+"'s forward serving", func(ev sessiontest.Event) bool {
+			return ev.Type == "forward" && ev.State == "serving" && ev.Entry == entry
+		}).Pod
+		if !strings.HasPrefix(pod, entry+"-") {
+			t.Errorf("entry %s forwards to pod %s", entry, pod)
+		}
+		served(t, addrs[entry], "/index.html", entry+" v1")
+		s.WaitMatch("entry "+entry+"'s log lines", func(ev sessiontest.Event) bool {
+			return ev.Type == "log" && ev.Entry == entry && ev.Target != nil && ev.Target.Pod == pod && strings.HasPrefix(ev.Message, "tick "+pod)
+		})
+	}
+	if addrs["api"] == addrs["web"] {
+		t.Fatalf("both entries listen on %s", addrs["api"])
+	}
+	write(t, filepath.Join(checkout, "api", "index.html"), "api v2")
+	served(t, addrs["api"], "/index.html", "api v2")
+	s.Stop()
+	for _, ev := range s.Events() {
+		if ev.Type == "log" && (ev.Target == nil || !strings.HasPrefix(ev.Target.Pod, ev.Entry+"-")) {
+			t.Errorf("log line of entry %q from another workload: %+v", ev.Entry, ev.Target)
+		}
+	}
+	for _, a := range addrs {
+		portFree(t, a)
 	}
 }
