@@ -344,13 +344,15 @@ type pfLoop struct {
 	mu     sync.Mutex
 	n      int
 	cur    *exec.Cmd
+	since  time.Time // cur's start
 }
 
-// kick kills the running kubectl port-forward; the loop starts the next.
+// kick kills the running kubectl port-forward, unless it started within the last 3 s (it may
+// not listen yet: a user gives it that long too); the loop starts the next.
 func (l *pfLoop) kick() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.cur != nil && l.cur.Process != nil {
+	if l.cur != nil && l.cur.Process != nil && time.Since(l.since) > 3*time.Second {
 		_ = l.cur.Process.Kill()
 	}
 }
@@ -365,7 +367,7 @@ func (b *bench) portForwardLoop(ctx context.Context, ref, addr string) *pfLoop {
 			cmd := exec.CommandContext(ctx, b.c.kubectl, "--kubeconfig", b.c.kubeconfig, "-n", b.c.ns, "port-forward", "--address", "127.0.0.1", ref, port+":8080")
 			if err := cmd.Start(); err == nil {
 				l.mu.Lock()
-				l.cur = cmd
+				l.cur, l.since = cmd, time.Now()
 				l.mu.Unlock()
 				_ = cmd.Wait()
 			}
