@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -268,8 +269,15 @@ func TestForwardFollowsTheWorkload(t *testing.T) {
 	if ticks := checkLogNumbers(t, s.Events()); ticks < 20 {
 		t.Errorf("only %d tick lines", ticks)
 	}
+	// Pods came and went under open streams: nothing from client-go's logs on the terminal.
+	if klogLine.MatchString(s.Stderr()) {
+		t.Errorf("klog lines on stderr:\n%s", s.Stderr())
+	}
 	portFree(t, addr)
 }
+
+// klogLine matches a klog error or warning line (E1204 18:42:25.123456 ...).
+var klogLine = regexp.MustCompile(`(?m)^[EW]\d{4} \d\d:\d\d:\d\d`)
 
 // portFree fails unless addr can be listened on.
 func portFree(t *testing.T, addr string) {
