@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -406,5 +407,57 @@ syncs:
 	}
 	for _, a := range addrs {
 		portFree(t, a)
+	}
+}
+
+// TestForwardAndLogsForbidden: as a user whose Role lacks pods/portforward and pods/log, the
+// session still syncs, and says once each, in one line, which rule to add.
+func TestForwardAndLogsForbidden(t *testing.T) {
+	ns := namespace(t)
+	webDeployment(t, ns)
+	role := documentedRole(t)
+	role.Name = "no-forward-no-logs"
+	rules := role.Rules[:0]
+	for _, r := range role.Rules {
+		if !slices.Contains(r.Resources, "pods/portforward") && !slices.Contains(r.Resources, "pods/log") {
+			rules = append(rules, r)
+		}
+	}
+	role.Rules = rules
+	local := t.TempDir()
+	write(t, filepath.Join(local, "index.html"), "v1")
+	s := sessiontest.NewSession(t, e.binary).Kubeconfig(roleKubeconfig(t, ns, role)).Namespace(ns).
+		Args("deploy/web", "--forward", "0:http", "--logs").Map(local, "/www").Start()
+	defer s.Stop()
+	addr := forwardAddr(s)
+	s.WaitSynced()
+	serving(t, s, 0, "")
+	for range 5 {
+		if got := get(addr, "/index.html"); got != "" {
+			t.Fatalf("served %q without pods/portforward", got)
+		}
+	}
+	forbidden := func(ev sessiontest.Event, rule string) bool {
+		return ev.Error != "" && strings.Contains(ev.Error, rule)
+	}
+	const pf, lg = `grant the RBAC verb "create" on "pods/portforward"`, `grant the RBAC verb "get" on "pods/log"`
+	s.WaitMatch("the pods/portforward error", func(ev sessiontest.Event) bool { return ev.Type == "forward" && forbidden(ev, pf) })
+	s.WaitMatch("the pods/log error", func(ev sessiontest.Event) bool { return ev.Type == "error" && forbidden(ev, lg) })
+	s.Edit("index.html", "v2")
+	s.WaitFor("batch")
+	s.Stop()
+	counts := map[string]int{}
+	for _, ev := range s.Events() {
+		for _, rule := range []string{pf, lg} {
+			if forbidden(ev, rule) {
+				counts[rule]++
+				if strings.Contains(ev.Error, "\n") {
+					t.Errorf("not one line: %q", ev.Error)
+				}
+			}
+		}
+	}
+	if counts[pf] != 1 || counts[lg] != 1 {
+		t.Errorf("said %d and %d times, want once each: %v", counts[pf], counts[lg], counts)
 	}
 }
