@@ -443,6 +443,7 @@ func TestForwardAndLogsForbidden(t *testing.T) {
 	const pf, lg = `grant the RBAC verb "create" on "pods/portforward"`, `grant the RBAC verb "get" on "pods/log"`
 	s.WaitMatch("the pods/portforward error", func(ev sessiontest.Event) bool { return ev.Type == "forward" && forbidden(ev, pf) })
 	s.WaitMatch("the pods/log error", func(ev sessiontest.Event) bool { return ev.Type == "error" && forbidden(ev, lg) })
+	s.Drain()
 	s.Edit("index.html", "v2")
 	s.WaitFor("batch")
 	s.Stop()
