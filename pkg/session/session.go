@@ -259,6 +259,11 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		go back.Run(tctx)
 	}
 	err = engine.Run(ctx, changes)
+	if follower != nil {
+		// No log line after the summary.
+		stopTracking()
+		follower.Wait()
+	}
 	d.Reporter.Summary()
 	if ctx.Err() != nil {
 		return nil // Ctrl-C is how a session ends
