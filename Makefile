@@ -8,20 +8,25 @@ COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 DATE     ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS  := -s -w -X $(PKG)/pkg/version.Version=$(VERSION) -X $(PKG)/pkg/version.Commit=$(COMMIT) -X $(PKG)/pkg/version.Date=$(DATE)
 
-.PHONY: build test test-unit e2e lint verify demo cluster-up cluster-down deps
+.PHONY: build test test-unit test-windows e2e lint verify demo cluster-up cluster-down deps
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kubectl-livesync
 	install -m 0755 cmd/kubectl_complete-livesync/kubectl_complete-livesync bin/
 
 ## test: unit + integration (in-process registry) + e2e on the local cluster
-test: verify verify-docs test-unit krew-test e2e
+test: verify verify-docs test-unit test-windows krew-test e2e
 
 ## test-unit: unit tests and integration tests that need no cluster (real OCI registry on 127.0.0.1);
 ## prints package lines, failures and skips, and fails on a skip not in hack/skips-allowed.txt
 test-unit:
 	hack/check-skips.sh -race -count=1 ./...
 	cd hack/localcluster/tools && ../../check-skips.sh -count=1 ./...
+
+## test-windows: the Windows unit tests of the OS-dependent packages, as Windows binaries under
+## wine (hack/wine.sh installs wine and mingw-w64 from Debian on first use; skips: hack/skips-wine.txt)
+test-windows:
+	hack/wine.sh unit
 
 ## verify: gofmt, go vet and the house rules on imports
 verify:

@@ -41,9 +41,20 @@ if [[ -n "${LIVESYNC_E2E_LOCALCLUSTER:-}" ]]; then
 else
   echo "e2e: component faults skipped: not the local cluster (LIVESYNC_E2E_LOCALCLUSTER unset)" >&2
 fi
+# The Windows build under wine (TestWindowsBinaryUnderWine): the .exe and a wine prefix that runs it.
+if [[ -z "${LIVESYNC_WINDOWS_BINARY:-}" ]]; then
+  LIVESYNC_WINDOWS_BINARY="$PWD/bin/kubectl-livesync.exe"
+  GOOS=windows GOARCH=amd64 CGO_ENABLED=0 go build -trimpath -o "$LIVESYNC_WINDOWS_BINARY" ./cmd/kubectl-livesync
+fi
+export LIVESYNC_WINDOWS_BINARY
+# Without wine (not root, not installed) the other tests still run; that one fails and says why.
+if hack/wine.sh setup; then
+  export LIVESYNC_WINE="$PWD/hack/wine.sh"
+fi
 start=$SECONDS
 status=0
 # -v: the whole log, as go test -v prints it; a skip not in hack/skips-allowed.txt fails the run.
 hack/check-skips.sh -v -tags e2e -count=1 -timeout 45m ${E2E_RUN:+-run "$E2E_RUN"} ./test/e2e/ || status=$?
+hack/wine.sh stop # nothing of wine outlives the run
 echo "e2e: finished in $((SECONDS - start))s" >&2
 exit "$status"

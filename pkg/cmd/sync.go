@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -108,12 +109,13 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.DurationVar(&o.cfg.Sync.Cap, "batch-max", coalesce.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.StringVar(&o.transport, "transport", "stream", "how batches reach a container: stream (one kept-open exec per container; an exec per batch where the container lacks dd) or exec (an exec per batch, for proxies that cut long-lived connections)")
 	f.IntVar(&o.cfg.Sync.Parallelism, "parallel", 8, "at most this many containers are written to at once")
-	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, restarted, target-added, target-removed, waiting, restarting, error, recovered, held, refresh, dry-run, synced-back, conflict, sync-back-source, sync-back-trigger, forward, log)")
+	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, restarted, target-added, target-removed, waiting, restarting, error, recovered, held, refresh, dry-run, synced-back, conflict, sync-back-source, sync-back-trigger, ancestor, watching, forward, log)")
 	f.BoolVar(&o.cfg.Once, "once", false, "initial sync and exit once the --on-sync runs finished or timed out; the exit code says whether every container converged (not how --on-sync went)")
 	f.DurationVar(&o.cfg.SyncBack.Interval, "sync-back-interval", syncback.DefaultInterval, "how often the source container is scanned for --sync-back paths")
 	f.BoolVar(&o.cfg.SyncBack.Inotify, "sync-back-inotify", true, "with --sync-back, also run inotifywait in the source container where its image has it, so that what it writes comes back at once (its watches count against the node's inotify limits); false: scan at --sync-back-interval only")
 	f.BoolVar(&o.cfg.SyncBack.Deletes, "sync-back-deletes", false, "with --sync-back, delete local files the container deleted (never a locally changed one; mass deletes are held)")
 	addLogsFlags(f, &o.cfg.LogsConfig)
+	f.BoolVar(&o.cfg.State.Forget, "forget-state", false, "start without the ancestor saved by the last session of this sync (and delete it): the local side wins, as on a first start; see docs/state.md")
 	f.BoolVar(&o.cfg.Sync.AllowMassDelete, "allow-mass-delete", false, "let a batch or initial sync delete more than 50 remote entries and more than half of a mapping's, or mirror an emptied local root; without it such deletes are held and reported")
 	return cmd
 }
@@ -175,6 +177,7 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 		return err
 	}
 	reporter := newSyncReporter(o.g.Out, o.g.ErrOut, o.output == "json")
+	reporter.isDryRun = o.mutate.dryRun
 	if interactive(o.g.In, o.g.Out, o.g.ErrOut, o.output == "json") {
 		reporter.askOn(o.g.In, workingDir())
 	}
@@ -201,5 +204,16 @@ func (o *SyncOptions) deps(restCfg *rest.Config, cfg session.Config, reporter se
 		Images:   &syncImages{refresher: refresher, pods: pods},
 		Reporter: reporter,
 		Notes:    notes,
+		Cluster:  clusterID(restCfg),
 	}
+}
+
+// clusterID names the cluster for the saved state's key: its API server
+// and the CA that authenticates it, not the context's name.
+func clusterID(c *rest.Config) string {
+	ca := c.TLSClientConfig.CAData
+	if len(ca) == 0 && c.TLSClientConfig.CAFile != "" {
+		ca, _ = os.ReadFile(c.TLSClientConfig.CAFile)
+	}
+	return session.ClusterID(c.Host, ca, c.TLSClientConfig.Insecure)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
+	"github.com/livesync-dev/kubectl-livesync/pkg/syncstate"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
 
@@ -47,6 +48,13 @@ func (o *SyncOptions) check(c *session.Config, ms []filesync.Mapping, initial st
 	}
 	c.Sync.Initial, c.Sync.DryRun = mode, o.mutate.dryRun
 	c.SyncBack.DryRun = o.mutate.dryRun
+	if c.State.Dir == "" {
+		dir, err := syncstate.DefaultDir()
+		if err != nil {
+			return fmt.Errorf("%w: set XDG_STATE_HOME to a directory for livesync's saved state", err)
+		}
+		c.State.Dir = dir
+	}
 	for _, g := range c.SyncBack.Globs {
 		if err := ignore.CheckGlob(g); err != nil {
 			return err

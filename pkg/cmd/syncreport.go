@@ -18,6 +18,9 @@ import (
 type syncReporter struct {
 	out, errOut io.Writer
 	json        bool
+	// isDryRun: the session is a dry run, which says what every target
+	// starts from (see ancestor).
+	isDryRun bool
 	// tty draws initial-sync progress on one self-overwriting line of errOut.
 	tty      bool
 	progress bool // a progress line is on screen
@@ -129,6 +132,8 @@ func (r *syncReporter) report(ev filesync.Event) {
 		r.helperUsed(e)
 	case filesync.DryRun:
 		r.dryRun(e)
+	case filesync.Ancestor:
+		r.ancestor(e)
 	}
 }
 
@@ -146,7 +151,7 @@ func (r *syncReporter) Warn(err error) {
 	r.emitErr(jsonEvent{Type: "error", Error: err.Error()}, "warning: %v", err)
 }
 
-// Watching says the session is watching roots (text output only).
+// Watching says the session is watching roots.
 func (r *syncReporter) Watching(roots []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -154,10 +159,12 @@ func (r *syncReporter) Watching(roots []string) {
 }
 
 func (r *syncReporter) watching(roots []string) {
-	if !r.json {
-		r.endPrompt()
-		fmt.Fprintf(r.errOut, "%swatching %s; Ctrl-C to stop\n", r.prefix(), strings.Join(roots, ", "))
+	if r.json {
+		r.writeJSON(r.out, jsonEvent{Type: "watching", Entry: r.entry, Paths: roots})
+		return
 	}
+	r.endPrompt()
+	fmt.Fprintf(r.errOut, "%swatching %s; Ctrl-C to stop\n", r.prefix(), strings.Join(roots, ", "))
 }
 
 // Summary prints what the session did, when it ends.

@@ -6,6 +6,9 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
@@ -88,4 +91,42 @@ func preflightText(remote filesync.RemotePath, pf *filesync.Preflight) string {
 		s += "; tar not found" + hint
 	}
 	return s
+}
+
+// ancestor says which ancestor a target's mapping starts from and why (see
+// filesync.Start), and what a three-way start decided: always under
+// --dry-run and -o json, else when there was saved state.
+func (r *syncReporter) ancestor(e filesync.Ancestor) {
+	ev := jsonEvent{Type: "ancestor", Target: toJSONTarget(e.Target), Remote: string(e.Remote), From: e.From, Reason: e.Why,
+		Mode: string(e.Mode), Decided: e.Decided}
+	if !r.json && !r.isDryRun && e.From == filesync.StartNone {
+		return
+	}
+	what := map[string]string{
+		filesync.StartSaved:     "the saved ancestor",
+		filesync.StartDiscarded: "no ancestor (saved state discarded)",
+		filesync.StartNone:      "no ancestor",
+	}[e.From]
+	how := ""
+	switch {
+	case e.ThreeWay:
+		how = ", three-way"
+		if len(e.Decided) == 0 {
+			how += ": nothing changed on either side"
+		}
+	case e.Mode == filesync.InitialUpload:
+		how = ", the local side wins"
+	}
+	var ds []string
+	for _, k := range slices.Sorted(maps.Keys(e.Decided)) {
+		ds = append(ds, fmt.Sprintf("%s %d", k, e.Decided[k]))
+	}
+	if len(ds) > 0 {
+		how += ": " + strings.Join(ds, ", ")
+	}
+	var ex strings.Builder
+	for _, x := range e.Examples {
+		ex.WriteString("\n  " + x)
+	}
+	r.emit(ev, "start %s %s: from %s (%s)%s%s", e.Target, e.Remote, what, e.Why, how, ex.String())
 }

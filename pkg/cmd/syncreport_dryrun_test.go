@@ -90,3 +90,39 @@ func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestSyncReporterAncestor: which ancestor a target starts from is a line under --dry-run and
+// whenever there was saved state, with what a three-way start decided; -o json always has it.
+func TestSyncReporterAncestor(t *testing.T) {
+	tg := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app"}
+	saved := filesync.Ancestor{Target: tg, Remote: "/app", From: filesync.StartSaved, Why: "saved by this container (c1) at T",
+		Mode: filesync.InitialUpload, ThreeWay: true, Decided: map[string]int{"send": 2, "delete": 1}, Examples: []string{"delete /app/old"}}
+	none := filesync.Ancestor{Target: tg, Remote: "/app", From: filesync.StartNone, Why: "no saved state for this sync", Mode: filesync.InitialUpload}
+	tests := []struct {
+		name   string
+		ev     filesync.Ancestor
+		dryRun bool
+		want   string
+	}{
+		{"three-way", saved, false, "start ns/web-1/app /app: from the saved ancestor (saved by this container (c1) at T), three-way: delete 1, send 2\n  delete /app/old\n"},
+		{"nothing saved, a real run: quiet", none, false, ""},
+		{"nothing saved, a dry run", none, true, "start ns/web-1/app /app: from no ancestor (no saved state for this sync), the local side wins\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			r := newSyncReporter(&out, &errOut, false)
+			r.isDryRun = tt.dryRun
+			r.Report(tt.ev)
+			if out.String() != tt.want {
+				t.Errorf("stdout %q, want %q", out.String(), tt.want)
+			}
+		})
+	}
+	var out bytes.Buffer
+	newSyncReporter(&out, &out, true).Report(saved)
+	var ev jsonEvent
+	if err := json.Unmarshal(out.Bytes(), &ev); err != nil || ev.Type != "ancestor" || ev.From != "saved" || ev.Decided["send"] != 2 || ev.Remote != "/app" {
+		t.Errorf("json %s: %v", out.String(), err)
+	}
+}

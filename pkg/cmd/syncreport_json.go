@@ -72,6 +72,11 @@ type jsonEvent struct {
 	Dials    *int64       `json:"dials,omitempty"`
 	// log: the runtime's timestamp of the line (the line is in message).
 	LogTime string `json:"logTime,omitempty"`
+	// ancestor: which saved ancestor a target starts from ("saved",
+	// "discarded", "none"; why in reason), and with one what the three-way
+	// start decided, paths per decision.
+	From    string         `json:"from,omitempty"`
+	Decided map[string]int `json:"decided,omitempty"`
 }
 
 // via says which transport a target's batches use, for the text output.

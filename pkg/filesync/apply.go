@@ -93,8 +93,8 @@ func scriptArgsOf(m *mapping, p *Plan) *remote.ApplyArgs {
 		if _, ok := modes[rel]; ok || k != localDir {
 			continue
 		}
-		if fi, err := os.Lstat(m.localPath(rel)); err == nil && fi.IsDir() && fi.Mode().Perm()&0o700 != 0o700 {
-			fixed[rel] = fi.Mode().Perm()
+		if fi, err := os.Lstat(m.localPath(rel)); err == nil && fi.IsDir() && localtree.Perm(fi)&0o700 != 0o700 {
+			fixed[rel] = localtree.Perm(fi)
 		}
 	}
 	for _, rel := range slices.Sorted(maps.Keys(kind)) {

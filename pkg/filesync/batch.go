@@ -395,7 +395,7 @@ func (e *Engine) relist(tg *target, i int, m *mapping) error {
 	var l *listing
 	lex := e.exec.Within(remote.ListLimit(e.cfg.ExecTimeout, treeBytes(tg.idx[i].m)))
 	err := e.retry.Do(tg.ctx, e.clk, func() (err error) {
-		l, err = listRemote(tg.ctx, lex, tg.Target, m)
+		l, err = listRemote(tg.ctx, lex, tg.Target, m, false)
 		return err
 	})
 	if err != nil {

@@ -66,7 +66,7 @@ func TestListingGzip(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			for _, remote := range []string{t.TempDir(), filepath.Join(t.TempDir(), "missing")} {
-				l, err := listRemote(context.Background(), tt.ex, testTarget, testMapping(t, t.TempDir(), remote, nil))
+				l, err := listRemote(context.Background(), tt.ex, testTarget, testMapping(t, t.TempDir(), remote, nil), false)
 				must(t, err)
 				if l.gzip != tt.want {
 					t.Errorf("%s: gzip = %v, want %v", remote, l.gzip, tt.want)

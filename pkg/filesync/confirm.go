@@ -43,6 +43,7 @@ func (x *Index) unconfirm(p *Plan) int {
 		if e, ok := x.m[rel]; ok && !e.stale {
 			e.stale, e.Sum = true, nil
 			x.m[rel] = e
+			x.gen++
 			n++
 		}
 	}
@@ -108,6 +109,7 @@ func (x *Index) reconcile(m *mapping, l *listing) {
 		}
 		if matchesRemote(m, rel, &le, re, l.alg) {
 			x.m[rel] = le
+			x.gen++
 		}
 	}
 }

@@ -99,6 +99,7 @@ type Engine struct {
 	owned      remote.Owned    // the executor, when it writes on behalf of another user
 	streamable bool            // the executor keeps streams (a dry run has none, and says so)
 	guard      UploadGuard     // nil without sync-back
+	anc        Ancestry        // nil: no saved ancestors
 
 	mu       sync.Mutex
 	targets  map[string]*target
@@ -299,6 +300,7 @@ func (e *Engine) Once(ctx context.Context) (bool, error) {
 			if e.process(tg) != nil || tg.holding() {
 				ok.Store(false)
 			}
+			e.save(tg)
 		})
 	}
 	wg.Wait()

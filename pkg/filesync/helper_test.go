@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakeproc"
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -103,9 +103,9 @@ func TestHelperArgvStaysInTargetRoot(t *testing.T) {
 			for _, rel := range []string{"srv/app/main.go", "srv/app/web", "srv/app/web/index.html", "srv/app/etc", "srv/app/etc/app.conf", "data/new", "data/new/main.go"} {
 				fi, err := os.Lstat(filepath.Join(rootfs, rel))
 				must(t, err)
-				st := fi.Sys().(*syscall.Stat_t)
-				if int(st.Uid) != owner.UID || int(st.Gid) != owner.GID {
-					t.Errorf("%q is owned by %d:%d, want %d:%d", rel, st.Uid, st.Gid, owner.UID, owner.GID)
+				uid, gid, _ := localtree.OwnerOf(fi)
+				if int(uid) != owner.UID || int(gid) != owner.GID {
+					t.Errorf("%q is owned by %d:%d, want %d:%d", rel, uid, gid, owner.UID, owner.GID)
 				}
 			}
 		})
@@ -141,9 +141,9 @@ func TestHelperOwnsParentsItCreates(t *testing.T) {
 				} {
 					fi, err := os.Lstat(filepath.Join(rootfs, rel))
 					must(t, err)
-					st := fi.Sys().(*syscall.Stat_t)
-					if int(st.Uid) != want[0] || int(st.Gid) != want[1] {
-						t.Errorf("%q is owned by %d:%d, want %d:%d", rel, st.Uid, st.Gid, want[0], want[1])
+					uid, gid, _ := localtree.OwnerOf(fi)
+					if int(uid) != want[0] || int(gid) != want[1] {
+						t.Errorf("%q is owned by %d:%d, want %d:%d", rel, uid, gid, want[0], want[1])
 					}
 				}
 			})

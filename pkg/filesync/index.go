@@ -31,6 +31,12 @@ type Entry struct {
 	MTime time.Time
 	Link  string    // symlink target
 	Sum   *[32]byte // sha256 of a file's content, if known
+	// Ino and CTime are the local file's inode and change time
+	// (nanoseconds) when it was stat'ed, 0 where the platform does not
+	// say: with Size and MTime, what tells a saved ancestor's file
+	// unchanged at the next start without reading it (see startSame).
+	Ino   uint64
+	CTime int64
 	// stale marks an entry whose state in the target is unknown: it
 	// changed while it was sent (the target may hold a cut-short copy), or
 	// an apply touching it did not end in the container's own ack (the
@@ -46,7 +52,8 @@ type Entry struct {
 
 // entryOf describes fi, and false for types that are not synced.
 func entryOf(fi fs.FileInfo) (Entry, bool) {
-	e := Entry{Mode: fi.Mode().Perm(), MTime: fi.ModTime()}
+	e := Entry{Mode: localtree.Perm(fi), MTime: fi.ModTime()}
+	e.Ino, e.CTime, _ = localtree.IdentityOf(fi)
 	switch {
 	case fi.Mode().IsRegular():
 		e.Type, e.Size = TypeFile, fi.Size()
@@ -97,6 +104,9 @@ type Index struct {
 	// a scan of the whole index (5,000 deletes against 100,000 entries took
 	// seconds).
 	kids map[string]map[string]struct{}
+	// gen counts changes, so a saved copy is taken only when there is
+	// something new to save (see Engine.save).
+	gen uint64
 }
 
 // NewIndex returns an empty index.
@@ -119,6 +129,7 @@ func (x *Index) Put(rel string, e Entry) {
 		x.link(rel)
 	}
 	x.m[rel] = e
+	x.gen++
 }
 
 // link makes rel reachable from the root through kids, registering the
@@ -141,6 +152,7 @@ func (x *Index) link(rel string) {
 
 // DeleteTree removes rel and everything under it.
 func (x *Index) DeleteTree(rel string) {
+	x.gen++
 	if rel == "" {
 		clear(x.m)
 		clear(x.kids)

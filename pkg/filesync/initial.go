@@ -121,6 +121,13 @@ func localTree(m *mapping) (*localFiles, []error, error) {
 // is a directory on one side only is refused (remote.ErrTypeConflict): replacing it
 // would delete a directory, perhaps a volume, or a file nobody asked to lose.
 func planInitial(m *mapping, local *localFiles, l *listing, mode InitialMode) (*Plan, *Index, error) {
+	return planInitialWith(m, local, l, mode, nil)
+}
+
+// planInitialWith is planInitial that leaves alone, neither sent nor
+// indexed, each file that differs from the container's where theirs says
+// the container's is its own (see Start): sync-back reports it as a conflict.
+func planInitialWith(m *mapping, local *localFiles, l *listing, mode InitialMode, theirs func(rel string, re remoteEntry) bool) (*Plan, *Index, error) {
 	idx := NewIndex()
 	pl := newPlanner(m, idx)
 	var remote map[string]remoteEntry
@@ -139,12 +146,18 @@ func planInitial(m *mapping, local *localFiles, l *listing, mode InitialMode) (*
 			pl.deletes[rel] = true
 			ok = false
 		}
+		if ok && le.Type == TypeFile {
+			le.Mode = localtree.KeepExec(le.Mode, re.Mode)
+		}
 		if ok && matchesRemote(m, rel, &le, re, l.alg) {
 			idx.Put(rel, le)
 			continue
 		}
 		if le.Type == TypeFile && m.unreadable.Holds(m.fs(), m.localPath(rel), rel) {
 			continue // see localtree.UnreadableSet; the container keeps what it has
+		}
+		if ok && theirs != nil && le.Type == TypeFile && re.Type == TypeFile && theirs(rel, re) {
+			continue
 		}
 		pl.copies[rel] = Copy{Rel: rel, Name: m.remoteName(rel), Src: m.localPath(rel), Entry: le}
 	}

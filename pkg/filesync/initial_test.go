@@ -24,7 +24,7 @@ func TestPlanInitialRootConflict(t *testing.T) {
 		testMapping(t, t.TempDir(), filepath.Join(dir, "app"), nil),
 		testMapping(t, seed, filepath.Join(dir, "data"), nil),
 	} {
-		l, err := listRemote(context.Background(), ex, testTarget, m)
+		l, err := listRemote(context.Background(), ex, testTarget, m, false)
 		must(t, err)
 		if l.notDir != !m.file {
 			t.Errorf("%s: notDir = %v", m.Mapping, l.notDir)
@@ -80,7 +80,7 @@ func TestPlanInitial(t *testing.T) {
 			if !tt.hashes {
 				ex = busybox(t, "sha256sum", "md5sum")
 			}
-			l, err := listRemote(context.Background(), ex, testTarget, m)
+			l, err := listRemote(context.Background(), ex, testTarget, m, false)
 			must(t, err)
 			tree, warns, err := localTree(m)
 			must(t, err)

@@ -28,13 +28,17 @@ type listing struct {
 }
 
 // listRemote lists m's remote side in t: the whole remote directory, or a
-// file mapping's one entry.
-func listRemote(ctx context.Context, ex Executor, t Target, m *mapping) (*listing, error) {
+// file mapping's one entry; with stat alone, without hashes.
+func listRemote(ctx context.Context, ex Executor, t Target, m *mapping, stat bool) (*listing, error) {
 	name := ""
 	if m.file {
 		name = m.remoteName("")
 	}
-	rl, err := remote.List(ctx, ex, t, string(m.remoteDir()), name)
+	list := remote.List
+	if stat {
+		list = remote.ListStat
+	}
+	rl, err := list(ctx, ex, t, string(m.remoteDir()), name)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +85,9 @@ func matchesRemote(m *mapping, rel string, le *Entry, re remoteEntry, alg string
 	}
 	if le.Size != re.Size || (le.Mode^re.Mode)&^0o022 != 0 {
 		return false
+	}
+	if le.Sum != nil && alg == "sha256sum" && len(re.Sum) == sha256.Size {
+		return [32]byte(re.Sum) == *le.Sum // hashed before, its stat unchanged since (see applyCache)
 	}
 	var h hash.Hash
 	switch {

@@ -28,7 +28,7 @@ func TestListRemote(t *testing.T) {
 			writeTree(t, remote, map[string]string{"bin/run": "#!/bin/sh", "empty/": "", "link@bin/run": "", "nl@new\nline\n": ""})
 			must(t, os.Chmod(filepath.Join(remote, "bin/run"), 0o751))
 			m := testMapping(t, t.TempDir(), remote, nil)
-			l, err := listRemote(context.Background(), v.ex(t), testTarget, m)
+			l, err := listRemote(context.Background(), v.ex(t), testTarget, m, false)
 			must(t, err)
 			if !l.exists || l.alg != v.alg {
 				t.Fatalf("exists=%v alg=%q, want true %q", l.exists, l.alg, v.alg)
@@ -82,7 +82,7 @@ func TestListRemoteMissingAndFile(t *testing.T) {
 	ex := busybox(t)
 	dir := t.TempDir()
 	m := testMapping(t, t.TempDir(), filepath.Join(dir, "nope"), nil)
-	l, err := listRemote(context.Background(), ex, testTarget, m)
+	l, err := listRemote(context.Background(), ex, testTarget, m, false)
 	must(t, err)
 	if l.exists || len(l.entries) != 0 {
 		t.Errorf("missing root listed as %+v", l)
@@ -92,7 +92,7 @@ func TestListRemoteMissingAndFile(t *testing.T) {
 	must(t, os.WriteFile(local, []byte("a: 1"), 0o644))
 	writeTree(t, dir, map[string]string{"config.yaml": "a: 1", "other": "not listed"})
 	m = testMapping(t, local, filepath.Join(dir, "config.yaml"), nil)
-	l, err = listRemote(context.Background(), ex, testTarget, m)
+	l, err = listRemote(context.Background(), ex, testTarget, m, false)
 	must(t, err)
 	if e, ok := l.entries[""]; len(l.entries) != 1 || !ok || e.Size != 4 {
 		t.Errorf("file mapping listed %+v", l.entries)

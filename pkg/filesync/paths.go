@@ -43,12 +43,22 @@ func ParseMapping(s string) (Mapping, error) {
 		return Mapping{}, fmt.Errorf("parsing mapping %q: LOCAL is empty", s)
 	case strings.ContainsRune(s, 0):
 		return Mapping{}, fmt.Errorf("parsing mapping %q: contains a NUL byte", s)
+	case isBareDrive(local):
+		// C: alone is that drive's current directory, whatever it is.
+		return Mapping{}, fmt.Errorf("parsing mapping %q: LOCAL %q is only a drive; write %s\\ for its root or %s. for its current directory", s, local, local, local)
 	}
 	remote = path.Clean(remote)
 	if remote == "/" {
 		return Mapping{}, fmt.Errorf("parsing mapping %q: refusing to sync into the container's root directory; name a directory such as /app", s)
 	}
 	return Mapping{Local: LocalPath(filepath.Clean(local)), Remote: RemotePath(remote)}, nil
+}
+
+// isBareDrive reports whether p is a Windows drive letter and colon and
+// nothing else ("C:"); only Windows has drive letters.
+func isBareDrive(p string) bool {
+	v := filepath.VolumeName(p)
+	return len(v) == 2 && v == p
 }
 
 // ValidateMappings checks that every LOCAL exists and that no two REMOTE paths

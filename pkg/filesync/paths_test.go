@@ -3,6 +3,7 @@ package filesync
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -11,14 +12,15 @@ func TestParseMapping(t *testing.T) {
 	tests := []struct {
 		in      string
 		want    Mapping
+		win     LocalPath // Local on Windows, where filepath.Clean differs
 		wantErr string
 	}{
 		{in: "./src:/app", want: Mapping{"src", "/app"}},
-		{in: "/abs/src:/app/", want: Mapping{"/abs/src", "/app"}},
+		{in: "/abs/src:/app/", want: Mapping{"/abs/src", "/app"}, win: `\abs\src`},
 		{in: "src:/app/../srv//x", want: Mapping{"src", "/srv/x"}},
 		{in: `C:\src:/app`, want: Mapping{`C:\src`, "/app"}},
-		{in: `C:/src:/app`, want: Mapping{"C:/src", "/app"}},
-		{in: `.\src:/app`, want: Mapping{`.\src`, "/app"}},
+		{in: `C:/src:/app`, want: Mapping{"C:/src", "/app"}, win: `C:\src`},
+		{in: `.\src:/app`, want: Mapping{`.\src`, "/app"}, win: "src"},
 		{in: "a:b:/app", want: Mapping{"a:b", "/app"}},
 		{in: "src:app", wantErr: "absolute REMOTE"},
 		{in: "src", wantErr: "want LOCAL:REMOTE"},
@@ -28,17 +30,26 @@ func TestParseMapping(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, err := ParseMapping(tt.in)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("ParseMapping(%q) error = %v, want %q", tt.in, err, tt.wantErr)
-				}
-				return
+			want := tt.want
+			if runtime.GOOS == "windows" && tt.win != "" {
+				want.Local = tt.win
 			}
-			if err != nil || got != tt.want {
-				t.Fatalf("ParseMapping(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
-			}
+			checkParseMapping(t, tt.in, want, tt.wantErr)
 		})
+	}
+}
+
+func checkParseMapping(t *testing.T, in string, want Mapping, wantErr string) {
+	t.Helper()
+	got, err := ParseMapping(in)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("ParseMapping(%q) error = %v, want %q", in, err, wantErr)
+		}
+		return
+	}
+	if err != nil || got != want {
+		t.Fatalf("ParseMapping(%q) = %+v, %v; want %+v", in, got, err, want)
 	}
 }
 

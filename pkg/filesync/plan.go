@@ -210,6 +210,9 @@ func (pl *planner) visit(rel string) {
 	}
 	switch e.Type {
 	case TypeFile:
+		if had {
+			e.Mode = localtree.KeepExec(e.Mode, old.Mode)
+		}
 		if had && pl.unchanged(rel, old, &e) || pl.m.unreadable.Holds(pl.m.fs(), pl.m.localPath(rel), rel) {
 			return
 		}

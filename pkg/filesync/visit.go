@@ -47,6 +47,16 @@ func (v *Visit) Record(i int, rel string, e Entry) { v.tg.idx[i].Put(rel, e) }
 // Forget records that neither side holds rel, or anything under it.
 func (v *Visit) Forget(i int, rel string) { v.tg.idx[i].DeleteTree(rel) }
 
+// Replan has the engine plan rel under mapping i again once fn returns, as
+// if it changed locally: a delete that the guard's precondition held until
+// a pass looked at what it would take (see pkg/syncback).
+func (v *Visit) Replan(i int, rel string) {
+	v.tg.mu.Lock()
+	v.tg.due[i].add(rel)
+	v.tg.mu.Unlock()
+	v.tg.signal()
+}
+
 // Visit runs fn on t's worker between its batches, so that nothing fn does in
 // the container overlaps an upload to it, and returns fn's error or
 // ErrNotSynced. Without a running worker (--once) fn runs on the caller's goroutine.
@@ -119,13 +129,19 @@ func WithUploadGuard(g UploadGuard) Option { return func(e *Engine) { e.guard = 
 // precondition fails, or that the guard skips, is left out with what
 // stands on it, and the rest goes again.
 func (e *Engine) applyGuarded(tg *target, i int, m *mapping, p *Plan) (applyResult, error) {
+	return e.applyGuardedOn(tg, tg.idx[i], i, m, p)
+}
+
+// applyGuardedOn is applyGuarded against x, what the target confirmed (a
+// start's saved ancestor, before tg has an index).
+func (e *Engine) applyGuardedOn(tg *target, x *Index, i int, m *mapping, p *Plan) (applyResult, error) {
 	for e.guard != nil && !m.file {
 		ups, owner, skip := map[string]Upload{}, map[string]string{}, map[string]bool{}
 		ask := func(rel, own string) {
-			a, has := tg.idx[i].Get(rel)
+			a, has := x.Get(rel)
 			u := Upload{Target: tg.Target, Mapping: i, Rel: rel, Local: m.localPath(rel), Ancestor: a, Has: has, Known: !a.stale}
 			if a.Type == TypeDir {
-				u.Entries = tg.idx[i].countTree(rel)
+				u.Entries = x.countTree(rel)
 			}
 			if check, sk := e.guard.Expect(u); sk {
 				skip[own] = true
@@ -140,8 +156,8 @@ func (e *Engine) applyGuarded(tg *target, i int, m *mapping, p *Plan) (applyResu
 			}
 		}
 		for _, d := range p.Deletes {
-			tg.idx[i].walk(d, func(rel string) {
-				if a, ok := tg.idx[i].Get(rel); ok && (a.Type != TypeDir || rel == d) {
+			x.walk(d, func(rel string) {
+				if a, ok := x.Get(rel); ok && (a.Type != TypeDir || rel == d) {
 					ask(rel, d)
 				}
 			})

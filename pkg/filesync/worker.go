@@ -62,6 +62,9 @@ type target struct {
 	// stall is the wait after the last pass that requeued without
 	// confirming anything (see process).
 	stall time.Duration
+	// savedGen is, per mapping, the index generation last handed to the
+	// engine's Ancestry (see save).
+	savedGen []uint64
 
 	mu      sync.Mutex
 	due     []pending // per mapping, merged from the batches up to seqHi
@@ -111,15 +114,20 @@ func (e *Engine) work(tg *target) {
 		}
 		if visit != nil {
 			visit()
+			e.save(tg)
 			continue
 		}
 		if tg.ctx.Err() != nil {
+			if e.runCtx.Err() != nil {
+				e.save(tg) // the session ends: what was confirmed last
+			}
 			return
 		}
 		e.mu.Lock()
 		closing := e.closing
 		e.mu.Unlock()
 		_ = e.process(tg) // reported by process; a failure is retried on backoff
+		e.save(tg)
 		if closing {
 			return
 		}
@@ -223,6 +231,35 @@ func (e *Engine) process(tg *target) error {
 	return r.err
 }
 
+// listed is a listing and how it ended.
+type listed struct {
+	l   *listing
+	err error
+}
+
+// save hands tg's index to the engine's Ancestry when it changed since
+// the last time; on tg's worker, between passes, so every entry is what
+// the container confirmed (see Index). Never in a dry run, nor before the
+// initial sync converged.
+func (e *Engine) save(tg *target) {
+	if e.anc == nil || e.cfg.DryRun || tg.idx == nil {
+		return
+	}
+	same := len(tg.savedGen) == len(tg.idx)
+	for i, x := range tg.idx {
+		same = same && tg.savedGen[i] == x.gen
+	}
+	if same {
+		return
+	}
+	recs := make([][]Record, len(tg.idx))
+	tg.savedGen = make([]uint64, len(tg.idx))
+	for i, x := range tg.idx {
+		recs[i], tg.savedGen[i] = x.Records(), x.gen
+	}
+	e.anc.Confirmed(tg.Target, recs)
+}
+
 // initialSync compares each mapping with the container and sends the
 // difference, then replaces tg's index. Callers report the outcome (after
 // recording it, so events never run ahead of the state).
@@ -234,11 +271,39 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 	var (
 		changed []string
 		checked string // under DryRun: the transport a preflight found
+		st      = Start{From: StartNone}
 	)
+	if e.anc != nil {
+		st = e.anc.Start(tg.Target)
+	}
+	trust := st.SavedAt.Add(-time.Second)
 	err := func() error {
 		for i, m := range e.maps {
+			saved, cache := st.mapping(i)
+			if e.cfg.Initial != InitialUpload && saved != nil {
+				saved, cache = nil, saved // mirror and none: the local side decides
+			}
+			var early chan listed
+			if saved != nil && !e.cfg.DryRun {
+				// A listing without hashes prints as it goes and needs no
+				// local sizes for its deadline: it runs while the local tree
+				// is walked.
+				early = make(chan listed, 1)
+				go func() {
+					var r listed
+					lex := e.exec.Within(remote.ListLimit(e.cfg.ExecTimeout, 0))
+					r.err = e.retry.Do(ctx, e.clk, func() (err error) {
+						r.l, err = listRemote(ctx, lex, tg.Target, m, true)
+						return err
+					})
+					early <- r
+				}()
+			}
 			local, warns, err := localTree(m)
 			if err != nil {
+				if early != nil {
+					<-early
+				}
 				return err
 			}
 			e.warn(tg, warns)
@@ -262,14 +327,17 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				continue
 			}
 			var l *listing
-			if pf != nil && pf.Err != nil {
+			if early != nil {
+				r := <-early
+				l, err = r.l, r.err
+			} else if pf != nil && pf.Err != nil {
 				// The listing would fail alike, and a helper that a dry run
 				// does not add would be asked for again.
 				err = pf.Err
 			} else {
 				lex := e.exec.Within(remote.ListLimit(e.cfg.ExecTimeout, treeBytes(local.entries)))
 				err = e.retry.Do(ctx, e.clk, func() (err error) {
-					l, err = listRemote(ctx, lex, tg.Target, m)
+					l, err = listRemote(ctx, lex, tg.Target, m, saved != nil)
 					return err
 				})
 			}
@@ -280,16 +348,48 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				e.log.Info("listing failed; sending everything", "target", tg.String(), "remote", m.Remote, "err", err)
 				l = nil
 			}
-			p, idx, err := planInitial(m, local, l, e.cfg.Initial)
-			if err != nil {
-				return err
+			var (
+				p       *Plan
+				idx     *Index
+				decided map[string]StartAction
+			)
+			if saved != nil && l != nil {
+				if err := startConflict(m, l); err != nil {
+					return err
+				}
+				p, idx, decided = planStart(m, local, l, saved, trust, e.listedIn(tg.Target, i))
+			} else {
+				if saved != nil {
+					cache = saved // the listing failed: today's start, hashes spared
+				}
+				applyCache(m, local, cache, trust)
+				var theirs func(string, remoteEntry) bool
+				if e.cfg.Initial == InitialUpload && !st.Started.IsZero() {
+					listed, started := e.listedIn(tg.Target, i), st.Started.Unix()
+					theirs = func(rel string, re remoteEntry) bool { return re.MTime > started && listed(rel, false) }
+				}
+				p, idx, err = planInitialWith(m, local, l, e.cfg.Initial, theirs)
+				if err != nil {
+					return err
+				}
+			}
+			if e.anc != nil {
+				e.rep.Report(startEvent(tg.Target, m, st, e.cfg.Initial, saved != nil && l != nil, decided))
 			}
 			guardInitial(m, p, idx, l)
 			e.hold(tg, i, p.Held)
 			if !p.Empty() || l == nil || !l.exists || pf != nil {
 				pe := &progressExecutor{Executor: e.exec, clk: e.clk, start: start, report: func(p Progress) { e.rep.Report(p) },
 					base: Progress{Target: tg.Target, Files: len(p.Copies), TotalBytes: planBytes(p)}}
-				res, err := e.applyPlan(ctx, pe, tg.Target, m, p, compressInitial(l, p), pf)
+				var res applyResult
+				if threeWay := saved != nil && l != nil; threeWay && e.guard != nil && !e.cfg.DryRun {
+					// Sync-back's preconditions against the saved ancestor: a
+					// listed file the container changed in a way its stat did
+					// not show is left, a conflict, not replaced or deleted.
+					res, err = e.applyGuardedOn(tg, saved, i, m, p)
+				} else {
+					res, err = e.applyPlan(ctx, pe, tg.Target, m, p, compressInitial(l, p), pf)
+				}
 				if err != nil {
 					return err
 				}

@@ -23,6 +23,11 @@ var ErrChanged = errors.New("changed locally")
 // through one.
 var ErrSymlinkInPath = errors.New("a symlink on the way")
 
+// ErrGitPath is what ReplaceFile, RemoveFile, RemoveEmptyDir and MakeDir
+// return for a path in .git however spelled (see InGit): nothing is
+// written there.
+var ErrGitPath = errors.New("a path in .git (on some file system): never written")
+
 // Expect is what a local entry must still be before it is replaced or
 // removed: absent, or a regular file of that size and content.
 type Expect struct {
@@ -40,8 +45,10 @@ type Expect struct {
 // what r's content must hash to (sha256), else nothing is written.
 //
 // rel must still be as want says, checked before the temporary file is
-// written and again right before the rename; otherwise nothing is replaced
-// and the error is ErrChanged. It returns the written file's Lstat.
+// written and again on what the rename took away (see replace), so that a
+// save landing at any moment is never silently replaced; otherwise the
+// error is ErrChanged and rel holds the save. It returns the written
+// file's Lstat.
 func ReplaceFile(root, rel string, r io.Reader, mode fs.FileMode, mtime time.Time, sum *[32]byte, want Expect) (fs.FileInfo, error) {
 	d, base, err := openParent(root, rel, true)
 	if err != nil {
@@ -81,14 +88,157 @@ func ReplaceFile(root, rel string, r io.Reader, mode fs.FileMode, mtime time.Tim
 	if err := d.Chtimes(tmp, mtime, mtime); err != nil {
 		return nil, fmt.Errorf("setting the mtime of %q: %w", rel, err)
 	}
-	if err := checkExpect(d, base, want); err != nil {
-		return nil, fmt.Errorf("%q: %w", rel, err)
+	ours, err := d.Lstat(tmp)
+	if err != nil {
+		return nil, err
 	}
-	if err := d.Rename(tmp, base); err != nil {
+	testHook("rename")
+	done = true // replace owns tmp from here
+	if err := replace(d, tmp, base, want, ours); err != nil {
 		return nil, fmt.Errorf("replacing %q: %w", rel, err)
 	}
-	done = true
-	return d.Lstat(base)
+	fi, err := d.Lstat(base)
+	if err != nil {
+		return nil, err
+	}
+	if !os.SameFile(fi, ours) {
+		return nil, fmt.Errorf("%q: %w (saved again as it was replaced)", rel, ErrChanged)
+	}
+	return fi, nil
+}
+
+// replaceByLink is replace without an atomic exchange: what is at base is
+// moved aside (a rename takes exactly what it checks), checked, and ours
+// linked in, which never replaces a save that landed at base meanwhile;
+// what was moved aside is linked back the same way when it is not as want
+// says.
+func replaceByLink(d *os.Root, tmp, base string, want Expect) error {
+	defer func() { _ = d.Remove(tmp) }()
+	if want.Absent {
+		return linkNew(d, tmp, base)
+	}
+	// Where there are no hard links (FAT), what is moved aside could not
+	// be put back without a window: nothing is replaced there.
+	probe := tmp + ".link"
+	if err := d.Link(tmp, probe); err != nil {
+		return fmt.Errorf("no atomic way to replace a file here (%w)", err)
+	}
+	_ = d.Remove(probe)
+	aside, f, err := createTemp(d, base)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	if err := d.Rename(base, aside); err != nil {
+		_ = d.Remove(aside)
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w (removed)", ErrChanged)
+		}
+		return err
+	}
+	testHook("taken")
+	if cerr := checkExpect(d, aside, want); cerr != nil {
+		if err := d.Link(aside, base); err != nil {
+			return fmt.Errorf("%w: what was there is kept as %q (putting it back: %w)", ErrChanged, aside, err)
+		}
+		_ = d.Remove(aside)
+		return cerr
+	}
+	if err := linkNew(d, tmp, base); err != nil {
+		if !errors.Is(err, ErrChanged) {
+			if lerr := d.Link(aside, base); lerr != nil && !errors.Is(lerr, fs.ErrExist) {
+				return fmt.Errorf("%w; what was there is kept as %q", err, aside)
+			}
+		}
+		_ = d.Remove(aside) // the ancestor, back in place or superseded by a save
+		return err
+	}
+	_ = d.Remove(aside)
+	return nil
+}
+
+// linkNew links tmp at base unless something is there (ErrChanged).
+func linkNew(d *os.Root, tmp, base string) error {
+	err := d.Link(tmp, base)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("%w (created)", ErrChanged)
+	case err != nil:
+		return fmt.Errorf("no atomic way to write a new file here (%w)", err)
+	}
+	return nil
+}
+
+// errNoSwap: the system or the file system has no atomic exchange (or
+// no-replace rename) of two names.
+var errNoSwap = errors.New("no atomic exchange of names")
+
+// replace puts tmp (ours, the new file) at base in d if what it replaces
+// is as want says, else leaves base as it is: ErrChanged. The check is made
+// on what the rename took away, never before it, so a save landing at any
+// moment is either what was checked and found changed (and put back), or
+// lands after and replaces ours: no save is ever silently replaced. Where
+// names can be exchanged atomically (Linux, macOS), base never goes
+// missing; elsewhere it does, for the moment between moving it aside and
+// linking ours in. tmp is gone when replace returns, unless an error says
+// it was kept.
+func replace(d *os.Root, tmp, base string, want Expect, ours fs.FileInfo) error {
+	dir, err := d.Open(".")
+	if err != nil {
+		_ = d.Remove(tmp)
+		return err
+	}
+	defer dir.Close()
+	err = errNoSwap
+	if !noExchange {
+		if want.Absent {
+			err = renameNoReplace(dir, tmp, base)
+		} else {
+			err = swap(dir, tmp, base)
+		}
+	}
+	switch {
+	case errors.Is(err, errNoSwap):
+		return replaceByLink(d, tmp, base, want)
+	case err == nil && want.Absent:
+		return nil
+	case err == nil:
+		return settleSwap(d, dir, tmp, base, want, ours)
+	}
+	_ = d.Remove(tmp)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("%w (created)", ErrChanged)
+	case errors.Is(err, fs.ErrNotExist): // an exchange needs both names
+		return fmt.Errorf("%w (removed)", ErrChanged)
+	}
+	return err
+}
+
+// settleSwap checks what the exchange of tmp and base took away, now at
+// tmp: removed when it is as want says, else put back (another exchange)
+// while base is still ours.
+func settleSwap(d *os.Root, dir *os.File, tmp, base string, want Expect, ours fs.FileInfo) error {
+	testHook("taken")
+	cerr := checkExpect(d, tmp, want)
+	if cerr == nil {
+		_ = d.Remove(tmp)
+		return nil
+	}
+	if fi, err := d.Lstat(base); err == nil && os.SameFile(fi, ours) {
+		if err := swap(dir, tmp, base); err != nil {
+			return fmt.Errorf("%w: what was saved meanwhile is kept as %q (putting it back: %w)", ErrChanged, tmp, err)
+		}
+		// tmp is ours again, unless a save replaced ours between the
+		// Lstat and the exchange: then that save, the latest, is at tmp.
+		if fi, err := d.Lstat(tmp); err == nil && !os.SameFile(fi, ours) {
+			return fmt.Errorf("%w: a save made while it was put back is kept as %q", ErrChanged, tmp)
+		}
+	}
+	// Else a save replaced ours after the exchange: it supersedes what
+	// was taken away, as it would have without us.
+	_ = d.Remove(tmp)
+	return cerr
 }
 
 // RemoveFile removes the regular file rel under root if it is still as want
@@ -157,6 +307,9 @@ func MakeDir(root, rel string, mode fs.FileMode) (fs.FileInfo, error) {
 func openParent(root, rel string, mkdir bool) (*os.Root, string, error) {
 	if rel == "" || !ValidRel(rel) {
 		return nil, "", fmt.Errorf("refusing to write %q: not a path under the root", rel)
+	}
+	if InGit(rel) {
+		return nil, "", fmt.Errorf("refusing to write %q: %w", rel, ErrGitPath)
 	}
 	d, err := os.OpenRoot(root)
 	if err != nil {
@@ -250,5 +403,20 @@ func createTemp(d *os.Root, base string) (string, *os.File, error) {
 		if !errors.Is(err, fs.ErrExist) || i > 100 {
 			return "", nil, fmt.Errorf("creating a temporary file next to %q: %w", base, err)
 		}
+	}
+}
+
+// Test seams: hook runs at the named points of ReplaceFile ("rename": its
+// checks done, right before the rename; "taken": what the rename took away
+// is about to be checked); noExchange takes the fallback of systems that
+// cannot exchange names.
+var (
+	hook       func(at string)
+	noExchange bool
+)
+
+func testHook(at string) {
+	if hook != nil {
+		hook(at)
 	}
 }

@@ -7,9 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testtree"
 )
 
 func expectOf(t *testing.T, content string) Expect {
@@ -27,7 +30,7 @@ func TestReplaceFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := os.ReadFile(filepath.Join(root, "gen/sub/a.lock"))
-		if string(b) != "lock" || fi.Mode().Perm() != 0o751 || !fi.ModTime().Equal(mtime) {
+		if string(b) != "lock" || fi.Mode().Perm() != filePerm(0o751) || !fi.ModTime().Equal(mtime) {
 			t.Fatalf("content %q mode %v mtime %v", b, fi.Mode(), fi.ModTime())
 		}
 		assertNoTemp(t, filepath.Join(root, "gen/sub"))
@@ -94,9 +97,7 @@ func TestReplaceFile(t *testing.T) {
 				if err := os.Mkdir(filepath.Join(root, "real"), 0o755); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.Symlink(link, filepath.Join(root, "gen")); err != nil {
-					t.Fatal(err)
-				}
+				testtree.Symlink(t, link, filepath.Join(root, "gen"))
 				_, err := ReplaceFile(root, "gen/a", strings.NewReader("x"), 0o644, mtime, nil, Expect{Absent: true})
 				if !errors.Is(err, ErrSymlinkInPath) {
 					t.Fatalf("want ErrSymlinkInPath, got %v", err)
@@ -111,9 +112,7 @@ func TestReplaceFile(t *testing.T) {
 	})
 	t.Run("a symlink at the name is a local change", func(t *testing.T) {
 		root := t.TempDir()
-		if err := os.Symlink("/etc/passwd", filepath.Join(root, "a")); err != nil {
-			t.Fatal(err)
-		}
+		testtree.Symlink(t, "/etc/passwd", filepath.Join(root, "a"))
 		if _, err := ReplaceFile(root, "a", strings.NewReader("x"), 0o644, mtime, nil, expectOf(t, "old")); !errors.Is(err, ErrChanged) {
 			t.Fatalf("want ErrChanged, got %v", err)
 		}
@@ -152,7 +151,7 @@ func TestMakeDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	fi, err := os.Lstat(filepath.Join(root, "a/b/c"))
-	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != dirPerm(0o700) {
 		t.Fatalf("%v %v", fi, err)
 	}
 	writeFile(t, filepath.Join(root, "f"), "x")
@@ -195,5 +194,100 @@ func assertNoTemp(t *testing.T, dir string) {
 		if strings.Contains(e.Name(), ".livesync-") {
 			t.Fatalf("temporary file left: %s", e.Name())
 		}
+	}
+}
+
+// filePerm is the mode a file made with perm shows: Windows keeps only
+// whether the owner may write (the read-only attribute).
+func filePerm(perm fs.FileMode) fs.FileMode {
+	if runtime.GOOS != "windows" {
+		return perm
+	}
+	if perm&0o200 != 0 {
+		return 0o666
+	}
+	return 0o444
+}
+
+// dirPerm is the mode a directory made with perm shows: Windows has none.
+func dirPerm(perm fs.FileMode) fs.FileMode {
+	if runtime.GOOS == "windows" {
+		return 0o777
+	}
+	return perm
+}
+
+// TestNoWriteIntoGit: the writers refuse a path in .git however spelled,
+// whatever the local file system makes of it.
+func TestNoWriteIntoGit(t *testing.T) {
+	root := t.TempDir()
+	for _, rel := range []string{".GIT/config", "sub/.g\u200cit/hooks/post-checkout", "GIT~1/x", ".git./x", ".git"} {
+		if _, err := ReplaceFile(root, rel, strings.NewReader("x"), 0o755, time.Now(), nil, Expect{Absent: true}); !errors.Is(err, ErrGitPath) {
+			t.Errorf("ReplaceFile(%q): %v", rel, err)
+		}
+		if _, err := MakeDir(root, rel, 0o755); !errors.Is(err, ErrGitPath) {
+			t.Errorf("MakeDir(%q): %v", rel, err)
+		}
+		if err := RemoveFile(root, rel, Expect{}); !errors.Is(err, ErrGitPath) {
+			t.Errorf("RemoveFile(%q): %v", rel, err)
+		}
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Fatalf("written: %v", ents)
+	}
+}
+
+// TestReplaceFileSaveBeforeRename: an editor's save (temp + rename) that
+// lands after ReplaceFile's checks and right before its own rename, or
+// right after the rename took the file away, is never replaced: ErrChanged,
+// and the save is what the file holds. With the atomic exchange and with
+// the fallback used where there is none.
+func TestReplaceFileSaveBeforeRename(t *testing.T) {
+	for _, fallback := range []bool{false, true} {
+		t.Run(map[bool]string{false: "exchange", true: "fallback"}[fallback], func(t *testing.T) {
+			if fallback {
+				noExchange = true
+				t.Cleanup(func() { noExchange = false })
+			}
+			for _, tc := range []struct {
+				name, local, at string
+				want            Expect
+			}{
+				{"over the ancestor", "old", "rename", expectOf(t, "old")},
+				{"over nothing", "", "rename", Expect{Absent: true}},
+				{"after the rename took the ancestor", "old", "taken", expectOf(t, "old")},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					root := t.TempDir()
+					name := filepath.Join(root, "a")
+					if tc.local != "" {
+						writeFile(t, name, tc.local)
+					}
+					hooked := 0
+					hook = func(at string) {
+						if at != tc.at {
+							return
+						}
+						hooked++
+						writeFile(t, filepath.Join(root, ".a.swp"), "saved by the user")
+						if err := os.Rename(filepath.Join(root, ".a.swp"), name); err != nil {
+							t.Fatal(err)
+						}
+					}
+					t.Cleanup(func() { hook = nil })
+					_, err := ReplaceFile(root, "a", strings.NewReader("from the container"), 0o644, time.Now(), nil, tc.want)
+					if hooked != 1 {
+						t.Fatalf("the hook ran %d times", hooked)
+					}
+					if b, _ := os.ReadFile(name); string(b) != "saved by the user" {
+						t.Fatalf("the user's save was replaced: the file holds %q (ReplaceFile: %v)", b, err)
+					}
+					if !errors.Is(err, ErrChanged) {
+						t.Fatalf("want ErrChanged, got %v", err)
+					}
+					assertNoTemp(t, root)
+				})
+			}
+		})
 	}
 }

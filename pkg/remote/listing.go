@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"path"
 	"strconv"
 	"strings"
@@ -41,10 +40,25 @@ type Listing struct {
 	Unknown []string
 }
 
+// ListStatArgv is ListArgv hashing nothing: the listing has no Alg and no
+// Sums, and costs the container a stat per entry.
+func ListStatArgv(root, name string) []string {
+	return append(ListArgv(root, name), "nohash")
+}
+
 // List runs ListArgv(root, name) in t and parses what it prints.
 func List(ctx context.Context, ex Executor, t Target, root, name string) (*Listing, error) {
+	return list(ctx, ex, t, root, name, ListArgv(root, name))
+}
+
+// ListStat runs ListStatArgv(root, name) in t and parses what it prints.
+func ListStat(ctx context.Context, ex Executor, t Target, root, name string) (*Listing, error) {
+	return list(ctx, ex, t, root, name, ListStatArgv(root, name))
+}
+
+func list(ctx context.Context, ex Executor, t Target, root, name string, argv []string) (*Listing, error) {
 	var out bytes.Buffer
-	if err := Run(ctx, ex, t, "listing files", root, ListArgv(root, name), nil, &out); err != nil {
+	if err := Run(ctx, ex, t, "listing files", root, argv, nil, &out); err != nil {
 		return nil, err
 	}
 	l, err := ParseListing(out.Bytes())
@@ -160,7 +174,15 @@ func (l *Listing) parseChunk(t *tokens) error {
 		e.Sum = sum
 		got[name] = e
 	})
-	maps.Copy(l.Names, got)
+	for name, e := range got {
+		// Listed twice (a scan lists a changed directory's entries and
+		// the new files in it, the second time without a hash): the hash
+		// stays while the entry is the same.
+		if was, ok := l.Names[name]; ok && e.Sum == nil && was.Sum != nil && was.Type == e.Type && was.Size == e.Size && was.MTime == e.MTime && was.Mode == e.Mode {
+			e.Sum = was.Sum
+		}
+		l.Names[name] = e
+	}
 	for _, name := range names {
 		if _, ok := got[name]; !ok {
 			l.Unknown = append(l.Unknown, name)

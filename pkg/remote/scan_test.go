@@ -92,6 +92,33 @@ func TestScan(t *testing.T) {
 	}
 }
 
+// TestScanListsChangedDirWhole: an incremental scan lists every entry of a
+// directory that changed, whatever its mtime, and keeps the hash of a new
+// file in it that both of its finds list.
+func TestScanListsChangedDirWhole(t *testing.T) {
+	for name, ex := range withStreams(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{"gen/old.go": "o", "gen/new.go": "n"})
+			old := time.Now().Add(-time.Hour)
+			for _, p := range []string{"gen/old.go", "gen", "."} {
+				must(t, os.Chtimes(filepath.Join(dir, p), old, old))
+			}
+			writeTree(t, dir, map[string]string{"gen/new.go": "n2", "gen/made.go": "m"})
+			r, err := Scan(context.Background(), ex, testTarget, dir, time.Now().Unix()-60, []string{"./gen"}, nil)
+			must(t, err)
+			if !r.Since || !r.Complete || !slices.Equal(scanNames(r), []string{"./gen", "./gen/made.go", "./gen/new.go", "./gen/old.go"}) {
+				t.Fatalf("scan: %+v %q", r, scanNames(r))
+			}
+			for n, c := range map[string]string{"./gen/old.go": "o", "./gen/new.go": "n2", "./gen/made.go": "m"} {
+				if sum := sha256.Sum256([]byte(c)); !bytes.Equal(r.Names[n].Sum, sum[:]) {
+					t.Errorf("%s: %+v, want its hash", n, r.Names[n])
+				}
+			}
+		})
+	}
+}
+
 func TestScanMissingRoot(t *testing.T) {
 	for name, ex := range withStreams(t) {
 		t.Run(name, func(t *testing.T) {

@@ -55,6 +55,8 @@ type Config struct {
 	// Logs follows the synced containers' output (--logs), as LogsConfig says.
 	Logs       bool
 	LogsConfig logs.Config
+	// State is where the saved ancestor lives (see StateConfig).
+	State StateConfig
 }
 
 // Deps are what a session talks to; pkg/cmd builds the real ones, tests fakes.
@@ -80,6 +82,8 @@ type Deps struct {
 	// Config.Logs.
 	PortForward forward.Dialer
 	Logs        logs.Opener
+	// Cluster names the cluster for the saved state's key (see ClusterID).
+	Cluster string
 }
 
 // Images changes the image side of a workload: its pull policy, and moved tags pinned to
@@ -183,11 +187,23 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	if err != nil {
 		return err
 	}
-	engine := filesync.New(d.Executor, sc, append(opts, filesync.WithReporter(syncedReporter(engineReporter(d.Reporter, back), fw)))...)
-	sink := &countingSink{Sink: engine, live: map[string]bool{}}
 	tctx, stopTracking := context.WithCancel(ctx)
 	defer stopTracking()
-	tsink := syncBackSink(tctx, back, cfg, d, engine, sink)
+	incs := &incarnations{ctx: tctx, ex: d.Executor, got: map[string]string{}}
+	keep := newKeeper(cfg, d, w, containers, incs.of)
+	if keep != nil {
+		opts = append(opts, filesync.WithAncestry(keep))
+		kctx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
+		kept := make(chan struct{})
+		go func() { keep.run(kctx); close(kept) }()
+		defer func() { stopKeeping(); <-kept }() // the last save, after the engine's
+	}
+	engine := filesync.New(d.Executor, sc, append(opts, filesync.WithReporter(syncedReporter(engineReporter(d.Reporter, back), fw)))...)
+	sink := &countingSink{Sink: engine, live: map[string]bool{}}
+	tsink := syncBackSink(tctx, back, cfg, d, engine, sink, incs.of)
+	if keep != nil {
+		tsink = &stateSink{Sink: tsink, k: keep}
+	}
 	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: tsink, Reporter: d.Reporter}
 	var follower *logs.Follower
 	if live && cfg.Logs {

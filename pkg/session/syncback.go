@@ -32,7 +32,7 @@ func newSyncBack(cfg Config, d Deps) (*syncback.Runner, []filesync.Option, error
 // feeds: it tells r of every target, with its pod's creation time (the
 // oldest pod is the source), before the engine hears of it, so
 // target-added can name the source.
-func syncBackSink(ctx context.Context, r *syncback.Runner, cfg Config, d Deps, engine *filesync.Engine, sink workload.Sink) workload.Sink {
+func syncBackSink(ctx context.Context, r *syncback.Runner, cfg Config, d Deps, engine *filesync.Engine, sink workload.Sink, inc func(filesync.Target) string) workload.Sink {
 	if r == nil {
 		return sink
 	}
@@ -40,19 +40,19 @@ func syncBackSink(ctx context.Context, r *syncback.Runner, cfg Config, d Deps, e
 	if cfg.SyncBack.Inotify {
 		r.Trigger(d.Executor)
 	}
-	return &backSink{Sink: sink, r: r, client: d.Client, ex: d.Executor, ctx: ctx}
+	return &backSink{Sink: sink, r: r, client: d.Client, inc: inc, ctx: ctx}
 }
 
 type backSink struct {
 	workload.Sink
 	r      *syncback.Runner
 	client kubernetes.Interface
-	ex     filesync.Executor
+	inc    func(filesync.Target) string
 	ctx    context.Context
 }
 
 func (s *backSink) AddTarget(t filesync.Target) {
-	s.r.Add(t, podCreated(s.ctx, s.client, t), incarnation(s.ctx, s.ex, t))
+	s.r.Add(t, podCreated(s.ctx, s.client, t), s.inc(t))
 	s.Sink.AddTarget(t)
 }
 

@@ -1,12 +1,17 @@
 package syncback
 
 import (
+	"errors"
+	"io/fs"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -69,19 +74,106 @@ func (r *Runner) Expect(u filesync.Upload) (check string, skip bool) {
 		return remote.ExpectFile("./"+u.Rel, a.Sum, a.Size, a.MTime.Unix()), false
 	case u.Ancestor.Type == remote.TypeDir && u.Entries > 0:
 		// A directory deleted whole: a file the container made in it
-		// since the last scan must not go with it.
-		return remote.ExpectAtMost("./"+u.Rel, u.Entries), false
+		// since the last scan must not go with it. What a pass found there
+		// that never comes back (ignored, or no glob lists it) goes, as
+		// it does without sync-back (see checkDirs).
+		n := u.Entries
+		r.mu.Lock()
+		if a, ok := r.allow[key]; ok && a.entries == u.Entries {
+			n += a.extra
+		}
+		delete(r.allow, key) // once: a failure looks again
+		r.mu.Unlock()
+		return remote.ExpectAtMost("./"+u.Rel, n), false
 	}
 	return "", false
 }
 
-// Changed reports the conflict at u, which the batch left alone.
+// Changed reports the conflict at u, which the batch left alone; a
+// directory that holds more than the index knows of is looked at by the
+// next pass first (see checkDirs).
 func (r *Runner) Changed(u filesync.Upload, now remote.Changed) {
 	st := r.stateOf(u.Target)
 	if st == nil {
 		return // no longer the source
 	}
+	if u.Ancestor.Type == remote.TypeDir && strings.HasPrefix(now.Now, "+") {
+		r.mu.Lock()
+		r.dirChecks[conflictKey(u.Target, u.Mapping, u.Rel)] = u
+		r.mu.Unlock()
+		r.kickPass()
+		return
+	}
 	r.conflict(st, u.Target, u.Mapping, u.Rel, u.Local, localSide(u.Local).Sum, sumOf(now.Sum()))
+}
+
+// allowance is what checkDirs found under a directory deleted locally that
+// never comes back: extra entries, when the index held entries there.
+type allowance struct{ extra, entries int }
+
+// checkDirs looks, for each directory delete of v's target that failed its
+// count, at what the container holds under it: when every entry the index
+// lacks is one that never comes back (ignored, or no glob lists it), the
+// delete is planned again with those counted; else it is a conflict, and
+// what is listed comes home like any new container file.
+func (r *Runner) checkDirs(v *filesync.Visit, st *state) error {
+	prefix := conflictKey(v.Target, 0, "")
+	prefix = prefix[:strings.IndexByte(prefix, 0)+1]
+	r.mu.Lock()
+	var checks []filesync.Upload
+	for key, u := range r.dirChecks {
+		if strings.HasPrefix(key, prefix) {
+			checks = append(checks, u)
+			delete(r.dirChecks, key)
+		}
+	}
+	r.mu.Unlock()
+	for n, u := range checks {
+		_, dir, ignored, ok := v.Mapping(u.Mapping)
+		if anc, has, _ := v.Entry(u.Mapping, u.Rel); !ok || !has || anc.Type != remote.TypeDir {
+			continue // deleted, or planned otherwise, meanwhile
+		}
+		if _, err := os.Lstat(u.Local); !errors.Is(err, fs.ErrNotExist) {
+			continue // made again locally: no delete to plan
+		}
+		l, err := remote.List(v.Ctx, v.Exec, v.Target, string(dir), u.Rel)
+		if err != nil {
+			r.mu.Lock()
+			for _, u := range checks[n:] {
+				r.dirChecks[conflictKey(u.Target, u.Mapping, u.Rel)] = u
+			}
+			r.mu.Unlock()
+			return err
+		}
+		extra, seen := 0, true
+		names := slices.Collect(maps.Keys(l.Names))
+		for _, name := range l.Unknown {
+			if _, ok := l.Names[name]; !ok {
+				names = append(names, name) // a FIFO, or stat failed: find counts it
+			}
+		}
+		for _, name := range names {
+			rel := strings.TrimPrefix(name, "./")
+			if _, has, _ := v.Entry(u.Mapping, rel); has {
+				continue // its own precondition guards it
+			}
+			isDir := l.Names[name].Type == remote.TypeDir
+			if localtree.ValidRel(rel) && r.globs.Match(rel, isDir) && !ignored(rel, isDir) {
+				seen = false
+				break
+			}
+			extra++
+		}
+		if !seen {
+			r.conflict(st, u.Target, u.Mapping, u.Rel, u.Local, nil, nil)
+			continue
+		}
+		r.mu.Lock()
+		r.allow[conflictKey(u.Target, u.Mapping, u.Rel)] = allowance{extra: extra, entries: u.Entries}
+		r.mu.Unlock()
+		v.Replan(u.Mapping, u.Rel)
+	}
+	return nil
 }
 
 // stateOf returns what passes keep for t while it is the source.
@@ -127,4 +219,12 @@ func (r *Runner) listedAt(rel string, isDir bool) bool {
 		}
 	}
 	return false
+}
+
+// Listed reports whether rel (of a directory mapping) comes back from t:
+// t is the source and a glob lists rel itself (filesync.Lister). A start
+// against a saved ancestor leaves such a path's container change to the
+// first pass, which brings it home or reports the conflict.
+func (r *Runner) Listed(t filesync.Target, _ int, rel string, isDir bool) bool {
+	return r.IsSource(t) && r.globs.Match(rel, isDir)
 }

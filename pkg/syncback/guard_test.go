@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
@@ -29,13 +31,16 @@ func newRunning(t *testing.T, ex *executor, cfg Config) *running {
 		changes: make(chan coalesce.Change), events: make(chan filesync.Event, 100)}
 	write(t, f.local, "package-lock.json", "v1", 0o644)
 	write(t, f.local, "src/main.go", "package main", 0o644)
+	write(t, f.local, ignore.FileName, "__pycache__/\n*.log\n", 0o644)
 	if cfg.Globs == nil {
 		cfg.Globs = []string{"package-lock.json", "gen/**"}
 	}
 	var err error
 	f.runner, err = New(cfg, f.rec, clocktesting.NewFakeClock(time.Unix(1e9, 0)))
 	must(t, err)
-	f.engine = filesync.New(ex, filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(f.local), Remote: filesync.RemotePath(f.remote)}}},
+	match, err := ignore.New(f.local, ignore.Options{})
+	must(t, err)
+	f.engine = filesync.New(ex, filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(f.local), Remote: filesync.RemotePath(f.remote)}}, Matchers: []filesync.Matcher{match}},
 		filesync.WithUploadGuard(f.runner), filesync.WithReporter(filesync.ReporterFunc(func(ev filesync.Event) {
 			switch ev.(type) {
 			case filesync.InitialSync, filesync.Batch:
@@ -197,8 +202,13 @@ func TestUploadPrecondition(t *testing.T) {
 			if got := read(t, f.remote, "gen/sub/a.go"); got != "a" {
 				t.Fatalf("gen/sub/a.go in the container: %q", got)
 			}
-			evs = f.rec.take()
-			if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.Path != f.path("gen/sub") {
+			// The pass that looks at what the delete would take reports it
+			// (and brings the new file home).
+			if evs := f.rec.take(); len(evs) != 0 {
+				t.Fatalf("events of the batch: %#v", evs)
+			}
+			evs = f.pass(t)
+			if c, ok := evs[0].(Conflicted); len(evs) != 2 || !ok || c.Path != f.path("gen/sub") {
 				t.Fatalf("conflict events for a directory delete: %#v", evs)
 			}
 
@@ -237,5 +247,71 @@ func TestExpectOnlyOnTheSource(t *testing.T) {
 		if got, skip := r.Expect(tc.u); got != tc.want || skip {
 			t.Errorf("Expect(%+v) = %q, %v; want %q", tc.u, got, skip, tc.want)
 		}
+	}
+}
+
+// TestDirDeleteWithIgnoredEntries: a listed directory deleted locally
+// leaves the source container even when the container holds ignored
+// entries in it (a __pycache__/, a *.log) that the index never holds, as it
+// does without sync-back; one that holds a listed file the local side never
+// saw stays, a conflict, as before.
+func TestDirDeleteWithIgnoredEntries(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			ex := &executor{Runner: *r}
+			f := newRunning(t, ex, Config{})
+			write(t, f.local, "gen/sub/a.go", "a", 0o644)
+			f.save(t, "gen/sub/a.go")
+			f.pass(t)
+			write(t, f.remote, "gen/sub/__pycache__/a.cpython-312.pyc", "bytecode", 0o644)
+			write(t, f.remote, "gen/sub/run.log", "log", 0o644)
+			if evs := f.pass(t); len(evs) != 0 {
+				t.Fatalf("ignored files came back: %v", evs)
+			}
+			must(t, os.RemoveAll(f.path("gen/sub")))
+			f.save(t, "gen/sub")
+			for range 2 { // the pass that looks, then a batch of another path
+				if evs := f.rec.take(); len(evs) != 0 {
+					t.Fatalf("events for the delete: %#v", evs)
+				}
+				f.pass(t)
+				f.save(t, "src/main.go")
+			}
+			if _, err := os.Lstat(filepath.Join(f.remote, "gen", "sub")); !os.IsNotExist(err) {
+				t.Fatalf("the directory deleted locally is still in the container: %v", err)
+			}
+			if evs := f.rec.take(); len(evs) != 0 {
+				t.Fatalf("events after the delete: %#v", evs)
+			}
+
+			// A listed file made in the container that no scan has seen:
+			// the directory stays, a conflict, and the file comes home.
+			write(t, f.local, "gen/sub2/a.go", "a", 0o644)
+			f.save(t, "gen/sub2/a.go")
+			f.pass(t)
+			write(t, f.remote, "gen/sub2/x.log", "log", 0o644)
+			write(t, f.remote, "gen/sub2/b.go", "made in the container", 0o644)
+			must(t, os.RemoveAll(f.path("gen/sub2")))
+			f.save(t, "gen/sub2")
+			if got := read(t, f.remote, "gen/sub2/b.go"); got != "made in the container" {
+				t.Fatalf("the container's new file: %q", got)
+			}
+			if got := read(t, f.remote, "gen/sub2/a.go"); got != "a" {
+				t.Fatalf("gen/sub2/a.go in the container: %q", got)
+			}
+			evs := f.pass(t)
+			var conflicted, back bool
+			for _, ev := range evs {
+				switch ev := ev.(type) {
+				case Conflicted:
+					conflicted = conflicted || ev.Path == f.path("gen/sub2")
+				case SyncedBack:
+					back = slices.Contains(ev.Paths, f.path("gen/sub2/b.go"))
+				}
+			}
+			if !conflicted || !back || read(t, f.local, "gen/sub2/b.go") != "made in the container" {
+				t.Fatalf("a directory deleted over a new container file: %#v", evs)
+			}
+		})
 	}
 }

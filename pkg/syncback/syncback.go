@@ -140,9 +140,11 @@ type Runner struct {
 	mu        sync.Mutex
 	live      map[string]member // by Target.String()
 	source    *filesync.Target
-	states    map[string]*state // by target and container ID
-	conflicts map[string]mark   // see Expect
-	onSync    map[string]bool   // by target and container ID: an on-sync run ended (see OnSyncRan)
+	states    map[string]*state          // by target and container ID
+	conflicts map[string]mark            // see Expect
+	dirChecks map[string]filesync.Upload // by conflictKey: directory deletes a pass looks at (see Changed)
+	allow     map[string]allowance       // by conflictKey: what such a pass found (see checkDirs)
+	onSync    map[string]bool            // by target and container ID: an on-sync run ended (see OnSyncRan)
 
 	trigEx remote.Executor // see Trigger; nil: passes at the interval alone
 	trig   *trigRun        // the source's trigger
@@ -184,7 +186,7 @@ func New(cfg Config, rep Reporter, clk clock.WithTicker) (*Runner, error) {
 		clk = clock.RealClock{}
 	}
 	hashed, _ := g.FileTests() // nil when it can't say which: every file is hashed
-	return &Runner{cfg: cfg, globs: g, hashed: hashed, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]mark{}, onSync: map[string]bool{}, kick: make(chan struct{}, 1)}, nil
+	return &Runner{cfg: cfg, globs: g, hashed: hashed, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]mark{}, dirChecks: map[string]filesync.Upload{}, allow: map[string]allowance{}, onSync: map[string]bool{}, kick: make(chan struct{}, 1)}, nil
 }
 
 // Serve sets the host that passes run on: the engine, which is built with r
@@ -341,6 +343,11 @@ func (r *Runner) pass(v *filesync.Visit, st *state) error {
 		}
 	}
 	r.mu.Unlock()
+	// Before the scans: what they bring home is no longer unknown to the
+	// index, and a delete over it is a conflict.
+	if err := r.checkDirs(v, st); err != nil {
+		return err
+	}
 	var dirs []watchDir
 	for i := range v.Mappings() {
 		root, dir, ignored, ok := v.Mapping(i)
@@ -367,6 +374,9 @@ func (r *Runner) pass(v *filesync.Visit, st *state) error {
 			p := &mappingPass{r: r, v: v, st: st, i: i, root: root, ignored: ignored, res: res, since: since, out: &out}
 			if err := p.run(); err != nil {
 				return err
+			}
+			if p.cut {
+				continue // the look-back stays: the next scan sees the rest again
 			}
 		}
 		st.since[i] = res.Now - 2
@@ -396,6 +406,7 @@ type mappingPass struct {
 	res     *remote.ScanResult
 	since   int64
 	out     *SyncedBack
+	cut     bool // a download was cut short: what it did not bring waits
 }
 
 // decision is one path's sides and what Decide made of them.
@@ -409,7 +420,7 @@ func (p *mappingPass) run() error {
 	rems := map[string]remote.Entry{}
 	for name, e := range p.res.Names {
 		rel := strings.TrimPrefix(name, "./")
-		if name == "." || !localtree.ValidRel(rel) || rel == "" {
+		if name == "." || !localtree.ValidRel(rel) || rel == "" || localtree.InGit(rel) {
 			continue
 		}
 		rems[rel] = e
@@ -422,7 +433,9 @@ func (p *mappingPass) run() error {
 	}
 	if p.r.cfg.Deletes && p.res.Complete {
 		for _, rel := range p.goneLocally(rems) {
-			cands[rel] = true
+			if !localtree.InGit(rel) { // a local .GIT is .git on some disks: never touched
+				cands[rel] = true
+			}
 		}
 	}
 	var ds []*decision
@@ -432,6 +445,15 @@ func (p *mappingPass) run() error {
 			d.rem = p.remoteSide(e)
 		}
 		d.local = localSide(filepath.Join(p.root, filepath.FromSlash(rel)))
+		if d.local.Present {
+			// Where the local side has no exec bits (Windows), it has
+			// what the container was last known to have.
+			known := d.anc
+			if !known.Present {
+				known = d.rem
+			}
+			d.local.Mode = localtree.KeepExec(d.local.Mode, known.Mode)
+		}
 		d.action = Decide(d.anc, d.local, d.rem, p.r.cfg.Deletes)
 		ds = append(ds, d)
 	}
@@ -516,7 +538,7 @@ func localSide(name string) Side {
 	if err != nil {
 		return Side{Present: !errors.Is(err, fs.ErrNotExist), Unknown: !errors.Is(err, fs.ErrNotExist)}
 	}
-	s := Side{Present: true, Mode: fi.Mode().Perm(), Size: fi.Size(), MTime: fi.ModTime().Unix()}
+	s := Side{Present: true, Mode: localtree.Perm(fi), Size: fi.Size(), MTime: fi.ModTime().Unix()}
 	switch {
 	case fi.IsDir():
 		s.Type = remote.TypeDir
@@ -645,7 +667,7 @@ func (p *mappingPass) makeDir(d *decision) {
 		p.failed(d, err)
 		return
 	}
-	p.v.Record(p.i, d.rel, filesync.Entry{Type: remote.TypeDir, Mode: fi.Mode().Perm(), MTime: fi.ModTime()})
+	p.v.Record(p.i, d.rel, filesync.Entry{Type: remote.TypeDir, Mode: localtree.Perm(fi), MTime: fi.ModTime()})
 	p.recordParents(d.rel)
 	p.out.Paths = append(p.out.Paths, p.local(d.rel))
 	p.st.needFull[p.i] = true // a directory moved in keeps old mtimes below it
@@ -658,7 +680,7 @@ func (p *mappingPass) record(rel string, local Side) {
 		return
 	}
 	p.r.settle(p.v.Target, p.i, rel)
-	e := filesync.Entry{Type: local.Type, Mode: fi.Mode().Perm(), MTime: fi.ModTime(), Link: local.Link, Sum: local.Sum}
+	e := filesync.Entry{Type: local.Type, Mode: localtree.KeepExec(localtree.Perm(fi), local.Mode), MTime: fi.ModTime(), Link: local.Link, Sum: local.Sum}
 	if local.Type == remote.TypeFile {
 		e.Size = fi.Size()
 	}
@@ -743,7 +765,7 @@ func (p *mappingPass) download(ds []*decision) error {
 			p.failed(d, err)
 			return nil
 		}
-		p.wrote(d.rel, fi, h)
+		p.wrote(d.rel, fi, e.Mode, h)
 		return nil
 	})
 	if errors.Is(err, remote.ErrHostileEntry) {
@@ -751,6 +773,7 @@ func (p *mappingPass) download(ds []*decision) error {
 		return nil
 	}
 	if err != nil && len(byRel) < len(ds) {
+		p.cut = true
 		return nil // what came stands; the next scan sees the rest again
 	}
 	return err
@@ -758,8 +781,8 @@ func (p *mappingPass) download(ds []*decision) error {
 
 // wrote records a file that came back as confirmed on both sides, with the
 // directories made on its way.
-func (p *mappingPass) wrote(rel string, fi fs.FileInfo, h hash.Hash) {
-	p.v.Record(p.i, rel, filesync.Entry{Type: remote.TypeFile, Mode: fi.Mode().Perm(), Size: fi.Size(), MTime: fi.ModTime(), Sum: (*[32]byte)(h.Sum(nil))})
+func (p *mappingPass) wrote(rel string, fi fs.FileInfo, sent fs.FileMode, h hash.Hash) {
+	p.v.Record(p.i, rel, filesync.Entry{Type: remote.TypeFile, Mode: localtree.KeepExec(localtree.Perm(fi), sent), Size: fi.Size(), MTime: fi.ModTime(), Sum: (*[32]byte)(h.Sum(nil))})
 	p.recordParents(rel)
 	p.out.Paths = append(p.out.Paths, p.local(rel))
 	p.out.Bytes += fi.Size()
@@ -778,7 +801,7 @@ func (p *mappingPass) recordParents(rel string) {
 			continue // not known to be a directory in the container
 		}
 		if di, err := os.Lstat(p.local(a)); err == nil && di.IsDir() {
-			p.v.Record(p.i, a, filesync.Entry{Type: remote.TypeDir, Mode: di.Mode().Perm(), MTime: di.ModTime()})
+			p.v.Record(p.i, a, filesync.Entry{Type: remote.TypeDir, Mode: localtree.Perm(di), MTime: di.ModTime()})
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package syncback
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,11 +33,30 @@ type executor struct {
 	// beforeDownload runs before each download's exec: a local save
 	// between the scan and the download.
 	beforeDownload func()
+	// cutDownload, when not 0, hands on only that many bytes of a
+	// download's archive and fails it: a stream cut short.
+	cutDownload int
+	// inScan, when not "", runs in sh before each chunk that a scan's
+	// finds hand over is listed (its names are "$@" after the hash tool):
+	// a container write in the middle of a scan.
+	inScan string
 }
 
 func (e *executor) Exec(ctx context.Context, _ filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(argv) > 3 && argv[3] == "livesync-download" && e.beforeDownload != nil {
 		e.beforeDownload()
+	}
+	if len(argv) > 6 && argv[3] == "livesync-scan" && e.inScan != "" {
+		argv = slices.Clone(argv)
+		argv[6] = e.inScan + "\n" + argv[6]
+	}
+	if len(argv) > 3 && argv[3] == "livesync-download" && e.cutDownload > 0 {
+		var buf bytes.Buffer
+		if err := e.Run(ctx, argv, stdin, &buf, stderr); err != nil {
+			return err
+		}
+		_, _ = stdout.Write(buf.Bytes()[:min(buf.Len(), e.cutDownload)])
+		return errors.New("the stream was cut")
 	}
 	if e.unshare {
 		argv = append([]string{"unshare", "-m", "--"}, argv...)
@@ -80,6 +101,16 @@ func newFixture(t *testing.T, ex *executor, cfg Config) *fixture {
 	write(t, f.local, "package.json", "{}", 0o644)
 	write(t, f.local, "package-lock.json", "v1", 0o644)
 	write(t, f.local, "src/main.go", "package main", 0o644)
+	f.start(t, cfg)
+	return f
+}
+
+// start makes f's engine and runner: a session of f's sync, whose engine
+// also takes opts.
+func (f *fixture) start(t *testing.T, cfg Config, opts ...filesync.Option) {
+	t.Helper()
+	ex := f.ex
+	f.rec = &recorder{}
 	if cfg.Globs == nil {
 		cfg.Globs = []string{"package-lock.json", "gen/**"}
 	}
@@ -87,7 +118,7 @@ func newFixture(t *testing.T, ex *executor, cfg Config) *fixture {
 	f.runner, err = New(cfg, f.rec, clocktesting.NewFakeClock(time.Unix(1e9, 0)))
 	must(t, err)
 	f.engine = filesync.New(ex, filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(f.local), Remote: filesync.RemotePath(f.remote)}}},
-		filesync.WithUploadGuard(f.runner))
+		append([]filesync.Option{filesync.WithUploadGuard(f.runner)}, opts...)...)
 	f.runner.Serve(f.engine)
 	f.engine.AddTarget(src)
 	inc, err := remote.Incarnation(context.Background(), ex, src)
@@ -99,7 +130,6 @@ func newFixture(t *testing.T, ex *executor, cfg Config) *fixture {
 	if evs := f.rec.take(); len(evs) != 1 || evs[0] != (Source{Target: src}) {
 		t.Fatalf("source events: %v", evs)
 	}
-	return f
 }
 
 func (f *fixture) initialSync(t *testing.T) {
@@ -553,6 +583,145 @@ func TestSyncBackOverStream(t *testing.T) {
 			defer ex.mu.Unlock()
 			if ex.scanExecs != 0 || ex.dlExecs != 0 {
 				t.Fatalf("%d scans and %d downloads ran as execs of their own, want none", ex.scanExecs, ex.dlExecs)
+			}
+		})
+	}
+}
+
+// TestCutDownloadKeepsLookBack: a download cut short after its first file
+// leaves the scan's look-back where it was, so the next scan, not the next
+// full one, brings the rest.
+func TestCutDownloadKeepsLookBack(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			ex := &executor{Runner: *r}
+			f := newFixture(t, ex, Config{})
+			write(t, f.local, "gen/keep.go", "k", 0o644)
+			f.initialSync(t)
+			f.pass(t) // a full one
+			st := f.runner.states[src.String()+"@"+src.ContainerID]
+			// Files written after the look-back (in the container's
+			// seconds), whatever the second this pass runs in.
+			since := st.since[0] - 100
+			st.since[0] = since
+			at := time.Unix(since+50, 0)
+			for _, n := range []string{"a", "b", "c"} {
+				write(t, f.remote, "gen/"+n+".go", n, 0o644)
+				must(t, os.Chtimes(filepath.Join(f.remote, "gen", n+".go"), at, at))
+			}
+			must(t, os.Chtimes(filepath.Join(f.remote, "gen"), at, at))
+			ex.cutDownload = 1024 // the first file's header and content
+			evs := f.pass(t)
+			if sb := syncedBack(t, evs); !slices.Equal(sb.Paths, []string{f.path("gen/a.go")}) {
+				t.Fatalf("a cut download brought %q", sb.Paths)
+			}
+			ex.cutDownload = 0
+			evs = f.pass(t)
+			if len(evs) == 0 {
+				t.Fatalf("the next scan brought nothing: b.go and c.go wait for a full one (look-back %d, was %d)", st.since[0], since)
+			}
+			if sb := syncedBack(t, evs); !slices.Equal(sorted(sb.Paths), []string{f.path("gen/b.go"), f.path("gen/c.go")}) {
+				t.Fatalf("the next scan brought %q", sb.Paths)
+			}
+			for _, n := range []string{"a", "b", "c"} {
+				if got := read(t, f.local, "gen/"+n+".go"); got != n {
+					t.Fatalf("gen/%s.go: %q", n, got)
+				}
+			}
+		})
+	}
+}
+
+// TestNothingComesHomeIntoGit: under a glob that lists everything, no
+// container path lands in .git however it is spelled: another case (macOS
+// and Windows disks fold it), HFS+'s ignored code points, NTFS's trailing
+// dots and spaces, its stream suffix and 8.3 short name. What is not .git
+// (.github, .gitignore) still comes home.
+func TestNothingComesHomeIntoGit(t *testing.T) {
+	hostile := []string{
+		".GIT/config", ".Git/hooks/post-checkout", ".g\u200cit/hooks/post-checkout", "\ufeff.git/config",
+		".gi\u200dT/config", "GIT~1/config", "git~1/hooks/pre-commit", ".git./config", ".git /config",
+		".GIT. . /config", ".git::$INDEX_ALLOCATION/config", "sub/.GIT/config", "sub/git~1/config",
+		`.git\config`, `sub\.GIT\config`,
+	}
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, &executor{Runner: *r}, Config{Globs: []string{"**"}, Deletes: true})
+			write(t, f.local, ".git/config", "[core]", 0o644)
+			write(t, f.local, "sub/.git", "gitdir: ../.git/modules/sub", 0o644)
+			f.initialSync(t)
+			f.pass(t)
+			for _, rel := range hostile {
+				write(t, f.remote, rel, "#!/bin/sh\necho owned", 0o755)
+			}
+			write(t, f.remote, ".github/workflows/ci.yml", "on: push", 0o644)
+			write(t, f.remote, ".gitignore", "*.o", 0o644)
+			write(t, f.remote, "sub/.gitmodules.txt", "x", 0o644)
+			f.pass(t)
+			for _, rel := range hostile {
+				top, _, _ := strings.Cut(rel, "/")
+				if rest, ok := strings.CutPrefix(rel, "sub/"); ok {
+					top, _, _ = strings.Cut(rest, "/")
+					top = "sub/" + top
+				}
+				if _, err := os.Lstat(f.path(top)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%q came home: %s exists locally (%v)", rel, top, err)
+				}
+			}
+			for rel, want := range map[string]string{".github/workflows/ci.yml": "on: push", ".gitignore": "*.o", "sub/.gitmodules.txt": "x", ".git/config": "[core]", "sub/.git": "gitdir: ../.git/modules/sub"} {
+				if got := read(t, f.local, rel); got != want {
+					t.Errorf("%s: %q, want %q", rel, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestScanSeesRewriteDuringScan: a file the container rewrites (temp +
+// rename) while an incremental scan runs, after the walk passed it and
+// before the entries of its directory are listed, is still in the listing:
+// its absence is never read as a delete.
+func TestScanSeesRewriteDuringScan(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			ex := &executor{Runner: *r}
+			f := newFixture(t, ex, Config{Deletes: true})
+			write(t, f.local, "gen/a.go", "a", 0o644)
+			write(t, f.local, "gen/b.go", "b", 0o644)
+			f.initialSync(t)
+			old := time.Now().Add(-time.Hour)
+			for _, n := range []string{"gen/a.go", "gen/b.go"} {
+				must(t, os.Chtimes(filepath.Join(f.remote, n), old, old))
+			}
+			f.pass(t) // a full one
+			// A generator writes gen/z.go, so gen changed; while the
+			// scan's walk hands z.go on, it rewrites gen/a.go.
+			write(t, f.remote, "gen/z.go", "z", 0o644)
+			gen := filepath.Join(f.remote, "gen")
+			flag := filepath.Join(t.TempDir(), "rewritten")
+			ex.inScan = `case " $* " in *" ./gen/z.go "*) [ -e '` + flag + `' ] || { : >'` + flag + `'; printf a2 >'` + gen + `/.a.tmp' && mv '` + gen + `/.a.tmp' '` + gen + `/a.go'; } ;; esac`
+			evs := f.pass(t)
+			if _, err := os.Stat(flag); err != nil {
+				t.Fatalf("the write in the scan did not run: %v", err)
+			}
+			if got := read(t, f.remote, "gen/a.go"); got != "a2" {
+				t.Fatalf("container gen/a.go: %q", got)
+			}
+			for _, ev := range evs {
+				if sb, ok := ev.(SyncedBack); ok && len(sb.Deleted) > 0 {
+					t.Fatalf("deleted locally what the container rewrote during the scan: %q", sb.Deleted)
+				}
+			}
+			if _, err := os.Stat(f.path("gen/a.go")); err != nil {
+				t.Fatalf("local gen/a.go: %v", err)
+			}
+			if got := read(t, f.local, "gen/z.go"); got != "z" {
+				t.Fatalf("gen/z.go: %q", got)
+			}
+			ex.inScan = ""
+			f.pass(t)
+			if got := read(t, f.local, "gen/a.go"); got != "a2" {
+				t.Fatalf("local gen/a.go after the next pass: %q", got)
 			}
 		})
 	}

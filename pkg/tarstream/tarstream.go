@@ -206,8 +206,9 @@ func writeEntry(tw *tar.Writer, c File, owner *remote.Owner, res *Result) (bool,
 	defer f.Close()
 	// Send what the file is now; if that differs from what was planned the
 	// index must not record the planned metadata.
-	fresh := fi.Size() == c.Size && fi.ModTime().Equal(c.MTime) && fi.Mode().Perm() == c.Mode
-	hdr.Typeflag, hdr.Size, hdr.Mode = tar.TypeReg, fi.Size(), int64(fi.Mode().Perm())
+	mode := localtree.KeepExec(localtree.Perm(fi), c.Mode)
+	fresh := fi.Size() == c.Size && fi.ModTime().Equal(c.MTime) && mode == c.Mode
+	hdr.Typeflag, hdr.Size, hdr.Mode = tar.TypeReg, fi.Size(), int64(mode)
 	hdr.ModTime = fi.ModTime().Truncate(time.Second)
 	if hdr.Size > maxUSTARSize {
 		// Busybox tar ignores the PAX size record archive/tar would use

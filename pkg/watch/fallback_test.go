@@ -156,7 +156,7 @@ func TestOutOfWatchesFallsBackToPolling(t *testing.T) {
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
-			root := t.TempDir()
+			root := tempDir(t)
 			mkdirAll(t, filepath.Join(root, "node_modules"))
 			clk := clocktesting.NewFakeClock(time.Now())
 			fn := &fakeNotify{watchErr: tt.watchErr, probe: tt.probe}
@@ -181,7 +181,7 @@ func TestOutOfWatchesFallsBackToPolling(t *testing.T) {
 // TestOtherWatchErrorsFailNew: only running out of watches or descriptors
 // is worth a fallback.
 func TestOtherWatchErrorsFailNew(t *testing.T) {
-	root := t.TempDir()
+	root := tempDir(t)
 	fn := &fakeNotify{watchErr: syscall.EACCES}
 	_, err := newWatcher([]string{root}, Options{}, fn.backend(clocktesting.NewFakeClock(time.Now())))
 	if !errors.Is(err, syscall.EACCES) || !strings.Contains(err.Error(), fmt.Sprintf("watching %q", root)) {
@@ -201,7 +201,7 @@ func TestOverflowChannelFull(t *testing.T) {
 		{buffer: 1, wantRescan: true},
 	} {
 		t.Run(fmt.Sprint("buffer ", tt.buffer), func(t *testing.T) {
-			root := t.TempDir()
+			root := tempDir(t)
 			fn := &fakeNotify{}
 			w := newFakeWatcher(t, []string{root}, Options{Buffer: tt.buffer}, fn.backend(clocktesting.NewFakeClock(time.Now())))
 			ch := fn.channels()[root]
@@ -216,7 +216,7 @@ func TestOverflowChannelFull(t *testing.T) {
 }
 
 func TestOverflowBurstRescansEveryRoot(t *testing.T) {
-	root1, root2 := t.TempDir(), t.TempDir()
+	root1, root2 := tempDir(t), tempDir(t)
 	fn := &fakeNotify{}
 	be := fn.backend(clocktesting.NewFakeClock(time.Now())) // time stands still: one window
 	be.burstLimit = 100
@@ -238,7 +238,7 @@ func TestOverflowBurstRescansEveryRoot(t *testing.T) {
 // one instant) below the Linux default limit arrives as hints, every path and
 // no Rescan; the events that reach the limit then trip it.
 func TestBurstBelowLimitNoRescan(t *testing.T) {
-	root := t.TempDir()
+	root := tempDir(t)
 	fn := &fakeNotify{}
 	be := fn.backend(clocktesting.NewFakeClock(time.Now())) // time stands still: one window
 	be.burstLimit = 16384
@@ -371,8 +371,8 @@ func TestQueue(t *testing.T) {
 }
 
 func TestPolling(t *testing.T) {
-	root := t.TempDir()
-	file := filepath.Join(t.TempDir(), "single.txt")
+	root := tempDir(t)
+	file := filepath.Join(tempDir(t), "single.txt")
 	writeFile(t, file, "x")
 	for _, name := range []string{"modify.txt", "delete.txt", "chmod.sh", "old.txt", "replace.txt"} {
 		writeFile(t, filepath.Join(root, name), "x")
@@ -399,7 +399,7 @@ func TestPolling(t *testing.T) {
 		{"create", func() error { return os.WriteFile(at("new.txt"), nil, 0o644) }, []string{at("new.txt")}},
 		{"modify", func() error { return os.WriteFile(at("modify.txt"), []byte("longer"), 0o644) }, []string{at("modify.txt")}},
 		{"delete", func() error { return os.Remove(at("delete.txt")) }, []string{at("delete.txt")}},
-		{"chmod", func() error { return os.Chmod(at("chmod.sh"), 0o755) }, []string{at("chmod.sh")}},
+		{"chmod", func() error { return os.Chmod(at("chmod.sh"), chmodMode) }, []string{at("chmod.sh")}},
 		{"rename", func() error { return os.Rename(at("old.txt"), at("renamed.txt")) }, []string{at("old.txt"), at("renamed.txt")}},
 		{"replace same size", func() error { // only the inode differs, as after an atomic save
 			if err := os.WriteFile(at("replace.tmp"), []byte("y"), 0o644); err != nil {

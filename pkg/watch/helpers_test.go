@@ -257,3 +257,12 @@ func (w *watcher) pendingRewalks() []string {
 	}
 	return dirs
 }
+
+// chmodMode is a mode change the platform records: Windows keeps only the
+// read-only attribute, so 0o755 on a 0o644 file changes nothing there.
+var chmodMode = func() os.FileMode {
+	if runtime.GOOS == "windows" {
+		return 0o444
+	}
+	return 0o755
+}()

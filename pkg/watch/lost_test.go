@@ -29,7 +29,7 @@ type lostRootFixture struct {
 
 func newLostRootFixture(t *testing.T, opts Options) *lostRootFixture {
 	t.Helper()
-	f := &lostRootFixture{root: filepath.Join(evalDir(t, t.TempDir()), "dist"), fn: &fakeNotify{}, clk: clocktesting.NewFakeClock(time.Now())}
+	f := &lostRootFixture{root: filepath.Join(evalDir(t, tempDir(t)), "dist"), fn: &fakeNotify{}, clk: clocktesting.NewFakeClock(time.Now())}
 	mkdirAll(t, filepath.Join(f.root, "sub"))
 	writeFile(t, filepath.Join(f.root, "sub", "old.js"), "x")
 	f.w = newFakeWatcher(t, []string{f.root}, opts, f.fn.backend(f.clk))
@@ -114,7 +114,7 @@ func TestRootTouchedKeepsItsWatch(t *testing.T) {
 // TestSingleFileRootDirectoryRecreated: a file root's watch is on its
 // directory; when that goes and comes back, the file is watched again.
 func TestSingleFileRootDirectoryRecreated(t *testing.T) {
-	dir := filepath.Join(evalDir(t, t.TempDir()), "conf")
+	dir := filepath.Join(evalDir(t, tempDir(t)), "conf")
 	file := filepath.Join(dir, "app.yaml")
 	mkdirAll(t, dir)
 	writeFile(t, file, "a: 1\n")
@@ -164,7 +164,7 @@ func TestLostRootBackOutOfDescriptors(t *testing.T) {
 // TestPollingRootRemovedAndRecreated: a polled root that vanishes gives one
 // hint for the root, not a deletion per entry, and a Rescan once it is back.
 func TestPollingRootRemovedAndRecreated(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "dist")
+	root := filepath.Join(tempDir(t), "dist")
 	mkdirAll(t, filepath.Join(root, "sub"))
 	writeFile(t, filepath.Join(root, "sub", "old.js"), "x")
 	writeFile(t, filepath.Join(root, "top.js"), "x")

@@ -43,11 +43,22 @@ type env struct {
 var e env
 
 func TestMain(m *testing.M) {
-	if err := setup(); err != nil {
+	// Sessions started directly (livesync, promises) keep their saved state here, not in the
+	// user's cache; sessiontest gives each of its sessions a directory of its own.
+	state, err := os.MkdirTemp("", "livesync-e2e-state-")
+	if err == nil {
+		err = os.Setenv("XDG_STATE_HOME", state)
+	}
+	if err == nil {
+		err = setup()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e setup:", err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	_ = os.RemoveAll(state)
+	os.Exit(code)
 }
 
 func setup() error {

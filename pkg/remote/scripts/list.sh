@@ -2,7 +2,8 @@
 # list.sh prints what the container has under a directory, in one exec, run
 # as `sh -c` (comment lines are dropped before it is sent). Arguments: $1 the
 # remote directory, $2 a single name to list instead of the whole directory
-# (file mappings) or "", $3 list-chunk.sh. In a helper container $1 is
+# (file mappings) or "", $3 list-chunk.sh, $4 "nohash" to hash nothing (a
+# start against a saved ancestor compares stat data; see ListStat). In a helper container $1 is
 # reached through the target's /proc/PID/root (see apply.sh).
 #
 # Output is a stream of NUL-terminated tokens, unambiguous for any name:
@@ -33,6 +34,7 @@ if [ -n "${LIVESYNC_ROOTFS:-}" ]; then d=$(livesync_inroot "$1") || exit; fi
 h=
 if command -v sha256sum >/dev/null 2>&1; then h=sha256sum
 elif command -v md5sum >/dev/null 2>&1; then h=md5sum; fi
+[ "${4:-}" != nohash ] || h=
 # An empty gzip member: a busybox gzip built without decompression fails it.
 z=
 if command -v gzip >/dev/null 2>&1 && printf '\037\213\010\000\000\000\000\000\000\003\003\000\000\000\000\000\000\000\000\000' | gzip -dc >/dev/null 2>&1; then z=gzip; fi

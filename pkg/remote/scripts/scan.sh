@@ -95,12 +95,20 @@ st=OK
 # an -exec ... + inside them. With hash tests, the full listing's first
 # -exec takes what passes all of them (no glob lists it: no hash), the
 # second the files among the rest, the third what is left.
+#
+# The inner find lists every entry of a directory that changed, not only
+# those the outer walk left to it: a file rewritten between the two (temp +
+# rename: old when the walk passed it, new when its directory is listed)
+# would be in neither, and a complete listing without it reads as a delete.
+# The new files it meets are listed without a hash (the walk hashed those
+# it saw; the parser keeps that hash); one it did not see comes back by
+# size and mtime, and the next scan hashes it.
 if [ $# -gt "$t" ] && [ -n "$m" ]; then
   # The inner find's {} is spelled "{""}": GNU find refuses a second {}
   # among the arguments of an -exec ... +, even inside another's script.
   # shellcheck disable=SC2016 # expanded by the inner sh
   find "$@" -newer "$m" -type f -exec sh -c "$chunk" sh "$h" {} + -o -newer "$m" -exec sh -c "$chunk" sh "" {} + -type d \
-    -exec sh -c 'm=$1 c=$2 h=$3; shift 3; find "$@" -mindepth 1 -maxdepth 1 ! -newer "$m" -type f -exec sh -c "$c" sh "$h" "{""}" + -o ! -newer "$m" -exec sh -c "$c" sh "" "{""}" +' sh "$m" "$chunk" "$h" {} + || st=PARTIAL
+    -exec sh -c 'm=$1 c=$2 h=$3; shift 3; find "$@" -mindepth 1 -maxdepth 1 ! -newer "$m" -type f -exec sh -c "$c" sh "$h" "{""}" + -o -exec sh -c "$c" sh "" "{""}" +' sh "$m" "$chunk" "$h" {} + || st=PARTIAL
 elif [ $# -gt "$t" ] && [ "$t" -gt 0 ]; then
   find "$@" -exec sh -c "$chunk" sh "" {} + -o -type f -exec sh -c "$chunk" sh "$h" {} + -o -exec sh -c "$chunk" sh "" {} + || st=PARTIAL
 elif [ $# -gt "$t" ]; then

@@ -46,6 +46,9 @@ type Event struct {
 	Path         string   `json:"path"`
 	LocalSha256  string   `json:"localSha256"`
 	RemoteSha256 string   `json:"remoteSha256"`
+	// ancestor: what a target starts from (saved, discarded, none) and what it decided
+	From    string         `json:"from"`
+	Decided map[string]int `json:"decided"`
 
 	// forward and log
 	Forward  *Forward `json:"forward"`

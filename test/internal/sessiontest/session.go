@@ -54,6 +54,8 @@ type Session struct {
 	timeout time.Duration
 	cred    *syscall.Credential // nil: this process's user
 	env     []string            // added to this process's environment
+	via     []string            // a program the binary runs under (wine), before it on the command line
+	state   string              // XDG_STATE_HOME; "": a fresh directory of the session's own
 
 	cmd     *exec.Cmd
 	stderr  LockedBuffer
@@ -115,6 +117,23 @@ func (s *Session) User(uid, gid uint32, home string) *Session {
 	return s
 }
 
+// Via runs the binary under a program, argv before the binary on the command line: the Windows
+// binary under wine is Via("hack/wine.sh", "exec"). Paths given to the session are then the
+// program's to translate (Z:\... under wine).
+func (s *Session) Via(argv ...string) *Session {
+	s.via = argv
+	return s
+}
+
+// StateDir runs the session with XDG_STATE_HOME=dir, where it keeps the ancestor it saves for
+// the next session of the same sync (see docs/state.md). Without it every session gets an empty
+// directory of its own, so it starts as a first session does: pass the same dir to sessions
+// that should start from what an earlier one saved.
+func (s *Session) StateDir(dir string) *Session {
+	s.state = dir
+	return s
+}
+
 // Timeout sets the bound of WaitFor, WaitMatch and WaitSynced (DefaultTimeout until set).
 func (s *Session) Timeout(d time.Duration) *Session {
 	s.timeout = d
@@ -125,15 +144,29 @@ func (s *Session) Timeout(d time.Duration) *Session {
 func (s *Session) Start() *Session {
 	s.t.Helper()
 	argv := append(append(append(append([]string(nil), s.global...), "-o", "json"), s.args...), s.maps...)
-	s.cmd = exec.Command(s.binary, argv...)
+	if len(s.via) > 0 {
+		s.cmd = exec.Command(s.via[0], append(append(append([]string(nil), s.via[1:]...), s.binary), argv...)...)
+	} else {
+		s.cmd = exec.Command(s.binary, argv...)
+	}
 	s.cmd.Dir = s.dir
 	s.cmd.Stderr = &s.stderr
 	if s.cred != nil {
 		s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
 	}
-	if len(s.env) > 0 {
-		s.cmd.Env = append(os.Environ(), s.env...)
+	state := s.state
+	if state == "" {
+		dir, err := os.MkdirTemp("", "livesync-state-")
+		if err != nil {
+			s.t.Fatalf("making a state directory: %v", err)
+		}
+		if s.cred != nil {
+			_ = os.Chown(dir, int(s.cred.Uid), int(s.cred.Gid))
+		}
+		s.t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		state = dir
 	}
+	s.cmd.Env = append(os.Environ(), append(s.env, "XDG_STATE_HOME="+state)...)
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
 		s.t.Fatalf("starting %s: %v", s.binary, err)

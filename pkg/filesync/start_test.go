@@ -1,0 +1,416 @@
+package filesync
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
+)
+
+// The three-way rule of a start, at one path: every combination of the
+// ancestor's, the local side's and the container's presence, whether each
+// side still holds the ancestor, and whether the path comes back.
+func TestDecideStart(t *testing.T) {
+	tests := []struct {
+		name                                  string
+		hasA, hasL, hasR, lSame, rSame, listd bool
+		want                                  StartAction
+	}{
+		{"unchanged on both sides", true, true, true, true, true, false, StartKeep},
+		{"unchanged, listed", true, true, true, true, true, true, StartKeep},
+		{"deleted on both sides", true, false, false, false, false, false, StartForget},
+		{"never held, nowhere", false, false, false, true, true, false, StartForget},
+
+		{"local edit", true, true, true, false, true, false, StartSend},
+		{"local edit of a listed path", true, true, true, false, true, true, StartSend},
+		{"local create", false, true, false, false, true, false, StartSend},
+		{"local delete", true, false, true, false, true, false, StartDelete},
+		{"local delete of a listed path", true, false, true, false, true, true, StartDelete},
+
+		{"container edit of an unlisted path: the local side wins", true, true, true, true, false, false, StartSend},
+		{"container edit of a listed path comes home", true, true, true, true, false, true, StartBack},
+		{"container delete of a listed path: sync-back decides", true, true, false, true, false, true, StartBack},
+		{"container delete of an unlisted path: sent again", true, true, false, true, false, false, StartSend},
+		{"container create, listed, comes home", false, false, true, true, false, true, StartBack},
+		{"container create, unlisted, left there", false, false, true, true, false, false, StartLeave},
+
+		{"both edited, listed: sync-back records or reports the conflict", true, true, true, false, false, true, StartBoth},
+		{"both created, listed", false, true, true, false, false, true, StartBoth},
+		{"both edited, unlisted: the local side wins", true, true, true, false, false, false, StartSend},
+		{"deleted locally, edited in the container, listed: theirs comes home", true, false, true, false, false, true, StartTheirs},
+		{"deleted locally, edited in the container, unlisted: the delete goes", true, false, true, false, false, false, StartDelete},
+		{"edited locally, deleted in the container, listed", true, true, false, false, false, true, StartBoth},
+		{"edited locally, deleted in the container, unlisted", true, true, false, false, false, false, StartSend},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := decideStart(tt.hasA, tt.hasL, tt.hasR, tt.lSame, tt.rSame, tt.listd); got != tt.want {
+				t.Errorf("decideStart = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// startFixture syncs local into remote as a first start would, and
+// returns the mapping and the records an Ancestry would have saved.
+func startFixture(t *testing.T, ex Executor, local, remote string) (*mapping, []Record) {
+	t.Helper()
+	m := testMapping(t, local, remote, globMatcher{"*.pyc"})
+	l, err := listRemote(context.Background(), ex, testTarget, m, false)
+	must(t, err)
+	tree, _, err := localTree(m)
+	must(t, err)
+	p, idx, err := planInitial(m, tree, l, InitialUpload)
+	must(t, err)
+	res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
+	must(t, err)
+	idx.apply(p, res.Result)
+	return m, idx.Records()
+}
+
+func listedGen(rel string, _ bool) bool { return strings.HasPrefix(rel, "gen/") }
+
+// A restart against the same container: what either side did meanwhile is
+// decided three-way; the container's changes to listed paths are never
+// overwritten, a local delete goes up only where the container still holds
+// the ancestor, and what is unchanged costs no copy.
+func TestPlanStart(t *testing.T) {
+	ex := busybox(t)
+	local, remote := t.TempDir(), t.TempDir()
+	writeTree(t, local, map[string]string{
+		"same": "s", "edited": "v1", "gone": "g", "lib/x": "lib v1",
+		"gen/out": "gen v1", "gen/both": "both v1", "gen/theirs": "theirs v1", "gen/gone": "gg",
+		"olddir/a": "a", "olddir/b": "b", "keepdir/gen.txt": "k",
+		"both-gone": "bg",
+	})
+	m, saved := startFixture(t, ex, local, remote)
+	anc := indexOf(saved)
+	if anc.Len() != len(saved) || anc.Len() == 0 {
+		t.Fatalf("records round trip: %d of %d", anc.Len(), len(saved))
+	}
+
+	// While no session ran: local changes...
+	writeTree(t, local, map[string]string{"edited": "v2 longer", "created": "c", "gen/both": "both local"})
+	for _, n := range []string{"gone", "gen/theirs", "olddir", "both-gone"} {
+		must(t, os.RemoveAll(filepath.Join(local, n)))
+	}
+	// ...and the container's.
+	writeTree(t, remote, map[string]string{
+		"lib/x": "lib container", "gen/out": "gen container", "gen/both": "both container",
+		"gen/theirs": "theirs container", "gen/new": "new in container", "other/new": "unlisted, container's",
+		"olddir/a.pyc": "ignored",
+	})
+	must(t, os.Remove(filepath.Join(remote, "both-gone")))
+	must(t, os.Remove(filepath.Join(remote, "gen/gone")))
+
+	l, err := listRemote(context.Background(), ex, testTarget, m, true)
+	must(t, err)
+	if l.alg != "" {
+		t.Fatalf("a stat listing hashed with %s", l.alg)
+	}
+	tree, _, err := localTree(m)
+	must(t, err)
+	p, idx, decided := planStart(m, tree, l, anc, time.Now(), listedGen)
+	want := map[string]StartAction{
+		"edited": StartSend, "created": StartSend, "gone": StartDelete, "olddir": StartDelete,
+		"olddir/a": StartDelete, "olddir/b": StartDelete, "lib/x": StartSend,
+		"gen/out": StartBack, "gen/both": StartBoth, "gen/theirs": StartTheirs, "gen/new": StartBack,
+		"gen/gone": StartBack, "other": StartLeave, "other/new": StartLeave, "both-gone": StartForget,
+	}
+	for _, rel := range slices.Sorted(maps.Keys(want)) {
+		if decided[rel] != want[rel] {
+			t.Errorf("%s: decided %s, want %s", rel, decided[rel], want[rel])
+		}
+	}
+	for _, rel := range slices.Sorted(maps.Keys(decided)) {
+		if _, ok := want[rel]; !ok {
+			t.Errorf("%s: decided %s, want keep", rel, decided[rel])
+		}
+	}
+	assertPlan(t, p, []string{"created", "edited", "lib/x"}, []string{"gone", "olddir"})
+
+	// The index keeps the ancestor where sync-back decides, forgets what
+	// comes home as new, and records the unchanged with their hashes.
+	if e, ok := idx.Get("gen/out"); !ok || e.Sum == nil || *e.Sum != *anc.m["gen/out"].Sum {
+		t.Errorf("gen/out: index %+v, want the ancestor", e)
+	}
+	if _, ok := idx.Get("gen/both"); !ok {
+		t.Error("gen/both: the ancestor is not kept")
+	}
+	for _, rel := range []string{"gen/theirs", "gen/new", "other/new", "both-gone"} {
+		if _, ok := idx.Get(rel); ok {
+			t.Errorf("%s: in the index", rel)
+		}
+	}
+	if e, ok := idx.Get("same"); !ok || e.Sum == nil {
+		t.Errorf("same: %+v %v", e, ok)
+	}
+
+	res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
+	must(t, err)
+	idx.apply(p, res.Result)
+	got := readTree(t, remote)
+	for rel, want := range map[string]string{
+		"edited": "v2 longer", "created": "c", "lib/x": "lib v1", "gen/out": "gen container",
+		"gen/both": "both container", "gen/theirs": "theirs container", "gen/new": "new in container",
+		"other/new": "unlisted, container's", "same": "s",
+	} {
+		if !strings.Contains(got[rel], want) {
+			t.Errorf("container %s = %q, want %q", rel, got[rel], want)
+		}
+	}
+	for _, rel := range []string{"gone", "olddir/a", "olddir/a.pyc", "both-gone"} {
+		if _, ok := got[rel]; ok {
+			t.Errorf("container still has %s", rel)
+		}
+	}
+}
+
+// A local delete of a directory under which the container changed a listed
+// file deletes the rest, never that file.
+func TestPlanStartDeleteKeepsContainerChange(t *testing.T) {
+	ex := busybox(t)
+	local, remote := t.TempDir(), t.TempDir()
+	writeTree(t, local, map[string]string{"gen/a": "a", "gen/sub/b": "b", "gen/sub/c": "c"})
+	m, saved := startFixture(t, ex, local, remote)
+	must(t, os.RemoveAll(filepath.Join(local, "gen")))
+	writeTree(t, remote, map[string]string{"gen/sub/b": "b from the container"})
+	l, err := listRemote(context.Background(), ex, testTarget, m, true)
+	must(t, err)
+	tree, _, err := localTree(m)
+	must(t, err)
+	p, _, decided := planStart(m, tree, l, indexOf(saved), time.Now(), listedGen)
+	if decided["gen/sub/b"] != StartTheirs || decided["gen"] != StartLeave || decided["gen/sub"] != StartLeave {
+		t.Errorf("decided %v", decided)
+	}
+	assertPlan(t, p, nil, []string{"gen/a", "gen/sub/c"})
+}
+
+// Stat data spares the hash of an unchanged file; a changed ctime, or a
+// record too close to its save, makes it read again.
+func TestLocalSameByStat(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"f": "content"})
+	m := testMapping(t, dir, "/app", nil)
+	tree, _, err := localTree(m)
+	must(t, err)
+	le := tree.entries["f"]
+	wrong := [32]byte{1} // not the file's hash: only a read would tell
+	a := le
+	a.Sum = &wrong
+	if le.Ino == 0 || le.CTime == 0 {
+		// A platform that does not say inode and ctime reads every file.
+		if l := le; localSame(m, "f", a, &l, time.Now().Add(time.Hour)) {
+			t.Error("without stat data, a file was trusted unread")
+		}
+		return
+	}
+	after := time.Unix(0, le.CTime).Add(2 * time.Second)
+	if l := le; !localSame(m, "f", a, &l, after) || l.Sum != &wrong {
+		t.Error("an unchanged file was read again")
+	}
+	if l := le; localSame(m, "f", a, &l, time.Unix(0, le.CTime)) {
+		t.Error("a record saved within its file's ctime tick was trusted")
+	}
+	must(t, os.Chmod(filepath.Join(dir, "f"), 0o600))
+	must(t, os.Chmod(filepath.Join(dir, "f"), le.Mode))
+	tree, _, err = localTree(m)
+	must(t, err)
+	if l := tree.entries["f"]; localSame(m, "f", a, &l, time.Now().Add(time.Hour)) {
+		t.Error("a file whose ctime changed was not read again")
+	}
+}
+
+// The mass-delete guard holds a start's local deletes as it holds an
+// initial sync's.
+func TestPlanStartMassDeleteHeld(t *testing.T) {
+	ex := busybox(t)
+	local, remote := t.TempDir(), t.TempDir()
+	files := map[string]string{}
+	for i := range 80 {
+		files["src/f"+string(rune('a'+i/26))+string(rune('a'+i%26))] = "x"
+	}
+	writeTree(t, local, files)
+	m, saved := startFixture(t, ex, local, remote)
+	for rel := range files {
+		if !strings.HasSuffix(rel, "a") {
+			must(t, os.Remove(filepath.Join(local, rel)))
+		}
+	}
+	l, err := listRemote(context.Background(), ex, testTarget, m, true)
+	must(t, err)
+	tree, _, err := localTree(m)
+	must(t, err)
+	p, idx, _ := planStart(m, tree, l, indexOf(saved), time.Now(), listedGen)
+	guardInitial(m, p, idx, l)
+	if p.Held == nil || len(p.Deletes) != 0 {
+		t.Fatalf("deletes not held: %d deletes, held %+v", len(p.Deletes), p.Held)
+	}
+}
+
+// Saved records round-trip through Records and indexOf, an unknown entry
+// stays unknown, and a record with a path that is not clean is dropped.
+func TestRecordsRoundTrip(t *testing.T) {
+	x := NewIndex()
+	sum := [32]byte{9}
+	x.Put("a", Entry{Type: TypeFile, Mode: 0o644, Size: 3, MTime: time.Unix(5, 6), Sum: &sum, Ino: 7, CTime: 8})
+	x.Put("d", Entry{Type: TypeDir, Mode: 0o755})
+	x.Put("d/l", Entry{Type: TypeSymlink, Link: "../a"})
+	x.Put("s", Entry{Type: TypeFile, Sum: &sum, stale: true})
+	recs := append(x.Records(), Record{Path: "../escape", Type: uint8(TypeFile)}, Record{Path: "x", Type: 9})
+	y := indexOf(recs)
+	if y.Len() != 4 {
+		t.Fatalf("round trip: %d entries", y.Len())
+	}
+	if e, _ := y.Get("a"); e.Sum == nil || *e.Sum != sum || !e.MTime.Equal(time.Unix(5, 6)) || e.Ino != 7 || e.CTime != 8 {
+		t.Errorf("a: %+v", e)
+	}
+	if e, _ := y.Get("s"); !e.stale || e.Sum != nil {
+		t.Errorf("s: %+v", e)
+	}
+	if e, _ := y.Get("d/l"); e.Link != "../a" {
+		t.Errorf("d/l: %+v", e)
+	}
+}
+
+// fakeAncestry is an Ancestry in memory: what Confirmed got is what the
+// next Start hands back when the container is the same.
+type fakeAncestry struct {
+	mu     sync.Mutex
+	saved  map[string][][]Record // by container ID
+	starts []string
+}
+
+func (a *fakeAncestry) Start(t Target) Start {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if s, ok := a.saved[t.ContainerID]; ok {
+		a.starts = append(a.starts, StartSaved)
+		return Start{From: StartSaved, Saved: s, SavedAt: time.Now()}
+	}
+	a.starts = append(a.starts, StartNone)
+	return Start{From: StartNone}
+}
+
+func (a *fakeAncestry) Confirmed(t Target, ms [][]Record) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.saved[t.ContainerID] = ms
+}
+
+// An engine hands its confirmed index to its Ancestry, and the next
+// engine of the same container starts three-way from it: a local delete
+// made in between reaches the container (a first start would leave it
+// there), and a container change is kept; a restarted container starts
+// from nothing, and the local side wins.
+func TestEngineStartsFromSavedAncestor(t *testing.T) {
+	anc := &fakeAncestry{saved: map[string][][]Record{}}
+	f := newEngineFixture(t, Config{}, WithAncestry(anc))
+	tg := podTarget("web-1")
+	f.e.AddTarget(tg)
+	if ok, err := f.e.Once(context.Background()); !ok || err != nil {
+		t.Fatalf("Once = %v, %v", ok, err)
+	}
+	if len(anc.saved[tg.ContainerID]) != 1 || len(anc.saved[tg.ContainerID][0]) == 0 {
+		t.Fatalf("nothing confirmed: %v", anc.saved)
+	}
+	must(t, os.Remove(filepath.Join(f.local, "a")))
+	writeTree(t, f.remote("web-1"), map[string]string{"d/x": "the container's"})
+	again := New(f.ex, Config{Mappings: f.e.cfg.Mappings}, WithAncestry(anc), WithReporter(f.rec))
+	again.AddTarget(tg)
+	if ok, err := again.Once(context.Background()); !ok || err != nil {
+		t.Fatalf("Once = %v, %v", ok, err)
+	}
+	got := readTree(t, f.remote("web-1"))
+	if _, ok := got["a"]; ok {
+		t.Error("a local delete made while stopped did not reach the container")
+	}
+	if anc.starts[1] != StartSaved {
+		t.Errorf("starts %v", anc.starts)
+	}
+	// An unlisted container change: the local side wins.
+	if !strings.Contains(got["d/x"], "x") || strings.Contains(got["d/x"], "container") {
+		t.Errorf("d/x = %q, want the local x", got["d/x"])
+	}
+	evs := eventsOf[Ancestor](f.rec)
+	var seen bool
+	for _, a := range evs {
+		if a.From == StartSaved && a.ThreeWay && a.Decided["delete"] == 1 && a.Decided["send"] == 1 {
+			seen = true
+		}
+	}
+	if !seen {
+		t.Errorf("no three-way ancestor event among %v", evs)
+	}
+
+	// A restarted container: nothing saved for it.
+	restarted := tg
+	restarted.ContainerID = "web-1-2"
+	third := New(f.ex, Config{Mappings: f.e.cfg.Mappings}, WithAncestry(anc), WithReporter(f.rec))
+	third.AddTarget(restarted)
+	if ok, err := third.Once(context.Background()); !ok || err != nil {
+		t.Fatalf("Once = %v, %v", ok, err)
+	}
+	if anc.starts[2] != StartNone {
+		t.Errorf("starts %v", anc.starts)
+	}
+}
+
+// Without a usable ancestor, a listed file the container wrote since it
+// started and that differs from the local one is left (sync-back reports the
+// conflict); the image's older copy, and an unlisted file, are replaced.
+func TestPlanInitialLeavesContainersOwnWrites(t *testing.T) {
+	ex := busybox(t)
+	local, remote := t.TempDir(), t.TempDir()
+	writeTree(t, local, map[string]string{"gen/new": "local", "gen/image": "local", "src/new": "local", "gen/same": "s"})
+	writeTree(t, remote, map[string]string{"gen/new": "written since the start", "gen/image": "the image's", "src/new": "written since", "gen/same": "s"})
+	started := time.Now().Add(-time.Hour)
+	old := started.Add(-time.Hour)
+	must(t, os.Chtimes(filepath.Join(remote, "gen/image"), old, old))
+	m := testMapping(t, local, remote, nil)
+	l, err := listRemote(context.Background(), ex, testTarget, m, false)
+	must(t, err)
+	tree, _, err := localTree(m)
+	must(t, err)
+	theirs := func(rel string, re remoteEntry) bool { return re.MTime > started.Unix() && listedGen(rel, false) }
+	p, idx, err := planInitialWith(m, tree, l, InitialUpload, theirs)
+	must(t, err)
+	assertPlan(t, p, []string{"gen/image", "src/new"}, nil)
+	if _, ok := idx.Get("gen/new"); ok {
+		t.Error("the container's own write is indexed: sync-back would take it for a container change over the ancestor")
+	}
+	if _, ok := idx.Get("gen/same"); !ok {
+		t.Error("an equal file is not indexed")
+	}
+}
+
+// A local file where the container made a directory holding a listed file
+// it wrote: neither replaces the other (the file comes home through
+// sync-back); without anything to keep there, the local file wins.
+func TestPlanStartTypeChangeKeepsListed(t *testing.T) {
+	ex := busybox(t)
+	local, remote := t.TempDir(), t.TempDir()
+	writeTree(t, local, map[string]string{"cfg": "a file", "other": "a file"})
+	m, saved := startFixture(t, ex, local, remote)
+	for _, n := range []string{"cfg", "other"} {
+		must(t, os.Remove(filepath.Join(remote, n)))
+	}
+	writeTree(t, remote, map[string]string{"cfg/a.json": "{}", "other/b.txt": "b"})
+	l, err := listRemote(context.Background(), ex, testTarget, m, true)
+	must(t, err)
+	tree, _, err := localTree(m)
+	must(t, err)
+	listed := func(rel string, _ bool) bool { return strings.HasSuffix(rel, ".json") }
+	p, _, decided := planStart(m, tree, l, indexOf(saved), time.Now(), listed)
+	if decided["cfg"] != StartLeave || decided["cfg/a.json"] != StartBack || decided["other"] != StartSend {
+		t.Errorf("decided %v", decided)
+	}
+	assertPlan(t, p, []string{"other"}, []string{"other"})
+}

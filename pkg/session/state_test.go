@@ -1,0 +1,203 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/syncstate"
+	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
+)
+
+type warnings struct{ got []error }
+
+func (w *warnings) Warn(err error) { w.got = append(w.got, err) }
+
+func stateConfig(t *testing.T, local string) Config {
+	t.Helper()
+	return Config{
+		Sync:  filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(local), Remote: "/app"}}},
+		State: StateConfig{Dir: filepath.Join(t.TempDir(), "state")},
+	}
+}
+
+func newTestKeeper(t *testing.T, cfg Config, w *warnings, ns map[string]string) *keeper {
+	t.Helper()
+	k := newKeeperWith(cfg, "https://c:6443 ca:1", &workload.Workload{Kind: "Deployment", Namespace: "ns", Name: "web"}, []string{"app"},
+		func(tg filesync.Target) string { return ns[tg.ContainerID] }, w.Warn)
+	if k == nil {
+		t.Fatal("no keeper")
+	}
+	return k
+}
+
+func TestStateKeyParts(t *testing.T) {
+	local := t.TempDir()
+	cfg := stateConfig(t, local)
+	w := &workload.Workload{Kind: "Deployment", Namespace: "ns", Name: "web"}
+	base := stateKey(cfg, "https://c:6443 ca:1", w, []string{"app"})
+	other := func(name string, k syncstate.Key) {
+		if k.ID() == base.ID() {
+			t.Errorf("%s: same key", name)
+		}
+	}
+	other("cluster CA", stateKey(cfg, "https://c:6443 ca:2", w, []string{"app"}))
+	other("container", stateKey(cfg, "https://c:6443 ca:1", w, []string{"sidecar"}))
+	other("namespace", stateKey(cfg, "https://c:6443 ca:1", &workload.Workload{Kind: "Deployment", Namespace: "ns2", Name: "web"}, []string{"app"}))
+	c2 := cfg
+	c2.Excludes = []string{"*.log"}
+	other("excludes", stateKey(c2, "https://c:6443 ca:1", w, []string{"app"}))
+	c2 = cfg
+	c2.SyncBack.Globs = []string{"gen/"}
+	other("sync-back globs", stateKey(c2, "https://c:6443 ca:1", w, []string{"app"}))
+	c2 = cfg
+	c2.Sync.Mappings = []filesync.Mapping{{Local: filesync.LocalPath(local), Remote: "/srv"}}
+	other("remote root", stateKey(c2, "https://c:6443 ca:1", w, []string{"app"}))
+	if err := os.WriteFile(filepath.Join(local, ".livesyncignore"), []byte("*.tmp\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other("ignore file", stateKey(cfg, "https://c:6443 ca:1", w, []string{"app"}))
+	// The local root by its real path: a symlink to it is the same sync.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(local, link); err != nil {
+		t.Fatal(err)
+	}
+	c2 = cfg
+	c2.Sync.Mappings = []filesync.Mapping{{Local: filesync.LocalPath(link), Remote: "/app"}}
+	if stateKey(c2, "https://c:6443 ca:1", w, []string{"app"}).ID() != stateKey(cfg, "https://c:6443 ca:1", w, []string{"app"}).ID() {
+		t.Error("a symlink to the root is another sync")
+	}
+}
+
+// What a session confirmed is what the next one of the same container
+// starts from; another container's is discarded (its stat records only
+// spare hashing); a damaged file is no state, with a warning.
+func TestKeeperStartAndSave(t *testing.T) {
+	cfg := stateConfig(t, t.TempDir())
+	w := &warnings{}
+	ns := map[string]string{"c1": "mnt:[1]", "c2": "mnt:[2]", "c3": ""}
+	t1 := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "containerd://c1"}
+	ns["containerd://c1"], ns["containerd://c2"] = "mnt:[1]", "mnt:[2]"
+
+	k := newTestKeeper(t, cfg, w, ns)
+	k.add(t1)
+	if st := k.Start(t1); st.From != filesync.StartNone || st.Saved != nil {
+		t.Fatalf("first start: %+v", st)
+	}
+	recs := [][]syncstate.Entry{{{Path: "a", Type: 1, Size: 1}}}
+	k.Confirmed(t1, recs)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	k.run(ctx) // ended: one flush
+
+	k = newTestKeeper(t, cfg, w, ns)
+	k.add(t1)
+	st := k.Start(t1)
+	if st.From != filesync.StartSaved || len(st.Saved) != 1 || st.Saved[0][0].Path != "a" {
+		t.Fatalf("same container: %+v", st)
+	}
+	t2 := t1
+	t2.ContainerID = "containerd://c2"
+	k.add(t2)
+	if st := k.Start(t2); st.From != filesync.StartDiscarded || st.Saved != nil || st.Cache == nil || !strings.Contains(st.Why, "local side wins") {
+		t.Fatalf("restarted container: %+v", st)
+	}
+	t3 := t1
+	t3.ContainerID = "containerd://c3" // its mount namespace could not be read
+	k.add(t3)
+	if st := k.Start(t3); st.Saved != nil {
+		t.Fatalf("unknown incarnation: %+v", st)
+	}
+	k.Confirmed(t3, recs) // never saved: it cannot be stamped
+	if _, ok := k.halves[targetKey(t3)]; ok {
+		t.Error("a half without a stamp is kept")
+	}
+	// A restarted container's half replaces its predecessor's.
+	k.Confirmed(t1, recs)
+	k.Confirmed(t2, recs)
+	if _, ok := k.halves[targetKey(t1)]; ok || len(k.halves) != 1 {
+		t.Errorf("halves after a restart: %v", k.halves)
+	}
+	// A removed target's half is not saved again; if the same container comes back in this
+	// session, it starts from what it confirmed last.
+	newer := [][]syncstate.Entry{{{Path: "b", Type: 1, Size: 1}}}
+	k.Confirmed(t2, newer)
+	k.remove(t2)
+	k.Confirmed(t2, recs)
+	if _, ok := k.halves[targetKey(t2)]; ok {
+		t.Error("a removed target's half is kept")
+	}
+	k.add(t2)
+	if st := k.Start(t2); st.From != filesync.StartSaved || st.Saved[0][0].Path != "b" {
+		t.Errorf("the same container back: %+v", st)
+	}
+
+	// Damaged: ignored with a warning.
+	name := k.store.Path(k.key)
+	if err := os.WriteFile(name, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.got = nil
+	k = newTestKeeper(t, cfg, w, ns)
+	k.add(t1)
+	if st := k.Start(t1); st.From != filesync.StartNone || !strings.Contains(st.Why, "ignored") {
+		t.Fatalf("damaged: %+v", st)
+	}
+	if len(w.got) != 1 {
+		t.Errorf("warnings: %v", w.got)
+	}
+}
+
+func TestKeeperForgetAndDryRun(t *testing.T) {
+	cfg := stateConfig(t, t.TempDir())
+	w := &warnings{}
+	ns := map[string]string{"c1": "mnt:[1]"}
+	t1 := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
+	k := newTestKeeper(t, cfg, w, ns)
+	k.add(t1)
+	k.Confirmed(t1, [][]syncstate.Entry{{{Path: "a", Type: 1}}})
+	k.flush()
+	name := k.store.Path(k.key)
+
+	dry := cfg
+	dry.Sync.DryRun, dry.State.Forget = true, true
+	k = newTestKeeper(t, dry, w, ns)
+	k.add(t1)
+	if st := k.Start(t1); st.From != filesync.StartNone || !strings.Contains(st.Why, "would be forgotten") {
+		t.Fatalf("dry run: %+v", st)
+	}
+	k.Confirmed(t1, nil) // a dry run saves nothing
+	k.flush()
+	if _, err := os.Stat(name); err != nil {
+		t.Fatalf("a dry run forgot the state: %v", err)
+	}
+
+	forget := cfg
+	forget.State.Forget = true
+	k = newTestKeeper(t, forget, w, ns)
+	k.add(t1)
+	if st := k.Start(t1); st.From != filesync.StartNone {
+		t.Fatalf("forgotten: %+v", st)
+	}
+	if _, err := os.Stat(name); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the state file is still there: %v", err)
+	}
+}
+
+// The state directory inside a synced tree: no state is kept.
+func TestKeeperRefusesStateInTree(t *testing.T) {
+	local := t.TempDir()
+	cfg := stateConfig(t, local)
+	cfg.State.Dir = filepath.Join(local, ".state")
+	w := &warnings{}
+	if k := newKeeperWith(cfg, "c", &workload.Workload{Kind: "Pod", Name: "p"}, nil, func(filesync.Target) string { return "" }, w.Warn); k != nil {
+		t.Fatal("state kept inside the synced tree")
+	}
+	if len(w.got) != 1 || !strings.Contains(w.got[0].Error(), "inside the synced tree") {
+		t.Errorf("warnings: %v", w.got)
+	}
+}

@@ -1,0 +1,134 @@
+package syncback
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+)
+
+// memAncestry keeps what an engine confirmed for the next one, as
+// pkg/session does on disk, for the same container only.
+type memAncestry struct {
+	mu    sync.Mutex
+	saved [][]filesync.Record
+}
+
+func (a *memAncestry) Start(filesync.Target) filesync.Start {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.saved == nil {
+		return filesync.Start{From: filesync.StartNone}
+	}
+	return filesync.Start{From: filesync.StartSaved, Saved: a.saved, SavedAt: time.Now()}
+}
+
+func (a *memAncestry) Confirmed(_ filesync.Target, ms [][]filesync.Record) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.saved = ms
+}
+
+// A session that starts from the ancestor the last one saved, against the
+// same container: the container's writes to listed files made while no
+// session ran come home (over a local delete too), a local edit goes up, a
+// listed file both sides changed is a conflict with both kept, and no
+// container change is replaced.
+func TestStartFromSavedAncestor(t *testing.T) {
+	anc := &memAncestry{}
+	f := &fixture{local: t.TempDir(), remote: filepath.Join(t.TempDir(), "app"), ex: &executor{}}
+	write(t, f.local, "package-lock.json", "v1", 0o644)
+	write(t, f.local, "src/main.go", "package main", 0o644)
+	write(t, f.local, "gen/both.txt", "both v1", 0o644)
+	write(t, f.local, "gen/theirs.txt", "theirs v1", 0o644)
+	write(t, f.local, "gen/gone.txt", "gone", 0o644)
+	f.start(t, Config{}, filesync.WithAncestry(anc))
+	f.initialSync(t)
+	if len(anc.saved) != 1 {
+		t.Fatal("nothing confirmed")
+	}
+
+	// While no session runs.
+	write(t, f.remote, "package-lock.json", "container v2", 0o644)
+	write(t, f.remote, "gen/both.txt", "both, the container's", 0o644)
+	write(t, f.remote, "gen/theirs.txt", "theirs, the container's", 0o644)
+	write(t, f.local, "gen/both.txt", "both, the local one", 0o644)
+	write(t, f.local, "src/main.go", "package main // edited", 0o644)
+	must(t, os.Remove(filepath.Join(f.local, "gen/theirs.txt")))
+	must(t, os.Remove(filepath.Join(f.local, "gen/gone.txt")))
+
+	f.start(t, Config{}, filesync.WithAncestry(anc))
+	f.initialSync(t)
+	evs := f.pass(t)
+	read := func(root, rel string) string {
+		b, _ := os.ReadFile(filepath.Join(root, rel))
+		return string(b)
+	}
+	for rel, want := range map[string]string{
+		"package-lock.json": "container v2", "gen/theirs.txt": "theirs, the container's", "gen/both.txt": "both, the local one",
+	} {
+		if got := read(f.local, rel); got != want {
+			t.Errorf("local %s = %q, want %q", rel, got, want)
+		}
+	}
+	for rel, want := range map[string]string{
+		"src/main.go": "package main // edited", "gen/both.txt": "both, the container's", "package-lock.json": "container v2",
+	} {
+		if got := read(f.remote, rel); got != want {
+			t.Errorf("container %s = %q, want %q", rel, got, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.remote, "gen/gone.txt")); !os.IsNotExist(err) {
+		t.Errorf("a local delete made while stopped did not reach the container: %v", err)
+	}
+	var conflicts []string
+	for _, ev := range evs {
+		if c, ok := ev.(Conflicted); ok {
+			conflicts = append(conflicts, c.Path)
+		}
+	}
+	if len(conflicts) != 1 || conflicts[0] != filepath.Join(f.local, "gen/both.txt") {
+		t.Errorf("conflicts %v, want gen/both.txt; events %v", conflicts, evs)
+	}
+}
+
+// A container change that its stat does not show (same size, mtime set
+// back) is still never replaced or deleted by a start: the upload's
+// precondition checks the container's hash against the saved ancestor.
+func TestStartGuardsUnseenContainerChange(t *testing.T) {
+	anc := &memAncestry{}
+	f := &fixture{local: t.TempDir(), remote: filepath.Join(t.TempDir(), "app"), ex: &executor{}}
+	write(t, f.local, "package-lock.json", "v1", 0o644)
+	write(t, f.local, "gen/a.txt", "aaaa", 0o644)
+	f.start(t, Config{}, filesync.WithAncestry(anc))
+	f.initialSync(t)
+	for rel, content := range map[string]string{"package-lock.json": "v9", "gen/a.txt": "bbbb"} {
+		name := filepath.Join(f.remote, rel)
+		fi, err := os.Stat(name)
+		must(t, err)
+		must(t, os.WriteFile(name, []byte(content), 0o644))
+		must(t, os.Chtimes(name, fi.ModTime(), fi.ModTime()))
+	}
+	write(t, f.local, "package-lock.json", "v2", 0o644) // an edit
+	must(t, os.Remove(filepath.Join(f.local, "gen/a.txt")))
+
+	f.start(t, Config{}, filesync.WithAncestry(anc))
+	f.initialSync(t)
+	for rel, want := range map[string]string{"package-lock.json": "v9", "gen/a.txt": "bbbb"} {
+		if b, err := os.ReadFile(filepath.Join(f.remote, rel)); err != nil || string(b) != want {
+			t.Errorf("container %s = %q %v, want the container's %q", rel, b, err, want)
+		}
+	}
+	var conflicts int
+	for _, ev := range f.rec.take() {
+		if _, ok := ev.(Conflicted); ok {
+			conflicts++
+		}
+	}
+	if conflicts != 2 {
+		t.Errorf("%d conflicts reported, want 2", conflicts)
+	}
+}

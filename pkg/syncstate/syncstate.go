@@ -1,0 +1,398 @@
+// Package syncstate keeps a sync's ancestor between sessions: a snapshot of
+// entries saved under a key, one file per key in a directory of the user's
+// (never in a synced tree), written atomically (a temp file, fsync, rename,
+// fsync of the directory), bounded in size, pruned by age and by total
+// size, and read back only when it is whole and saved under the same key.
+//
+// It knows nothing of containers, indexes or Kubernetes: pkg/filesync says
+// what an ancestor holds and when it is confirmed, pkg/session builds the
+// key from what makes two sessions the same sync. The model is git's index:
+// beside each entry, the stat data (size, mtime, inode, ctime) that lets a
+// later reader tell an unchanged file without reading it.
+//
+// What it never does: trust a file it cannot verify. A file that is cut
+// short, fails its checksum, was written by another version, or holds
+// another key is ignored with a note (Load's second result), exactly as if
+// no state had been saved; it is overwritten by the next Save.
+package syncstate
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/gob"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Defaults of Store.
+const (
+	// DefaultMaxFile bounds one saved file (and what Load reads of one).
+	DefaultMaxFile = 64 << 20
+	// DefaultMaxTotal bounds the directory: the oldest files go first.
+	DefaultMaxTotal = 256 << 20
+	// DefaultMaxAge is how long a file nobody saved again is kept.
+	DefaultMaxAge = 30 * 24 * time.Hour
+)
+
+// magic opens every file; the version is part of it, so a file of another
+// format is foreign, never half-read.
+const magic = "kubectl-livesync state v1\n"
+
+// suffix names the files the store owns in its directory.
+const suffix = ".state"
+
+// Key identifies a sync: the parts that make two sessions the same one, in
+// a fixed order (name=value pairs; pkg/session chooses them).
+type Key []KeyPart
+
+// KeyPart is one named part of a Key.
+type KeyPart struct{ Name, Value string }
+
+// String returns the key's canonical text, one "name=value" per line with
+// values quoted, which is saved in the file and compared on Load.
+func (k Key) String() string {
+	var b strings.Builder
+	for _, p := range k {
+		fmt.Fprintf(&b, "%s=%q\n", p.Name, p.Value)
+	}
+	return b.String()
+}
+
+// ID returns the file name stem for k: a hash of its canonical text.
+func (k Key) ID() string {
+	s := sha256.Sum256([]byte(k.String()))
+	return hex.EncodeToString(s[:16])
+}
+
+// Entry is one path of a saved snapshot: what it held when it was
+// confirmed, with the local stat data that was current then.
+type Entry struct {
+	Path  string
+	Type  uint8
+	Mode  uint32
+	Size  int64
+	MTime int64 // nanoseconds since the epoch
+	Link  string
+	Sum   []byte // sha256 of a file's content, nil when unknown
+	// Ino and CTime are the local file's inode and change time
+	// (nanoseconds) when it was confirmed; 0 when the platform does not say.
+	Ino   uint64
+	CTime int64
+	// Unknown: the container's state at Path was unknown when saved (an
+	// upload it never acknowledged).
+	Unknown bool
+}
+
+// Half is one container's part of a snapshot: the entries it confirmed,
+// per mapping, stamped with the incarnation of the container that confirmed
+// them.
+type Half struct {
+	Stamp    string // the container's incarnation (see pkg/session)
+	Name     string // which container, for notes ("ns/pod/container")
+	Saved    time.Time
+	Mappings [][]Entry
+}
+
+// Snapshot is what is saved under a key: a half per container.
+type Snapshot struct {
+	Key    string // Key.String() of the key it was saved under
+	Saved  time.Time
+	Halves []Half
+}
+
+// Half returns the half stamped stamp, if any. An empty stamp matches none.
+func (s *Snapshot) Half(stamp string) (*Half, bool) {
+	if s == nil || stamp == "" {
+		return nil, false
+	}
+	for i := range s.Halves {
+		if s.Halves[i].Stamp == stamp {
+			return &s.Halves[i], true
+		}
+	}
+	return nil, false
+}
+
+// Newest returns the most recently saved half, if any.
+func (s *Snapshot) Newest() (*Half, bool) {
+	if s == nil || len(s.Halves) == 0 {
+		return nil, false
+	}
+	best := 0
+	for i, h := range s.Halves {
+		if h.Saved.After(s.Halves[best].Saved) {
+			best = i
+		}
+	}
+	return &s.Halves[best], true
+}
+
+// Store is a directory of saved snapshots. Zero bounds mean the defaults.
+type Store struct {
+	Dir               string
+	MaxFile, MaxTotal int64
+	MaxAge            time.Duration
+	Now               func() time.Time // the clock pruning reads; nil: time.Now
+}
+
+// DefaultDir returns where state lives: $XDG_STATE_HOME/kubectl-livesync
+// when XDG_STATE_HOME is set, else kubectl-livesync/state in the OS cache
+// directory (os.UserCacheDir).
+func DefaultDir() (string, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "kubectl-livesync"), nil
+	}
+	c, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("finding a directory for sync state: %w", err)
+	}
+	return filepath.Join(c, "kubectl-livesync", "state"), nil
+}
+
+func (s *Store) maxFile() int64 {
+	if s.MaxFile > 0 {
+		return s.MaxFile
+	}
+	return DefaultMaxFile
+}
+
+func (s *Store) maxTotal() int64 {
+	if s.MaxTotal > 0 {
+		return s.MaxTotal
+	}
+	return DefaultMaxTotal
+}
+
+func (s *Store) maxAge() time.Duration {
+	if s.MaxAge > 0 {
+		return s.MaxAge
+	}
+	return DefaultMaxAge
+}
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Path returns the file k is saved in.
+func (s *Store) Path(k Key) string { return filepath.Join(s.Dir, k.ID()+suffix) }
+
+// ErrTooLarge: a snapshot that would exceed MaxFile is not saved.
+var ErrTooLarge = errors.New("sync state is larger than its bound")
+
+// Load returns what is saved under k: nil and "" when nothing is; nil and a
+// note (one line: what was wrong, and that it is ignored) when the file is
+// damaged, too large, of another format or another key. It never fails:
+// state that cannot be trusted is no state.
+func (s *Store) Load(k Key) (*Snapshot, string) {
+	name := s.Path(k)
+	f, err := os.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ""
+	}
+	if err != nil {
+		return nil, fmt.Sprintf("sync state %s cannot be read (%v): ignored, starting without it", name, err)
+	}
+	defer f.Close()
+	snap, err := decode(f, s.maxFile())
+	if err != nil {
+		return nil, fmt.Sprintf("sync state %s is unusable (%v): ignored, starting without it", name, err)
+	}
+	if snap.Key != k.String() {
+		return nil, fmt.Sprintf("sync state %s belongs to another sync: ignored, starting without it", name)
+	}
+	return snap, ""
+}
+
+// Save writes snap under k atomically (Key is set from k), then prunes the
+// directory. A snapshot larger than MaxFile is not written and the old
+// file is removed (an old ancestor must not outlive newer confirmations).
+func (s *Store) Save(k Key, snap *Snapshot) error {
+	snap.Key = k.String()
+	if snap.Saved.IsZero() {
+		snap.Saved = s.now()
+	}
+	var body bytes.Buffer
+	if err := gob.NewEncoder(&body).Encode(snap); err != nil {
+		return fmt.Errorf("encoding sync state: %w", err)
+	}
+	name := s.Path(k)
+	if int64(len(magic)+sha256.Size*2+1+body.Len()) > s.maxFile() {
+		_ = os.Remove(name)
+		return fmt.Errorf("saving sync state %s: %w (%d bytes)", name, ErrTooLarge, body.Len())
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("saving sync state: %w", err)
+	}
+	sum := sha256.Sum256(body.Bytes())
+	if err := writeAtomic(s.Dir, name, func(w io.Writer) error {
+		if _, err := io.WriteString(w, magic+hex.EncodeToString(sum[:])+"\n"); err != nil {
+			return err
+		}
+		_, err := w.Write(body.Bytes())
+		return err
+	}); err != nil {
+		return fmt.Errorf("saving sync state %s: %w", name, err)
+	}
+	s.Prune(name)
+	return nil
+}
+
+// Forget removes what is saved under k; nothing saved is no error.
+func (s *Store) Forget(k Key) error {
+	if err := os.Remove(s.Path(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("forgetting sync state: %w", err)
+	}
+	return nil
+}
+
+// ForgetAll removes every file the store owns in its directory, and
+// returns how many it removed.
+func (s *Store) ForgetAll() (int, error) {
+	files, err := s.files()
+	n := 0
+	for _, f := range files {
+		if rerr := os.Remove(f.name); rerr == nil {
+			n++
+		} else if !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return n, err
+}
+
+type stateFile struct {
+	name string
+	size int64
+	mod  time.Time
+}
+
+// files lists the store's own files (temp files included) in its
+// directory, newest first.
+func (s *Store) files() ([]stateFile, error) {
+	des, err := os.ReadDir(s.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []stateFile
+	for _, de := range des {
+		n := de.Name()
+		if !de.Type().IsRegular() || !strings.HasSuffix(n, suffix) && !strings.HasPrefix(n, tempPrefix) {
+			continue
+		}
+		fi, err := de.Info()
+		if err != nil {
+			continue
+		}
+		out = append(out, stateFile{name: filepath.Join(s.Dir, n), size: fi.Size(), mod: fi.ModTime()})
+	}
+	slices.SortFunc(out, func(a, b stateFile) int { return b.mod.Compare(a.mod) })
+	return out, nil
+}
+
+// Prune removes the store's files older than MaxAge, temp files left by a
+// crash (older than a minute), and the oldest files beyond MaxTotal; keep
+// (a path) is never removed.
+func (s *Store) Prune(keep string) {
+	files, _ := s.files()
+	now := s.now()
+	var total int64
+	for _, f := range files {
+		temp := strings.HasPrefix(filepath.Base(f.name), tempPrefix)
+		switch {
+		case f.name == keep:
+			total += f.size
+			continue
+		case temp && now.Sub(f.mod) > time.Minute,
+			!temp && now.Sub(f.mod) > s.maxAge(),
+			!temp && total+f.size > s.maxTotal():
+			_ = os.Remove(f.name)
+			continue
+		}
+		total += f.size
+	}
+}
+
+// decode reads a file written by Save, at most limit bytes of it.
+func decode(r io.Reader, limit int64) (*Snapshot, error) {
+	br := bufio.NewReader(io.LimitReader(r, limit+1))
+	head := make([]byte, len(magic))
+	if _, err := io.ReadFull(br, head); err != nil || string(head) != magic {
+		return nil, errors.New("not a state file of this version")
+	}
+	line, err := br.ReadString('\n')
+	want, herr := hex.DecodeString(strings.TrimSuffix(line, "\n"))
+	if err != nil || herr != nil || len(want) != sha256.Size {
+		return nil, errors.New("damaged header")
+	}
+	body, err := io.ReadAll(br)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(magic)+len(line)+len(body)) > limit {
+		return nil, errors.New("larger than its bound")
+	}
+	if got := sha256.Sum256(body); !bytes.Equal(got[:], want) {
+		return nil, errors.New("checksum mismatch (cut short or damaged)")
+	}
+	var snap Snapshot
+	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(&snap); err != nil {
+		return nil, fmt.Errorf("damaged: %w", err)
+	}
+	return &snap, nil
+}
+
+// tempPrefix names the temp files writeAtomic leaves if it dies.
+const tempPrefix = ".tmp-"
+
+// writeAtomic writes name through a temp file in dir: the file is either
+// the old one or the whole new one, even across a crash.
+func writeAtomic(dir, name string, write func(io.Writer) error) (err error) {
+	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<16)
+	if err = write(bw); err != nil {
+		return err
+	}
+	if err = bw.Flush(); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, name); err != nil {
+		return err
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		_ = d.Sync() // the rename itself; not every file system can
+		_ = d.Close()
+	}
+	return nil
+}
