@@ -141,13 +141,15 @@ lc_lock() {
 
 # lc_start NAME CMD... starts a daemon in its own session, logging to logs/NAME.log, its pid in
 # pids/NAME and its argv, NUL-separated, in cmds/NAME (restart.sh starts it again from there). The
-# daemon must not inherit the lock: it would hold it as long as it runs.
+# daemon must not inherit a lock: it would hold it as long as it runs. Neither the cluster's (fd 8)
+# nor the e2e lock of a caller run as `flock -s /tmp/livesync-e2e.lock hack/e2e.sh` (flock's fd, 3):
+# daemons holding that one shared made `flock -x` (the fault suite) wait forever.
 lc_start() {
   local name=$1
   shift
   mkdir -p "$LC_DIR/cmds"
   printf '%s\0' "$@" >"$LC_DIR/cmds/$name"
-  setsid "$@" </dev/null >>"$LC_DIR/logs/$name.log" 2>&1 8>&- &
+  setsid "$@" </dev/null >>"$LC_DIR/logs/$name.log" 2>&1 3>&- 8>&- &
   echo $! >"$LC_DIR/pids/$name"
 }
 

@@ -51,6 +51,11 @@ func TestValidationBeforeTheCluster(t *testing.T) {
 		{[]string{"deploy/web", ".:/app", "--exec-timeout", "10ms"}, "--exec-timeout 10ms is too short"},
 		{[]string{"deploy/web", ".:/app", "--on-sync-timeout", "0s"}, "--on-sync-timeout 0s: use a positive duration"},
 		{[]string{"deploy/web", ".:/app", "--transport", "ssh"}, `invalid --transport "ssh": use stream or exec`},
+		{[]string{"deploy/web", ".:/app", "--forward", "8080:80", "--logs", "--once"}, "--forward and --logs need a running session and --once ends after the initial sync: drop one of them"},
+		{[]string{"deploy/web", ".:/app", "--logs", "--dry-run"}, "--logs needs a running session and --dry-run changes nothing"},
+		{[]string{"deploy/web", ".:/app", "--forward", "8080:"}, `invalid argument "8080:" for "--forward" flag: REMOTE is empty: want [ADDRESS:]LOCAL:REMOTE`},
+		{[]string{"deploy/web", ".:/app", "--forward", "8080:80", "--forward", "localhost:8080:http"}, "--forward 8080:80 and 127.0.0.1:8080:http both listen on 127.0.0.1:8080"},
+		{[]string{"deploy/web", ".:/app", "--logs", "--logs-tail", "-2"}, "--logs-tail -2: use -1 (all), 0 or more"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

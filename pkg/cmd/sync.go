@@ -14,7 +14,9 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/forward"
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
+	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 	"github.com/livesync-dev/kubectl-livesync/pkg/syncback"
@@ -74,6 +76,10 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
   # Pin the moved :dev tag first, and keep following it while syncing
   kubectl livesync deploy/my-app ./src:/app --refresh --follow-tag
 
+  # The whole loop in one terminal: sync, restart, a port-forward and the logs that follow
+  # the workload through rollouts and restarts
+  kubectl livesync deploy/my-app ./bin:/app/bin --restart process --forward 8080:http --logs
+
   # Sync once (e.g. in CI) and exit non-zero unless every replica converged
   kubectl livesync deploy/my-app ./src:/app --once
 
@@ -103,11 +109,12 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.DurationVar(&o.cfg.Sync.Cap, "batch-max", coalesce.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.StringVar(&o.transport, "transport", "stream", "how batches reach a container: stream (one kept-open exec per container; an exec per batch where the container lacks dd) or exec (an exec per batch, for proxies that cut long-lived connections)")
 	f.IntVar(&o.cfg.Sync.Parallelism, "parallel", 8, "at most this many containers are written to at once")
-	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, restarted, target-added, target-removed, waiting, restarting, error, recovered, held, refresh, dry-run, synced-back, conflict, sync-back-source, sync-back-trigger, ancestor, watching)")
+	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, restarted, target-added, target-removed, waiting, restarting, error, recovered, held, refresh, dry-run, synced-back, conflict, sync-back-source, sync-back-trigger, ancestor, watching, forward, log)")
 	f.BoolVar(&o.cfg.Once, "once", false, "initial sync and exit once the --on-sync runs finished or timed out; the exit code says whether every container converged (not how --on-sync went)")
 	f.DurationVar(&o.cfg.SyncBack.Interval, "sync-back-interval", syncback.DefaultInterval, "how often the source container is scanned for --sync-back paths")
 	f.BoolVar(&o.cfg.SyncBack.Inotify, "sync-back-inotify", true, "with --sync-back, also run inotifywait in the source container where its image has it, so that what it writes comes back at once (its watches count against the node's inotify limits); false: scan at --sync-back-interval only")
 	f.BoolVar(&o.cfg.SyncBack.Deletes, "sync-back-deletes", false, "with --sync-back, delete local files the container deleted (never a locally changed one; mass deletes are held)")
+	addLogsFlags(f, &o.cfg.LogsConfig)
 	f.BoolVar(&o.cfg.State.Forget, "forget-state", false, "start without the ancestor saved by the last session of this sync (and delete it): the local side wins, as on a first start; see docs/state.md")
 	f.BoolVar(&o.cfg.Sync.AllowMassDelete, "allow-mass-delete", false, "let a batch or initial sync delete more than 50 remote entries and more than half of a mapping's, or mirror an emptied local root; without it such deletes are held and reported")
 	return cmd
@@ -128,6 +135,8 @@ func (o *SyncOptions) addEntryFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.cfg.FollowTag, "follow-tag", false, "while syncing, poll the registry and pin each new push of the tag; new pods get their initial sync")
 	f.DurationVar(&o.cfg.Interval, "interval", 30*time.Second, "registry polling interval with --follow-tag")
 	addHelperFlags(f, &o.cfg)
+	f.Var(forwardFlag{&o.cfg.Forward}, "forward", "keep this local port forwarded to the workload for the whole session, as kubectl port-forward does, but to whichever pod is Ready and synced, across rollouts and restarts: REMOTE is a port number or a container port's name, LOCAL 0 picks a free port, ADDRESS defaults to 127.0.0.1; repeatable")
+	f.BoolVar(&o.cfg.Logs, "logs", false, "show the synced containers' output, each line prefixed pod/container, following new pods and restarted containers")
 	f.StringArrayVar(&o.cfg.SyncBack.Globs, "sync-back", nil, "bring files the container writes at paths matching this gitignore-style pattern (relative to each LOCAL) home, from the oldest pod, never over a local edit; repeatable")
 }
 
@@ -185,6 +194,8 @@ func (o *SyncOptions) deps(restCfg *rest.Config, cfg session.Config, reporter se
 	refresher := &refresher{g: o.g, registry: &o.registry, mutate: &o.mutate, resolvers: map[string]inspect.Resolver{}, log: reporter.Refreshed}
 	pods := &workload.PodExecutor{Config: restCfg, Client: o.g.client, ExecPerBatch: o.transport == "exec"}
 	return session.Deps{
+		PortForward: &forward.PodDialer{Config: restCfg, Client: o.g.client},
+		Logs:        logs.ClientOpener{Client: o.g.client},
 		Resolve: func() (*workload.Workload, error) {
 			return workload.ResolveTarget(o.g.builder(), namespace, args, selector)
 		},

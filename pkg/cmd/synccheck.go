@@ -63,6 +63,9 @@ func (o *SyncOptions) check(c *session.Config, ms []filesync.Mapping, initial st
 	if err := validateHelper(c); err != nil {
 		return err
 	}
+	if err := checkLive(c, o.mutate.dryRun); err != nil {
+		return err
+	}
 	if c.PullPolicy != "" {
 		if err := image.ValidPullPolicy(c.PullPolicy); err != nil {
 			return err

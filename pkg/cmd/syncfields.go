@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"github.com/livesync-dev/kubectl-livesync/pkg/forward"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
@@ -66,6 +67,22 @@ var entryFields = []struct {
 			}
 		},
 		func(s *project.Sync, c *session.Config, _ string) { s.Interval = duration(c.Interval) }},
+	{"forward",
+		func(s *project.Sync, c *session.Config, _ *string) {
+			c.Forward = nil
+			for _, raw := range s.Forward {
+				sp, _ := forward.Parse(raw) // Load checked it
+				c.Forward = append(c.Forward, sp)
+			}
+		},
+		func(s *project.Sync, c *session.Config, _ string) {
+			for _, sp := range c.Forward {
+				s.Forward = append(s.Forward, sp.String())
+			}
+		}},
+	{"logs",
+		func(s *project.Sync, c *session.Config, _ *string) { c.Logs = s.Logs },
+		func(s *project.Sync, c *session.Config, _ string) { s.Logs = c.Logs }},
 	{"helper",
 		func(s *project.Sync, c *session.Config, _ *string) {
 			if s.Helper != "" {

@@ -69,6 +69,9 @@ func (o *SyncOptions) findProject() error {
 // validateEntries makes each entry (or the one named) a session config and checks it as the
 // command line's would be: any bad entry stops the run before anything talks to the cluster.
 func (o *SyncOptions) validateEntries() error {
+	if o.flags.Changed("forward") && o.only == "" && len(o.project.Syncs) > 1 {
+		return fmt.Errorf("--forward would listen once for each of the %d entries of %s: name the entry to forward to (kubectl livesync ENTRY --forward ...), or put forward: in it", len(o.project.Syncs), o.project.Path())
+	}
 	for _, s := range o.project.Syncs {
 		if o.only != "" && s.Name != o.only {
 			continue

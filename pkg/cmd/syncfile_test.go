@@ -50,7 +50,7 @@ func TestInitWritesAndExtends(t *testing.T) {
 	if !strings.Contains(out, `wrote entry "api" to `+file) {
 		t.Errorf("init said %q", out)
 	}
-	out, _, err = execute(t, "init", "deployment", "web", "../../web:/srv", "-c", "nginx", "--exclude", "*.map")
+	out, _, err = execute(t, "init", "deployment", "web", "../../web:/srv", "-c", "nginx", "--exclude", "*.map", "--forward", "8080:http", "--forward", "localhost:0:80", "--logs")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,8 @@ func TestInitWritesAndExtends(t *testing.T) {
 		api.Interval.Duration != time.Minute || api.Initial != "" || api.OnSyncTimeout != nil || api.Containers != nil || api.Restart != "process" {
 		t.Errorf("api entry %+v", api)
 	}
-	if web.Workload != "deployment/web" || web.Mappings[0] != "./web:/srv" || web.Containers[0] != "nginx" || web.Exclude[0] != "*.map" || web.Namespace != "" || web.Restart != "" {
+	if web.Workload != "deployment/web" || web.Mappings[0] != "./web:/srv" || web.Containers[0] != "nginx" || web.Exclude[0] != "*.map" || web.Namespace != "" || web.Restart != "" ||
+		strings.Join(web.Forward, " ") != "8080:http 127.0.0.1:0:80" || !web.Logs || api.Forward != nil || api.Logs {
 		t.Errorf("web entry %+v", web)
 	}
 	data, _ := os.ReadFile(file)

@@ -24,6 +24,8 @@ type syncReporter struct {
 	// tty draws initial-sync progress on one self-overwriting line of errOut.
 	tty      bool
 	progress bool // a progress line is on screen
+	// colour colours the log lines' pod/container, one colour per pod, on a terminal.
+	colour bool
 
 	mu sync.Mutex
 	// entry names the livesync.yaml entry whose event is being printed (under mu).
@@ -53,7 +55,7 @@ type syncReporter struct {
 var _ session.Reporter = (*syncReporter)(nil)
 
 func newSyncReporter(out, errOut io.Writer, asJSON bool) *syncReporter {
-	return &syncReporter{out: out, errOut: errOut, json: asJSON, tty: !asJSON && printers.IsTerminal(errOut),
+	return &syncReporter{out: out, errOut: errOut, json: asJSON, tty: !asJSON && printers.IsTerminal(errOut), colour: !asJSON && printers.IsTerminal(out),
 		targets: map[string]bool{}, started: time.Now()}
 }
 

@@ -62,6 +62,16 @@ type jsonEvent struct {
 	Path      string   `json:"path,omitempty"`
 	LocalSum  string   `json:"localSha256,omitempty"`
 	RemoteSum string   `json:"remoteSha256,omitempty"`
+	// forward: the forward, its state, the pod it serves (and served before), why it waits,
+	// and how many pod connections the session dialled so far.
+	Forward  *jsonForward `json:"forward,omitempty"`
+	State    string       `json:"state,omitempty"`
+	Pod      string       `json:"pod,omitempty"`
+	Previous string       `json:"previous,omitempty"`
+	Waiting  string       `json:"waiting,omitempty"`
+	Dials    *int64       `json:"dials,omitempty"`
+	// log: the runtime's timestamp of the line (the line is in message).
+	LogTime string `json:"logTime,omitempty"`
 	// ancestor: which saved ancestor a target starts from ("saved",
 	// "discarded", "none"; why in reason), and with one what the three-way
 	// start decided, paths per decision.

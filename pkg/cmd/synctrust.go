@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/forward"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
 )
 
@@ -18,7 +19,14 @@ import (
 //   - helper: ephemeral or helperImage: the file would add a container to every pod, as root
 //     with SYS_PTRACE where PodSecurity allows, running an image its author chose.
 //
-// --trust-file consents to all of it; --helper and --helper-image override the fields anyway.
+//   - a forward that listens on an address other than loopback (0.0.0.0:8080:80): the file
+//     would open the pod, with the user's RBAC behind it, to every machine that reaches this
+//     one. A loopback forward is what kubectl port-forward does by default; it needs no
+//     consent, though other users of this machine can reach it too, as they can kubectl's.
+//
+// --trust-file consents to all of it; --helper, --helper-image and --forward override the
+// fields anyway. logs: true needs none: it prints what the containers the file syncs into
+// write, with their control characters escaped (a log line can't drive the terminal).
 //
 // restart: is not among them. signal:SIG reaches only the containers the file syncs into, as
 // its onSync commands do; process changes the workload's command, reversibly (restore), to
@@ -43,6 +51,13 @@ func untrusted(s *project.Sync, dir string, ms []filesync.Mapping, given func(fl
 				return fmt.Errorf("mappings[%d]: LOCAL %q is outside %s, the file's directory: %s", i, local, dir, consent)
 			}
 			return fmt.Errorf("mappings[%d]: LOCAL %q is %s, outside %s, the file's directory: %s", i, local, m.Local, dir, consent)
+		}
+	}
+	if !given("forward") {
+		for j, raw := range s.Forward {
+			if sp, err := forward.Parse(raw); err == nil && !sp.Loopback() {
+				return fmt.Errorf("forward[%d]: %q listens on %s, where other machines can reach the pod: pass --forward %s, or %s", j, raw, sp.ListenAddress(), raw, consent)
+			}
 		}
 	}
 	if s.Helper == "ephemeral" && !given("helper") {

@@ -65,6 +65,13 @@ func TestFileNeedsTrustToReachOut(t *testing.T) {
 		{name: "helper image, given", fields: "mappings: [.:/app]\n  helperImage: evil.example/x:1", args: []string{"--helper-image", "evil.example/x:1"}},
 		{name: "helper image, trusted", fields: "mappings: [.:/app]\n  helperImage: evil.example/x:1", args: []string{"--trust-file"}},
 		{name: "on-sync runs with a note", fields: "mappings: [.:/app]\n  onSync: kill -HUP 1"},
+		{name: "forward on loopback", fields: "mappings: [.:/app]\n  forward: ['8080:80', '127.0.0.1:8081:http', '[::1]:8082:80']\n  logs: true"},
+		{name: "forward on every address", fields: "mappings: [.:/app]\n  forward: ['8080:80', '0.0.0.0:8081:80']",
+			want: `entry "api": forward[1]: "0.0.0.0:8081:80" listens on 0.0.0.0, where other machines can reach the pod: pass --forward 0.0.0.0:8081:80, or run with --trust-file if you trust this file`},
+		{name: "forward on every address, given", fields: "mappings: [.:/app]\n  forward: ['0.0.0.0:8081:80']", args: []string{"--forward", "0.0.0.0:8081:80"}},
+		{name: "forward on every address, trusted", fields: "mappings: [.:/app]\n  forward: ['0.0.0.0:8081:80']", args: []string{"--trust-file"}},
+		{name: "forward with --once", fields: "mappings: [.:/app]\n  forward: ['8080:80']", args: []string{"--once"},
+			want: `entry "api": --forward needs a running session and --once ends after the initial sync: drop one of them`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(web, project.FileName)
@@ -130,5 +137,31 @@ func TestFileOnSyncIsNoted(t *testing.T) {
 				t.Errorf("NDJSON %q, want %s", out.String(), tc.jsonEvent)
 			}
 		})
+	}
+}
+
+// TestForwardFlagWithSeveralEntries: --forward on the command line would listen once per
+// entry; it needs the entry named. A file's forward of its own is fine.
+func TestForwardFlagWithSeveralEntries(t *testing.T) {
+	root := repo(t, "web")
+	file := filepath.Join(root, "web", project.FileName)
+	yaml := "apiVersion: livesync.dev/v1alpha1\nkind: LiveSync\nsyncs:\n" +
+		"- name: api\n  workload: deploy/api\n  mappings: [.:/app]\n  forward: ['0:http']\n  logs: true\n" +
+		"- name: web\n  workload: deploy/web\n  mappings: [.:/app]\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "reading kubeconfig"},
+		{[]string{"--forward", "8080:80"}, "--forward would listen once for each of the 2 entries of " + file + ": name the entry to forward to (kubectl livesync ENTRY --forward ...), or put forward: in it"},
+		{[]string{"web", "--forward", "8080:80"}, "reading kubeconfig"},
+	} {
+		_, _, err := execute(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.args, err, tc.want)
+		}
 	}
 }

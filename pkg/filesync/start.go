@@ -264,8 +264,14 @@ func decideStart(hasA, hasL, hasR, lSame, rSame, listed bool) StartAction {
 	}
 	// Both changed.
 	switch {
-	case listed && hasL:
+	case listed && hasL && hasR:
 		return StartBoth
+	case listed && hasL:
+		// Edited locally, deleted in the container: the modification wins over the
+		// deletion (the mirror of StartTheirs), so the edit goes up. StartBoth here
+		// left it to sync-back, which keeps a path the container lacks: the edit never
+		// reached the container and nothing was said.
+		return StartSend
 	case listed && hasR:
 		return StartTheirs
 	case hasL:

@@ -46,7 +46,7 @@ func TestDecideStart(t *testing.T) {
 		{"both edited, unlisted: the local side wins", true, true, true, false, false, false, StartSend},
 		{"deleted locally, edited in the container, listed: theirs comes home", true, false, true, false, false, true, StartTheirs},
 		{"deleted locally, edited in the container, unlisted: the delete goes", true, false, true, false, false, false, StartDelete},
-		{"edited locally, deleted in the container, listed", true, true, false, false, false, true, StartBoth},
+		{"edited locally, deleted in the container, listed: the edit goes up", true, true, false, false, false, true, StartSend},
 		{"edited locally, deleted in the container, unlisted", true, true, false, false, false, false, StartSend},
 	}
 	for _, tt := range tests {

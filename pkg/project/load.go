@@ -18,6 +18,7 @@ import (
 	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/forward"
 	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 )
@@ -310,6 +311,11 @@ func (f *File) validate(lines map[string]int, empty bool) error {
 		}
 		if s.OnSyncTimeout != nil && s.OnSyncTimeout.Duration <= 0 {
 			return at(p+".onSyncTimeout", "%s: use a positive duration", s.OnSyncTimeout.Duration)
+		}
+		for j, raw := range s.Forward {
+			if _, err := forward.Parse(raw); err != nil {
+				return at(fmt.Sprintf("%s.forward[%d]", p, j), "%v", err)
+			}
 		}
 		for _, c := range s.Containers {
 			if c == "" {

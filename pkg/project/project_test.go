@@ -220,7 +220,7 @@ func TestSchemaMatchesTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	item := s.Properties["syncs"].Items
-	fields := []string{"name", "workload", "selector", "namespace", "containers", "mappings", "exclude", "gitignore", "syncBack", "initial", "onSync", "onSyncTimeout", "pullPolicy", "refresh", "restart", "followTag", "interval", "helper", "helperImage"}
+	fields := []string{"name", "workload", "selector", "namespace", "containers", "mappings", "exclude", "gitignore", "syncBack", "initial", "onSync", "onSyncTimeout", "pullPolicy", "refresh", "restart", "followTag", "interval", "helper", "helperImage", "forward", "logs"}
 	for _, f := range fields {
 		if _, ok := item.Properties[f]; !ok {
 			t.Errorf("schema lacks syncs[].%s", f)

@@ -48,4 +48,7 @@ type Sync struct {
 	Helper   string           `json:"helper,omitempty" doc:"Sync through an ephemeral helper container: auto (default: only where the container has no sh or tar), ephemeral (always; needs --helper ephemeral or --trust-file) or never." enum:"auto,ephemeral,never"`
 	// HelperImage is the helper container's image; empty means --helper-image.
 	HelperImage string `json:"helperImage,omitempty" doc:"Image of the helper container; needs sh, tar and dd. Needs --helper-image or --trust-file."`
+	// Forward are --forward specs, [ADDRESS:]LOCAL:REMOTE.
+	Forward []string `json:"forward,omitempty" doc:"Ports kept forwarded to the workload's Ready, synced pods for the whole session, [ADDRESS:]LOCAL:REMOTE as --forward takes them, e.g. 8080:http. An ADDRESS other than loopback needs --trust-file or --forward."`
+	Logs    bool     `json:"logs,omitempty" doc:"Show the synced containers' output, each line prefixed pod/container (--logs)."`
 }

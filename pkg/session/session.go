@@ -18,6 +18,8 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/forward"
+	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 	"github.com/livesync-dev/kubectl-livesync/pkg/syncback"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
@@ -48,6 +50,11 @@ type Config struct {
 	// SyncBack brings the listed paths back from the source replica (see
 	// pkg/syncback); off when it lists none.
 	SyncBack syncback.Config
+	// Forward are the --forward ports kept forwarded to the workload's synced, Ready pods.
+	Forward []forward.Spec
+	// Logs follows the synced containers' output (--logs), as LogsConfig says.
+	Logs       bool
+	LogsConfig logs.Config
 	// State is where the saved ancestor lives (see StateConfig).
 	State StateConfig
 }
@@ -71,6 +78,10 @@ type Deps struct {
 	// Releases carries the IDs (filesync.Held.ID) of held mass deletes the user let through
 	// in the session; nil when nobody is asked (-o json, --once, not a terminal).
 	Releases <-chan string
+	// PortForward dials pods/portforward for Config.Forward; Logs opens pods/log for
+	// Config.Logs.
+	PortForward forward.Dialer
+	Logs        logs.Opener
 	// Cluster names the cluster for the saved state's key (see ClusterID).
 	Cluster string
 }
@@ -100,6 +111,10 @@ type Reporter interface {
 	Watching(roots []string)
 	// Summary says what the session did, when it ends.
 	Summary()
+	// Forward reports a change of a --forward's state.
+	Forward(ev forward.Event)
+	// Log prints a line a synced container wrote (--logs), whole.
+	Log(line logs.Line)
 }
 
 // Run changes the image side if asked, then syncs until ctx ends (Ctrl-C, which is not an
@@ -112,6 +127,25 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	containers, err := chooseContainers(w, cfg.Containers, d.Notes)
 	if err != nil {
 		return err
+	}
+	live := !cfg.Once && !cfg.Sync.DryRun
+	var fw *forward.Forwarder
+	if live && len(cfg.Forward) > 0 {
+		// Bound before anything changes the workload: a busy port fails the session first.
+		fw = &forward.Forwarder{Specs: cfg.Forward, Namespace: w.Namespace, Dialer: d.PortForward, Report: d.Reporter.Forward}
+		if err := fw.Listen(); err != nil {
+			return err
+		}
+		fctx, stop := context.WithCancel(ctx)
+		served := make(chan struct{})
+		go func() {
+			fw.Serve(fctx)
+			close(served)
+		}()
+		defer func() {
+			stop()
+			<-served // the ports are released when Run returns
+		}()
 	}
 	if cfg.PullPolicy != "" {
 		if err := d.Images.SetPullPolicy(ctx, w, containers, cfg.PullPolicy); err != nil {
@@ -164,19 +198,34 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		go func() { keep.run(kctx); close(kept) }()
 		defer func() { stopKeeping(); <-kept }() // the last save, after the engine's
 	}
-	engine := filesync.New(d.Executor, sc, append(opts, filesync.WithReporter(engineReporter(d.Reporter, back)))...)
+	engine := filesync.New(d.Executor, sc, append(opts, filesync.WithReporter(syncedReporter(engineReporter(d.Reporter, back), fw)))...)
 	sink := &countingSink{Sink: engine, live: map[string]bool{}}
 	tsink := syncBackSink(tctx, back, cfg, d, engine, sink, incs.of)
 	if keep != nil {
 		tsink = &stateSink{Sink: tsink, k: keep}
 	}
 	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: tsink, Reporter: d.Reporter}
+	var follower *logs.Follower
+	if live && cfg.Logs {
+		follower = &logs.Follower{Config: cfg.LogsConfig, Namespace: w.Namespace, Open: d.Logs, Report: d.Reporter.Log, Warn: d.Reporter.Warn}
+		follower.Start(tctx)
+		tracker.Pods = append(tracker.Pods, follower)
+	}
+	if fw != nil {
+		tracker.Pods = append(tracker.Pods, fw)
+	}
 	synced := make(chan struct{})
 	go tracker.Run(tctx, synced)
 	select {
 	case <-synced:
 	case <-ctx.Done():
 		return nil
+	}
+	if follower != nil {
+		follower.Listed()
+	}
+	if fw != nil {
+		fw.Listed()
 	}
 
 	if cfg.Once || cfg.Sync.DryRun {
@@ -226,11 +275,30 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		go back.Run(tctx)
 	}
 	err = engine.Run(ctx, changes)
+	if follower != nil {
+		// No log line after the summary.
+		stopTracking()
+		follower.Wait()
+	}
 	d.Reporter.Summary()
 	if ctx.Err() != nil {
 		return nil // Ctrl-C is how a session ends
 	}
 	return err
+}
+
+// syncedReporter tells fw about each initial sync that converged: that container's pod may
+// serve the forwards once it is Ready.
+func syncedReporter(rep filesync.Reporter, fw *forward.Forwarder) filesync.Reporter {
+	if fw == nil {
+		return rep
+	}
+	return filesync.ReporterFunc(func(ev filesync.Event) {
+		rep.Report(ev)
+		if e, ok := ev.(filesync.InitialSync); ok && e.Err == nil {
+			fw.Synced(e.Target.ContainerID)
+		}
+	})
 }
 
 // release lets through each held mass delete the user answered yes to, until ctx ends.

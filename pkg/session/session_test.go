@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,9 +22,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/forward"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakeexec"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakewatch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
@@ -90,10 +93,12 @@ func (r fakeReporter) Report(ev filesync.Event) {
 		r.j.add("event %T", ev)
 	}
 }
-func (r fakeReporter) Refreshed(line string)   { r.j.add("refreshed %s", line) }
-func (r fakeReporter) Warn(err error)          { r.j.add("warn %v", err) }
-func (r fakeReporter) Watching(roots []string) { r.j.add("watching %d roots", len(roots)) }
-func (r fakeReporter) Summary()                { r.j.add("summary") }
+func (r fakeReporter) Refreshed(line string)    { r.j.add("refreshed %s", line) }
+func (r fakeReporter) Warn(err error)           { r.j.add("warn %v", err) }
+func (r fakeReporter) Watching(roots []string)  { r.j.add("watching %d roots", len(roots)) }
+func (r fakeReporter) Summary()                 { r.j.add("summary") }
+func (r fakeReporter) Forward(ev forward.Event) { r.j.add("forward %s %s", ev.Spec, ev.Text()) }
+func (r fakeReporter) Log(l logs.Line)          { r.j.add("log %s/%s %s", l.Pod, l.Container, l.Text) }
 func (r fakeReporter) Restarted(ev restart.Event) {
 	r.j.add("restarted %s %s err=%v", ev.Target, ev.Mode, ev.Err)
 }
@@ -432,4 +437,65 @@ type sandboxExecutor struct {
 
 func (s sandboxExecutor) Exec(ctx context.Context, t filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	return s.Run(ctx, localexec.Sandboxed(argv, filepath.Join(s.dir, t.Pod)), stdin, stdout, stderr)
+}
+
+// TestRunForwardAndLogs: the forward's port is bound before the workload changes (a busy port
+// fails the session with nothing changed), it serves a pod only once that pod's initial sync
+// converged, and the log follower shows the synced container's lines.
+func TestRunForwardAndLogs(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	f := newFixture(t, readyPod("web-1"))
+	f.cfg.PullPolicy = "Always"
+	f.cfg.Forward = []forward.Spec{{Local: busy.Addr().(*net.TCPAddr).Port, Remote: "80"}}
+	if err := Run(context.Background(), f.cfg, f.deps); err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("Run with a busy port = %v", err)
+	}
+	for _, l := range f.j.all() {
+		if strings.HasPrefix(l, "pull-policy") {
+			t.Fatalf("the workload changed before the forward failed: %s", l)
+		}
+	}
+
+	f = newFixture(t, readyPod("web-1"))
+	f.cfg.Forward = []forward.Spec{{Local: 0, Remote: "80"}}
+	f.cfg.Logs, f.cfg.LogsConfig = true, logs.Config{Tail: 10}
+	f.deps.Logs = fakeLogs{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- Run(ctx, f.cfg, f.deps) }()
+	serving := f.j.waitFor(t, "forward 0:80 serving web-1")
+	if !slices.Contains(f.j.all(), "log web-1/app hello") {
+		f.j.waitFor(t, "log web-1/app hello")
+	}
+	all := f.j.all()
+	synced := slices.IndexFunc(all, func(l string) bool { return strings.HasPrefix(l, "initial-sync ns/web-1/app") })
+	if synced < 0 || synced > slices.Index(all, serving) || slices.Index(all, "forward 0:80 listening") != 1 {
+		t.Errorf("events:\n%s\nwant: resolve, listening, ..., initial-sync, ..., serving", strings.Join(all, "\n"))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readyPod is runningPod, Ready.
+func readyPod(name string) *corev1.Pod {
+	p := runningPod(name)
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	return p
+}
+
+// fakeLogs answers every log request with one line, then ends.
+type fakeLogs struct{}
+
+func (fakeLogs) Open(ctx context.Context, ns, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
+	if opts.SinceTime != nil {
+		<-ctx.Done() // resumed: nothing new
+		return nil, ctx.Err()
+	}
+	return io.NopCloser(strings.NewReader("2026-12-04T18:00:00Z hello\n")), nil
 }

@@ -35,6 +35,21 @@ type mark struct {
 	mtime  time.Time
 }
 
+// seen is what the container held at a conflict's path when it was
+// reported: the next local save goes checked against it, so a container
+// change made after the conflict is a conflict again, never overwritten
+// unseen. Neither known (a directory's conflict): the save goes unchecked.
+type seen struct {
+	sum    *[32]byte
+	absent bool
+}
+
+// conflicted is a conflict's marks: the local file's, and the container's.
+type conflicted struct {
+	local  mark
+	remote seen
+}
+
 func markOf(name string) mark {
 	fi, err := os.Lstat(name)
 	if err != nil {
@@ -57,14 +72,21 @@ func (r *Runner) Expect(u filesync.Upload) (check string, skip bool) {
 	}
 	key := conflictKey(u.Target, u.Mapping, u.Rel)
 	r.mu.Lock()
-	m, conflicted := r.conflicts[key]
-	if conflicted && markOf(u.Local) != m {
+	c, isConflict := r.conflicts[key]
+	saved := isConflict && markOf(u.Local) != c.local
+	if saved {
 		delete(r.conflicts, key) // saved since: the next local save wins
 	}
 	r.mu.Unlock()
 	switch {
-	case conflicted:
-		return "", markOf(u.Local) == m
+	case saved && c.remote.sum != nil:
+		// Over what the conflict showed the container holding, and nothing
+		// else: a container change since is a conflict again.
+		return remote.ExpectFile("./"+u.Rel, c.remote.sum, 0, 0), false
+	case saved && c.remote.absent:
+		return remote.ExpectAbsent("./" + u.Rel), false
+	case isConflict:
+		return "", !saved
 	case !u.Known:
 		return "", false
 	case !u.Has:
@@ -97,6 +119,17 @@ func (r *Runner) Changed(u filesync.Upload, now remote.Changed) {
 	if st == nil {
 		return // no longer the source
 	}
+	if u.Ancestor.Type == remote.TypeFile && now.Now == "-" {
+		// The container deleted the file: both sides agree when the local side
+		// deleted it too, and a local edit wins over the delete. Neither is a
+		// conflict; the next pass forgets the ancestor (see checkDirs), so the
+		// path is decided again from nothing on either side.
+		r.mu.Lock()
+		r.dirChecks[conflictKey(u.Target, u.Mapping, u.Rel)] = u
+		r.mu.Unlock()
+		r.kickPass()
+		return
+	}
 	if u.Ancestor.Type == remote.TypeDir && strings.HasPrefix(now.Now, "+") {
 		r.mu.Lock()
 		r.dirChecks[conflictKey(u.Target, u.Mapping, u.Rel)] = u
@@ -104,7 +137,7 @@ func (r *Runner) Changed(u filesync.Upload, now remote.Changed) {
 		r.kickPass()
 		return
 	}
-	r.conflict(st, u.Target, u.Mapping, u.Rel, u.Local, localSide(u.Local).Sum, sumOf(now.Sum()))
+	r.conflict(st, u.Target, u.Mapping, u.Rel, u.Local, localSide(u.Local).Sum, sumOf(now.Sum()), now.Now == "-")
 }
 
 // allowance is what checkDirs found under a directory deleted locally that
@@ -130,7 +163,18 @@ func (r *Runner) checkDirs(v *filesync.Visit, st *state) error {
 	r.mu.Unlock()
 	for n, u := range checks {
 		_, dir, ignored, ok := v.Mapping(u.Mapping)
-		if anc, has, _ := v.Entry(u.Mapping, u.Rel); !ok || !has || anc.Type != remote.TypeDir {
+		anc, has, _ := v.Entry(u.Mapping, u.Rel)
+		if has && u.Ancestor.Type == remote.TypeFile && anc.Type == remote.TypeFile && anc.Sum != nil && u.Ancestor.Sum != nil && *anc.Sum == *u.Ancestor.Sum {
+			// A file the container deleted (see Changed): no side holds the
+			// ancestor any more. Forgotten, a local delete is done and a local
+			// edit goes up, checked against nothing being there.
+			v.Forget(u.Mapping, u.Rel)
+			if _, err := os.Lstat(u.Local); err == nil {
+				v.Replan(u.Mapping, u.Rel)
+			}
+			continue
+		}
+		if !ok || !has || anc.Type != remote.TypeDir {
 			continue // deleted, or planned otherwise, meanwhile
 		}
 		if _, err := os.Lstat(u.Local); !errors.Is(err, fs.ErrNotExist) {
@@ -165,7 +209,7 @@ func (r *Runner) checkDirs(v *filesync.Visit, st *state) error {
 			extra++
 		}
 		if !seen {
-			r.conflict(st, u.Target, u.Mapping, u.Rel, u.Local, nil, nil)
+			r.conflict(st, u.Target, u.Mapping, u.Rel, u.Local, nil, nil, false)
 			continue
 		}
 		r.mu.Lock()
@@ -190,11 +234,11 @@ func (r *Runner) stateOf(t filesync.Target) *state {
 // first reported: the state a local save must change for the upload to go
 // without its check. A pass that finds the conflict again keeps the mark,
 // so a save that a pass sees before its batch still wins.
-func (r *Runner) markConflict(t filesync.Target, i int, rel, local string) {
+func (r *Runner) markConflict(t filesync.Target, i int, rel, local string, rem seen) {
 	key := conflictKey(t, i, rel)
 	r.mu.Lock()
 	if _, ok := r.conflicts[key]; !ok {
-		r.conflicts[key] = markOf(local)
+		r.conflicts[key] = conflicted{local: markOf(local), remote: rem}
 	}
 	r.mu.Unlock()
 }

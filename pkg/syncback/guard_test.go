@@ -315,3 +315,90 @@ func TestDirDeleteWithIgnoredEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerDeleteIsNoConflict: a listed file the container deleted
+// before any scan saw it is no conflict for the upload that finds it gone.
+// A local delete of it agrees (and the path is forgotten, so a new local
+// file there goes up); a local edit of it wins over the delete and goes up
+// with the next batch, without a save of its own. Before, both were
+// reported as conflicts with empty sums, the edit stayed out of the
+// container, and a new file at the path was never sent.
+func TestContainerDeleteIsNoConflict(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newRunning(t, &executor{Runner: *r}, Config{})
+			write(t, f.local, "gen/a.go", "a", 0o644)
+			write(t, f.local, "gen/b.go", "b", 0o644)
+			f.save(t, "gen/a.go", "gen/b.go")
+			f.pass(t)
+
+			must(t, os.Remove(filepath.Join(f.remote, "gen", "a.go")))
+			must(t, os.Remove(filepath.Join(f.remote, "gen", "b.go")))
+			must(t, os.Remove(f.path("gen/a.go")))
+			write(t, f.local, "gen/b.go", "b edited", 0o644)
+			f.save(t, "gen/a.go", "gen/b.go")
+			if evs := f.rec.take(); len(evs) != 0 {
+				t.Fatalf("events of the batch: %#v", evs)
+			}
+			// The pass forgets both; the edit is planned again and goes with
+			// the next batch.
+			if evs := f.pass(t); len(evs) != 0 {
+				t.Fatalf("events of the pass: %#v", evs)
+			}
+			f.save(t, "src/main.go")
+			if got := read(t, f.remote, "gen/b.go"); got != "b edited" {
+				t.Fatalf("the local edit over the container's delete: %q", got)
+			}
+			write(t, f.local, "gen/a.go", "a again", 0o644)
+			f.save(t, "gen/a.go")
+			if got := read(t, f.remote, "gen/a.go"); got != "a again" {
+				t.Fatalf("a new local file where both deleted: %q", got)
+			}
+			if evs := f.rec.take(); len(evs) != 0 {
+				t.Fatalf("events: %#v", evs)
+			}
+			if _, err := os.Lstat(f.path("gen/a.go")); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestSaveAfterConflictIsChecked: the save after a conflict wins over
+// what the conflict showed in the container, and only over that: a
+// container change made after the conflict was reported is a conflict
+// again, never overwritten unseen (before, that save went unchecked).
+func TestSaveAfterConflictIsChecked(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newRunning(t, &executor{Runner: *r}, Config{})
+			f.pass(t)
+			write(t, f.remote, "package-lock.json", "theirs 1", 0o644)
+			write(t, f.local, "package-lock.json", "mine 1", 0o644)
+			f.save(t, "package-lock.json")
+			if evs := f.rec.take(); len(evs) != 1 {
+				t.Fatalf("first conflict: %#v", evs)
+			}
+			// The container writes again after the conflict; the user saves.
+			write(t, f.remote, "package-lock.json", "theirs 2", 0o644)
+			write(t, f.local, "package-lock.json", "mine 2", 0o644)
+			f.save(t, "package-lock.json")
+			if got := read(t, f.remote, "package-lock.json"); got != "theirs 2" {
+				t.Fatalf("the save after a conflict replaced a later container change: %q", got)
+			}
+			evs := f.rec.take()
+			if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.LocalSum != sum("mine 2") || c.RemoteSum != sum("theirs 2") {
+				t.Fatalf("second conflict: %#v", evs)
+			}
+			// The next save, with the container as the conflict showed it, wins.
+			write(t, f.local, "package-lock.json", "merged", 0o644)
+			f.save(t, "package-lock.json")
+			if got := read(t, f.remote, "package-lock.json"); got != "merged" {
+				t.Fatalf("the save after the second conflict: %q", got)
+			}
+			if evs := f.rec.take(); len(evs) != 0 {
+				t.Fatalf("events after the merge: %#v", evs)
+			}
+		})
+	}
+}

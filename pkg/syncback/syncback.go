@@ -141,7 +141,7 @@ type Runner struct {
 	live      map[string]member // by Target.String()
 	source    *filesync.Target
 	states    map[string]*state          // by target and container ID
-	conflicts map[string]mark            // see Expect
+	conflicts map[string]conflicted      // see Expect
 	dirChecks map[string]filesync.Upload // by conflictKey: directory deletes a pass looks at (see Changed)
 	allow     map[string]allowance       // by conflictKey: what such a pass found (see checkDirs)
 	onSync    map[string]bool            // by target and container ID: an on-sync run ended (see OnSyncRan)
@@ -186,7 +186,7 @@ func New(cfg Config, rep Reporter, clk clock.WithTicker) (*Runner, error) {
 		clk = clock.RealClock{}
 	}
 	hashed, _ := g.FileTests() // nil when it can't say which: every file is hashed
-	return &Runner{cfg: cfg, globs: g, hashed: hashed, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]mark{}, dirChecks: map[string]filesync.Upload{}, allow: map[string]allowance{}, onSync: map[string]bool{}, kick: make(chan struct{}, 1)}, nil
+	return &Runner{cfg: cfg, globs: g, hashed: hashed, rep: rep, clk: clk, live: map[string]member{}, states: map[string]*state{}, conflicts: map[string]conflicted{}, dirChecks: map[string]filesync.Upload{}, allow: map[string]allowance{}, onSync: map[string]bool{}, kick: make(chan struct{}, 1)}, nil
 }
 
 // Serve sets the host that passes run on: the engine, which is built with r
@@ -688,13 +688,14 @@ func (p *mappingPass) record(rel string, local Side) {
 }
 
 func (p *mappingPass) conflict(rel string, local, rem *[32]byte) {
-	p.r.conflict(p.st, p.v.Target, p.i, rel, p.local(rel), local, rem)
+	p.r.conflict(p.st, p.v.Target, p.i, rel, p.local(rel), local, rem, false)
 }
 
 // conflict reports the conflict at rel (local, its local path) once, and
-// marks it: both sides stay until the next local save, which wins.
-func (r *Runner) conflict(st *state, t filesync.Target, i int, rel, local string, lsum, rsum *[32]byte) {
-	r.markConflict(t, i, rel, local)
+// marks it: both sides stay until the next local save, which wins over
+// what the container held then (rsum, or nothing when absent; see seen).
+func (r *Runner) conflict(st *state, t filesync.Target, i int, rel, local string, lsum, rsum *[32]byte, absent bool) {
+	r.markConflict(t, i, rel, local, seen{sum: rsum, absent: absent})
 	ev := Conflicted{Target: t, Path: local, LocalSum: hexSum(lsum), RemoteSum: hexSum(rsum)}
 	r.once(st, rel, "conflict "+ev.LocalSum+" "+ev.RemoteSum, ev)
 }

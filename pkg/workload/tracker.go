@@ -18,6 +18,13 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
+// PodObserver sees every pod event of a Tracker, with the containers chosen in that pod;
+// gone says the pod left the workload's list. It is called under the tracker's lock and must
+// not block. The port-forward and the log follower implement it.
+type PodObserver interface {
+	ObservePod(pod *corev1.Pod, containers []string, gone bool)
+}
+
 // Sink receives the targets a Tracker finds. The sync engine implements it.
 type Sink interface {
 	AddTarget(t remote.Target)
@@ -42,6 +49,8 @@ type Tracker struct {
 	Reporter filesync.Reporter
 	// Clock times restarts; nil means the real clock.
 	Clock clock.PassiveClock
+	// Pods, if not nil, see each pod event after Sink did.
+	Pods []PodObserver
 
 	mu       sync.Mutex
 	targets  map[string]remote.Target // by Target.String(): namespace/pod/container
@@ -149,6 +158,9 @@ func (tr *Tracker) observe(obj any, deleted bool) {
 			tr.targets[key] = next
 			tr.Sink.AddTarget(next)
 		}
+	}
+	for _, o := range tr.Pods {
+		o.ObservePod(pod, containers, deleted)
 	}
 	tr.judgeWait()
 }

@@ -50,9 +50,24 @@ type Event struct {
 	From    string         `json:"from"`
 	Decided map[string]int `json:"decided"`
 
+	// forward and log
+	Forward  *Forward `json:"forward"`
+	State    string   `json:"state"`
+	Pod      string   `json:"pod"`
+	Previous string   `json:"previous"`
+	Waiting  string   `json:"waiting"`
+	Dials    int64    `json:"dials"`
+	LogTime  string   `json:"logTime"`
+
 	// Line is the line as printed; Invalid says it was not JSON (and the fields above are zero).
 	Line    string `json:"-"`
 	Invalid bool   `json:"-"`
+}
+
+// Forward is the forward a "forward" event is about.
+type Forward struct {
+	Address string `json:"address"`
+	Remote  string `json:"remote"`
 }
 
 // Helper is the helper container of a "helper" event.

@@ -1,0 +1,406 @@
+package forward
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/streaming/pkg/httpstream"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// pod is a pod running container app (containerID id) created at second created.
+func pod(name, id string, created int64, ready bool) *corev1.Pod {
+	cond := corev1.ConditionFalse
+	if ready {
+		cond = corev1.ConditionTrue
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Unix(created, 0)},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}},
+		Status: corev1.PodStatus{
+			Phase:             corev1.PodRunning,
+			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: cond}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", ContainerID: id, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}},
+		},
+	}
+}
+
+func deleting(p *corev1.Pod) *corev1.Pod {
+	p = p.DeepCopy()
+	now := metav1.Now()
+	p.DeletionTimestamp = &now
+	return p
+}
+
+func TestChoose(t *testing.T) {
+	app := []string{"app"}
+	info := func(p *corev1.Pod) *podInfo { return &podInfo{pod: p, containers: app} }
+	synced := map[string]bool{"a1": true, "b1": true, "c1": true}
+	for _, tc := range []struct {
+		name    string
+		pods    []*corev1.Pod
+		current string
+		want    string
+		why     string
+	}{
+		{"none", nil, "", "", WaitNoPod},
+		{"not ready", []*corev1.Pod{pod("a", "a1", 1, false)}, "", "", WaitNotReady},
+		{"ready but unsynced", []*corev1.Pod{pod("a", "a2", 1, true), pod("b", "b1", 1, false)}, "", "", WaitSyncing},
+		{"terminating is never chosen", []*corev1.Pod{deleting(pod("a", "a1", 1, true))}, "", "", WaitNoPod},
+		{"newest eligible", []*corev1.Pod{pod("a", "a1", 1, true), pod("b", "b1", 2, true)}, "", "b", ""},
+		{"current stays while eligible", []*corev1.Pod{pod("a", "a1", 1, true), pod("b", "b1", 2, true)}, "a", "a", ""},
+		{"current left", []*corev1.Pod{deleting(pod("a", "a1", 1, true)), pod("b", "b1", 2, true), pod("c", "c1", 3, false)}, "a", "b", ""},
+		{"restarted container is unsynced", []*corev1.Pod{pod("a", "a9", 1, true)}, "a", "", WaitSyncing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := map[string]*podInfo{}
+			for _, p := range tc.pods {
+				pods[p.Name] = info(p)
+			}
+			got, why := choose(pods, synced, tc.current)
+			if got != tc.want || why != tc.why {
+				t.Fatalf("choose = %q, %q; want %q, %q", got, why, tc.want, tc.why)
+			}
+		})
+	}
+}
+
+// recorder collects a forwarder's events.
+type recorder struct {
+	mu  sync.Mutex
+	evs []string
+	ch  chan string
+}
+
+func newRecorder() *recorder { return &recorder{ch: make(chan string, 100)} }
+
+func (r *recorder) report(ev Event) {
+	s := ev.State
+	switch ev.State {
+	case Serving:
+		s += " " + ev.Pod
+		if ev.Previous != "" {
+			s += " was " + ev.Previous + " " + ev.Reason
+		}
+	case Waiting:
+		s += " " + ev.Reason
+	case Lost:
+		s += " " + ev.Pod + " " + ev.Reason + " " + ev.Waiting
+	case Failed:
+		s += " " + ev.Message
+	}
+	r.mu.Lock()
+	r.evs = append(r.evs, s)
+	r.mu.Unlock()
+	r.ch <- s
+}
+
+func (r *recorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.evs...)
+}
+
+func (r *recorder) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case s := <-r.ch:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no event; got %q", r.all())
+		return ""
+	}
+}
+
+func TestEventsOncePerChange(t *testing.T) {
+	rec := newRecorder()
+	f := &Forwarder{Specs: []Spec{{Local: 0, Remote: "80"}}, Report: rec.report}
+	if err := f.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer f.closeListeners()
+	app := []string{"app"}
+	f.ObservePod(pod("a", "a1", 1, false), app, false) // not listed yet: nothing judged
+	f.Listed()
+	f.ObservePod(pod("a", "a1", 1, false), app, false) // the same again
+	f.ObservePod(pod("a", "a1", 1, true), app, false)
+	f.ObservePod(pod("a", "a1", 1, true), app, false)
+	f.Synced("a1")
+	f.ObservePod(pod("b", "b1", 2, true), app, false) // another eligible pod: a keeps serving
+	f.Synced("b1")
+	f.ObservePod(pod("a", "a1", 1, true), app, true)   // a deleted: b takes over
+	f.ObservePod(pod("b", "b2", 2, true), app, false)  // b's container restarted: unsynced
+	f.ObservePod(pod("b", "b2", 2, false), app, false) // and not Ready
+	f.ObservePod(pod("b", "b2", 2, true), app, false)
+	f.Synced("b2")
+	want := []string{
+		"listening",
+		"waiting not-ready",
+		"waiting syncing",
+		"serving a",
+		"serving b was a deleted",
+		"lost b restarted syncing",
+		"waiting not-ready",
+		"waiting syncing",
+		"serving b",
+	}
+	if got := rec.all(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// fakeDialer connects to in-memory pods that answer each line with "POD PORT LINE".
+type fakeDialer struct {
+	mu    sync.Mutex
+	dials []string
+	conns []*fakeConn
+	fail  error
+}
+
+func (d *fakeDialer) Dial(ctx context.Context, ns, pod string) (httpstream.Connection, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.dials = append(d.dials, pod)
+	if d.fail != nil {
+		return nil, d.fail
+	}
+	c := &fakeConn{pod: pod, closed: make(chan bool)}
+	d.conns = append(d.conns, c)
+	return c, nil
+}
+
+func (d *fakeDialer) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.dials)
+}
+
+type fakeConn struct {
+	pod    string
+	once   sync.Once
+	closed chan bool
+}
+
+func (c *fakeConn) CreateStream(h http.Header) (httpstream.Stream, error) {
+	select {
+	case <-c.closed:
+		return nil, errors.New("connection closed")
+	default:
+	}
+	if h.Get(corev1.StreamType) == corev1.StreamTypeError {
+		return &fakeStream{Conn: nopConn{}, h: h}, nil
+	}
+	local, remote := net.Pipe()
+	go func() {
+		defer remote.Close()
+		line, err := bufio.NewReader(remote).ReadString('\n')
+		if err != nil {
+			return
+		}
+		fmt.Fprintf(remote, "%s %s %s", c.pod, h.Get(corev1.PortHeader), line)
+	}()
+	return &fakeStream{Conn: local, h: h}, nil
+}
+func (c *fakeConn) Close() error                       { c.once.Do(func() { close(c.closed) }); return nil }
+func (c *fakeConn) CloseChan() <-chan bool             { return c.closed }
+func (c *fakeConn) SetIdleTimeout(time.Duration)       {}
+func (c *fakeConn) RemoveStreams(...httpstream.Stream) {}
+func (c *fakeConn) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+type fakeStream struct {
+	net.Conn
+	h http.Header
+}
+
+func (s *fakeStream) Reset() error         { return s.Conn.Close() }
+func (s *fakeStream) Headers() http.Header { return s.h }
+func (s *fakeStream) Identifier() uint32   { return 0 }
+
+// nopConn is an error stream with nothing to say.
+type nopConn struct{ net.Conn }
+
+func (nopConn) Read([]byte) (int, error)  { return 0, io.EOF }
+func (nopConn) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+func (nopConn) Close() error              { return nil }
+
+// ask sends line through the forward at addr and returns the answer, or "" when the
+// connection was closed without one.
+func ask(t *testing.T, addr, line string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "%s\n", line)
+	b, _ := io.ReadAll(c)
+	return strings.TrimSpace(string(b))
+}
+
+func TestConnectionsFollowThePod(t *testing.T) {
+	rec := newRecorder()
+	d := &fakeDialer{}
+	f := &Forwarder{Specs: []Spec{{Local: 0, Remote: "http"}}, Report: rec.report, Dialer: d}
+	if err := f.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { f.Serve(ctx); close(served) }()
+	addr := f.Addrs()[0]
+	app := []string{"app"}
+	f.Listed()
+
+	// A connection made while no pod can serve waits for one, and nothing is dialled.
+	answer := make(chan string)
+	go func() { answer <- ask(t, addr, "early") }()
+	f.ObservePod(pod("a", "a1", 1, true), app, false)
+	for rec.next(t) != "waiting syncing" {
+	}
+	if n := d.count(); n != 0 {
+		t.Fatalf("%d dials while no pod could serve", n)
+	}
+	f.Synced("a1")
+	if got := <-answer; got != "a 8080 early" {
+		t.Fatalf("answer %q", got)
+	}
+	for range 3 {
+		if got := ask(t, addr, "again"); got != "a 8080 again" {
+			t.Fatalf("answer %q", got)
+		}
+	}
+	if n := d.count(); n != 1 {
+		t.Fatalf("%d dials for four connections to one pod, want 1", n)
+	}
+
+	// A rollout: b comes, a goes; new connections go to b, a's connection is closed.
+	f.ObservePod(pod("b", "b1", 2, true), app, false)
+	f.Synced("b1")
+	f.ObservePod(deleting(pod("a", "a1", 1, true)), app, false)
+	if got := ask(t, addr, "later"); got != "b 8080 later" {
+		t.Fatalf("answer %q", got)
+	}
+	d.mu.Lock()
+	first := d.conns[0]
+	d.mu.Unlock()
+	if !first.isClosed() {
+		t.Fatal("the connection to the old pod is still open")
+	}
+
+	// The port is released when Serve ends.
+	cancel()
+	<-served
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("port not released: %v", err)
+	}
+	l.Close()
+}
+
+func TestNoDialStormAfterFailure(t *testing.T) {
+	rec := newRecorder()
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods/portforward"}, "a", errors.New("no"))
+	d := &fakeDialer{fail: forbidden}
+	clk := clocktesting.NewFakeClock(time.Unix(100, 0))
+	f := &Forwarder{Specs: []Spec{{Local: 0, Remote: "80"}}, Report: rec.report, Dialer: d, Clock: clk}
+	if err := f.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.Serve(ctx)
+	f.Listed()
+	f.ObservePod(pod("a", "a1", 1, true), []string{"app"}, false)
+	f.Synced("a1")
+	for range 10 {
+		if got := ask(t, f.Addrs()[0], "x"); got != "" {
+			t.Fatalf("answer %q", got)
+		}
+	}
+	if n := d.count(); n != 1 {
+		t.Fatalf("%d dials within the back-off, want 1", n)
+	}
+	var errs []string
+	for _, e := range rec.all() {
+		if strings.HasPrefix(e, Failed) {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0], `grant the RBAC verb "create" on "pods/portforward"`) {
+		t.Fatalf("errors said: %q", errs)
+	}
+	clk.Step(2 * time.Second) // the back-off ended: the next connection dials again
+	ask(t, f.Addrs()[0], "x")
+	if n := d.count(); n != 2 {
+		t.Fatalf("%d dials after the back-off, want 2", n)
+	}
+}
+
+func TestWaitingConnectionTimesOut(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(100, 0))
+	d := &fakeDialer{}
+	f := &Forwarder{Specs: []Spec{{Local: 0, Remote: "80"}}, Dialer: d, Clock: clk, WaitTimeout: time.Minute}
+	if err := f.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.Serve(ctx)
+	f.Listed()
+	answer := make(chan string)
+	go func() { answer <- ask(t, f.Addrs()[0], "x") }()
+	for !clk.HasWaiters() {
+		runtime.Gosched()
+	}
+	clk.Step(time.Minute)
+	if got := <-answer; got != "" {
+		t.Fatalf("answer %q", got)
+	}
+	if n := d.count(); n != 0 {
+		t.Fatalf("%d dials", n)
+	}
+}
+
+func TestListenBusyPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	f := &Forwarder{Specs: []Spec{{Local: 0, Remote: "80"}, {Local: port, Remote: "81"}}}
+	err = f.Listen()
+	if err == nil || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), "0 for a free one") {
+		t.Fatalf("Listen = %v", err)
+	}
+	// The first forward's port was released again.
+	if len(f.Addrs()) != 1 {
+		t.Fatalf("addrs %v", f.Addrs())
+	}
+	l2, err := net.Listen("tcp", f.Addrs()[0])
+	if err != nil {
+		t.Fatalf("first port still bound: %v", err)
+	}
+	l2.Close()
+}

@@ -1,0 +1,101 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
+)
+
+// TestModelVerdict holds TestModel's rules (model.verdict) to cases worked out by hand, each
+// the README's or issue 31's words: a model that let anything pass would prove nothing. The
+// versions are sums as the model keeps them (16 hex digits); "" is absent.
+func TestModelVerdict(t *testing.T) {
+	const (
+		a, b, x, y = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb", "cccccccccccccccc", "dddddddddddddddd"
+		local      = "/tree"
+		p          = "gen/a.txt"
+	)
+	abs := filepath.Join(local, p)
+	full := func(v string) string {
+		if v == "" {
+			return ""
+		}
+		return v + "000000000000000000000000000000000000000000000000"
+	}
+	conflict := func(l, r string) sessiontest.Event {
+		return sessiontest.Event{Type: "conflict", Path: abs, LocalSha256: full(l), RemoteSha256: full(r)}
+	}
+	syncedBack := sessiontest.Event{Type: "synced-back", Paths: []string{abs}}
+	// Changes are made at event 1 of session 0 (one event before them).
+	at := evPos{0, 1}
+	l := func(sum string) change { return change{side: 'L', sum: sum, at: at} }
+	c := func(sum string) change { return change{side: 'C', sum: sum, at: at} }
+	before := sessiontest.Event{Type: "batch"}
+
+	for _, tc := range []struct {
+		name    string
+		kind    roundKind
+		deletes bool
+		prev    pair
+		chs     []change
+		events  []sessiontest.Event // after the first
+		cur     pair
+		ok      bool
+	}{
+		{"running: nothing changed, nothing moves", running, false, pair{a, a}, nil, nil, pair{a, a}, true},
+		{"running: nothing changed, yet it moved", running, false, pair{a, a}, nil, nil, pair{b, b}, false},
+		{"running: a local save goes up", running, false, pair{a, a}, []change{l(b)}, nil, pair{b, b}, true},
+		{"running: a local save lost", running, false, pair{a, a}, []change{l(b)}, nil, pair{a, a}, false},
+		{"running: a container write comes home", running, false, pair{a, a}, []change{c(b)}, nil, pair{b, b}, true},
+		{"running: local then container: the container's is the last", running, false, pair{a, a}, []change{l(b), c(x)}, nil, pair{x, x}, true},
+		{"running: local then container: the local save won, the container's write lost", running, false, pair{a, a}, []change{l(b), c(x)}, nil, pair{b, b}, false},
+		{"running: both changed, a conflict reported", running, false, pair{a, a}, []change{l(b), c(x)}, []sessiontest.Event{conflict(b, x)}, pair{b, x}, true},
+		{"running: both changed, no conflict reported", running, false, pair{a, a}, []change{l(b), c(x)}, nil, pair{b, x}, false},
+		{"running: a conflict that names other versions", running, false, pair{a, a}, []change{l(b), c(x)}, []sessiontest.Event{conflict(b, y)}, pair{b, x}, false},
+		{"running: container then local, seen first: the local save wins", running, false, pair{a, a}, []change{c(b), l(x)}, []sessiontest.Event{syncedBack}, pair{x, x}, true},
+		{"running: container then local, never seen: the upload replaced it", running, false, pair{a, a}, []change{c(b), l(x)}, nil, pair{x, x}, false},
+		{"running: after a conflict the next local save replaced a later container change unseen", running, false, pair{a, a}, []change{c(b), l(x), c(y), l(a)}, []sessiontest.Event{conflict(x, b)}, pair{a, a}, false},
+		{"running: after a conflict a later container change is a conflict again", running, false, pair{a, a}, []change{c(b), l(x), c(y), l(a)}, []sessiontest.Event{conflict(x, b), conflict(a, y)}, pair{a, y}, true},
+		{"running: a container delete, then a local write: the modification wins", running, true, pair{a, a}, []change{c(""), l(x)}, nil, pair{x, x}, true},
+		{"running: a container delete stays there without --sync-back-deletes", running, false, pair{a, a}, []change{c("")}, nil, pair{a, ""}, true},
+		{"running: with it, it comes home", running, true, pair{a, a}, []change{c("")}, nil, pair{"", ""}, true},
+		{"running: with it, it must come home", running, true, pair{a, a}, []change{c("")}, nil, pair{a, ""}, false},
+		{"running: a write that came home before its delete", running, false, pair{"", ""}, []change{c(b), c("")}, nil, pair{b, ""}, true},
+		{"running: a local delete against a container modification: the modification wins", running, false, pair{a, a}, []change{c(b), l("")}, nil, pair{b, b}, true},
+		{"running: a local delete of what the container never changed comes back", running, false, pair{a, a}, []change{l("")}, nil, pair{a, a}, false},
+		{"running: a conflict stays until a local save", running, false, pair{a, b}, nil, nil, pair{a, b}, true},
+		{"running: after a conflict the next local save wins", running, false, pair{a, b}, []change{l(x)}, nil, pair{x, x}, true},
+
+		{"stopped: a container change comes home at the start", stopped, false, pair{a, a}, []change{c(b)}, nil, pair{b, b}, true},
+		{"stopped: a container change overwritten by the start (no saved ancestor)", stopped, false, pair{a, a}, []change{c(b)}, nil, pair{a, a}, false},
+		{"stopped: a local delete goes up", stopped, false, pair{a, a}, []change{l("")}, nil, pair{"", ""}, true},
+		{"stopped: a local delete left in the container", stopped, false, pair{a, a}, []change{l("")}, nil, pair{"", a}, false},
+		{"stopped: both changed: a conflict", stopped, false, pair{a, a}, []change{l(b), c(x)}, []sessiontest.Event{conflict(b, x)}, pair{b, x}, true},
+		{"stopped: both changed: the local side won", stopped, false, pair{a, a}, []change{l(b), c(x)}, nil, pair{b, b}, false},
+		{"stopped: a local edit against a container delete goes up", stopped, false, pair{a, a}, []change{c(""), l(b)}, nil, pair{b, b}, true},
+		{"stopped: a local edit against a container delete, neither sent nor said", stopped, false, pair{a, a}, []change{c(""), l(b)}, nil, pair{b, ""}, false},
+		{"stopped: a container delete without --sync-back-deletes stays there", stopped, false, pair{a, a}, []change{c("")}, nil, pair{a, ""}, true},
+		{"stopped: a container delete against a local conflicting version: the modification wins", stopped, true, pair{a, b}, []change{c("")}, nil, pair{a, a}, true},
+		{"stopped: a container delete of what the local side also held must come home", stopped, true, pair{a, a}, []change{c("")}, nil, pair{a, a}, false},
+		{"stopped: a local delete against the container's conflicting version: the modification wins", stopped, false, pair{a, b}, []change{l("")}, nil, pair{b, b}, true},
+		{"stopped: with it, it comes home", stopped, true, pair{a, a}, []change{c("")}, nil, pair{"", ""}, true},
+
+		{"restarted: the new container gets the local tree", restarted, false, pair{a, b}, nil, nil, pair{a, a}, true},
+		{"restarted: the container's version came home from the new container", restarted, false, pair{a, b}, nil, nil, pair{b, b}, false},
+		{"restarted: nothing of the old container is left", restarted, false, pair{"", b}, nil, nil, pair{"", ""}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs := append([]sessiontest.Event{before}, tc.events...)
+			m := &model{t: t, deletes: tc.deletes, local: local, running: true,
+				printed: []func() []sessiontest.Event{func() []sessiontest.Event { return evs }},
+				state:   map[string]pair{p: tc.prev}, changes: map[string][]change{p: tc.chs}}
+			why := m.verdict(tc.kind, p, tc.cur)
+			if (why == "") != tc.ok {
+				t.Errorf("verdict %q, want ok %v", why, tc.ok)
+			}
+		})
+	}
+}

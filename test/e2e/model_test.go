@@ -1,0 +1,989 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
+)
+
+// The model-based two-way test: see TestModel.
+
+var (
+	modelSteps = flag.Int("model.steps", 0, "TestModel: operations to run (default 120, or LIVESYNC_MODEL_STEPS)")
+	modelSeed  = flag.Uint64("model.seed", 0, "TestModel: the seed to replay (default random, or LIVESYNC_MODEL_SEED)")
+)
+
+// defaultModelSteps bounds the run of `make test`: about 80 s of operations on the local
+// cluster (0.65 s a step, 2026-12-04), under the 3 minutes it may take.
+const defaultModelSteps = 120
+
+// The paths the model writes, slash-separated under LOCAL (and /app). modelListed come back
+// (--sync-back lock.json --sync-back 'gen/**'); modelUnlisted go one way, local -> container.
+// No path is another's parent: every path is a file, never a directory.
+var (
+	modelListed   = []string{"lock.json", "gen/a.txt", "gen/b.txt", "gen/sub/c.txt", "gen/sub/d.txt", "gen/e/f.txt", "gen/e/g.txt"}
+	modelUnlisted = []string{"README.md", "src/main.py", "src/util.py", "src/pkg/x.py", "src/pkg/y.py"}
+	// modelDirs are the directories replaced whole: the container replaces only listed ones.
+	modelDirs = []string{"gen/sub", "gen/e", "src/pkg"}
+)
+
+// The markers that make a quiescent point: the local one goes up (unlisted), the container's
+// comes home (listed). Neither is a path of the model.
+const (
+	modelLocalMark  = ".model-mark"
+	modelRemoteMark = "gen/.model-mark"
+)
+
+// TestModel is a model-based two-way test of the real binary on the real cluster. From a seed it
+// runs a random sequence of operations on both sides of one --sync-back session (deploy/web,
+// one replica): on the local tree, writes (in place or temp + rename), deletes, renames and
+// directory replaces on any path; in the container, through exec, the same on the listed paths.
+// Among them: Ctrl-C of the session with operations on both sides while it is stopped, then a
+// new session (the same state directory: it starts from what the last one saved); container
+// restarts (kill 1, then pod replacements); cut streams (the stream's loop in the container
+// killed). --sync-back-deletes and the image (busybox, or GNU tools with inotifywait) come from
+// the seed.
+//
+// After each round the test waits for a quiescent point (a marker file goes up and its
+// container twin comes home, by the session's own sync and sync-back: every change of the
+// round was seen by then) and reads both trees. Every path must then be one of what the
+// documented rules allow (model.verdict, itself tested by TestModelVerdict): equal on both
+// sides, or a reported conflict that holds both versions; no write lost. A failure prints the
+// seed, the replay command and the log of operations (each with when it ran, to read against
+// the events' times). LIVESYNC_MODEL_STEPS (or -model.steps) runs longer;
+// LIVESYNC_MODEL_SEED (or -model.seed) replays a seed (the operations are the seed's; what the
+// product does with them may vary with timing); LIVESYNC_MODEL_KEEP_GOING=1 reports every
+// violation and goes on from what it found, instead of stopping at the first.
+func TestModel(t *testing.T) {
+	steps := *modelSteps
+	if v := os.Getenv("LIVESYNC_MODEL_STEPS"); steps == 0 && v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			t.Fatalf("LIVESYNC_MODEL_STEPS=%q: want a positive number of operations", v)
+		}
+		steps = n
+	}
+	if steps == 0 {
+		steps = defaultModelSteps
+	}
+	seed := *modelSeed
+	if v := os.Getenv("LIVESYNC_MODEL_SEED"); seed == 0 && v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("LIVESYNC_MODEL_SEED=%q: want a number", v)
+		}
+		seed = n
+	}
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	m := &model{t: t, seed: seed, steps: steps, rng: rand.New(rand.NewPCG(seed, 0x6d6f64656c)), state: map[string]pair{},
+		keepGoing: os.Getenv("LIVESYNC_MODEL_KEEP_GOING") == "1"}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("TestModel failed: seed %d, %d steps; replay: LIVESYNC_MODEL_SEED=%d LIVESYNC_MODEL_STEPS=%d E2E_RUN=TestModel hack/e2e.sh\noperations:\n%s",
+				m.seed, m.steps, m.seed, m.steps, strings.Join(m.log, "\n"))
+		}
+	})
+	m.run()
+}
+
+// pair is what both sides hold at a path at a quiescent point: the first 16 hex digits of the
+// file's sha256, "" when absent, or what else is there.
+type pair struct{ L, R string }
+
+func (p pair) String() string { return "local " + show(p.L) + ", container " + show(p.R) }
+
+func show(v string) string {
+	if v == "" {
+		return "absent"
+	}
+	return v
+}
+
+// change is one write or delete the test made at a path: side 'L' or 'C', sum as in pair.
+type change struct {
+	side byte
+	sum  string
+	at   evPos // the events printed before it
+	op   int
+}
+
+// evPos is a place in the events of the run's sessions.
+type evPos struct{ session, event int }
+
+type roundKind int
+
+const (
+	running   roundKind = iota // the session runs through the round
+	stopped                    // no session ran while the operations were made
+	restarted                  // the container restarted, no operation
+)
+
+type model struct {
+	t         *testing.T
+	seed      uint64
+	steps     int
+	rng       *rand.Rand
+	keepGoing bool
+
+	deletes                     bool
+	kind                        string
+	ns, pod, local, stage       string
+	stateDir                    string // every session's: each starts from what the last one saved
+	sessions                    []*sessiontest.Session
+	printed                     []func() []sessiontest.Event // each session's events so far
+	running                     bool
+	state                       map[string]pair // at the last quiescent point
+	changes                     map[string][]change
+	at                          evPos     // the events before the operation that runs began
+	began                       time.Time // when it began
+	log                         []string
+	round, ops, marks           int
+	stops, restarts, cuts, errs int
+}
+
+// logf logs a line of the operation log, stamped with the time it was done (UTC, as the
+// events' times are) and its round.
+func (m *model) logf(format string, args ...any) {
+	stamp := time.Now().UTC().Format("15:04:05.000")
+	if !m.began.IsZero() {
+		stamp = m.began.UTC().Format("15:04:05.000") + "-" + stamp[6:] // an operation: from its start to its end
+	}
+	m.log = append(m.log, stamp+fmt.Sprintf(" r%d ", m.round)+fmt.Sprintf(format, args...))
+}
+
+func (m *model) run() {
+	t := m.t
+	m.deletes = m.rng.IntN(2) == 0
+	m.kind = syncBackImages[m.rng.IntN(len(syncBackImages))]
+	m.logf("seed %d: image %s, --sync-back-deletes %v", m.seed, m.kind, m.deletes)
+	m.ns, m.pod = webOf(t, m.kind)
+	dir := t.TempDir()
+	m.local, m.stage, m.stateDir = filepath.Join(dir, "tree"), filepath.Join(dir, "stage"), filepath.Join(dir, "state")
+	for _, d := range []string{m.local, m.stage, m.stateDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The initial tree, made before any session: a stopped round from nothing.
+	m.begin()
+	for _, p := range append(slices.Clone(modelListed[:4]), modelUnlisted[:3]...) {
+		m.localWrite(p, false)
+	}
+	m.start()
+	m.check(stopped)
+
+	// The special rounds come where the seed puts them, each at least once.
+	total := m.steps
+	stopAt, restartAt, cutAt := m.rng.IntN(total/3+1), total/3+m.rng.IntN(total/3+1), m.rng.IntN(total*2/3+1)
+	for m.ops < total {
+		switch r := m.rng.IntN(100); {
+		case m.restarts == 0 && m.ops >= restartAt, r < 4:
+			m.restartContainer()
+		case m.stops == 0 && m.ops >= stopAt, r < 20:
+			m.stoppedRound(1 + m.rng.IntN(5))
+		default:
+			cut := m.cuts == 0 && m.ops >= cutAt || m.rng.IntN(100) < 15
+			m.runningRound(1+m.rng.IntN(5), cut)
+		}
+	}
+	// One more quiescent point with no operation: nothing moves on its own.
+	m.begin()
+	m.check(running)
+	m.stop()
+	t.Logf("TestModel: seed %d, %d operations in %d rounds (%d stopped, %d container restarts, %d cut streams), %d conflicts reported; sync-back-deletes %v, image %s",
+		m.seed, m.ops, m.round, m.stops, m.restarts, m.cuts, m.conflicts(), m.deletes, m.kind)
+	if m.errs > 0 {
+		t.Fatalf("%d model violations (LIVESYNC_MODEL_KEEP_GOING=1 went on after each)", m.errs)
+	}
+}
+
+// begin starts a round.
+func (m *model) begin() {
+	m.round++
+	m.changes = map[string][]change{}
+}
+
+func (m *model) runningRound(n int, cut bool) {
+	m.begin()
+	cutBefore := -1
+	if cut {
+		cutBefore = m.rng.IntN(n + 1)
+	}
+	for i := range n {
+		if i == cutBefore {
+			m.cutStream()
+		}
+		m.randomOp()
+	}
+	if cutBefore == n {
+		m.cutStream()
+	}
+	m.check(running)
+}
+
+// stoppedRound stops the session (Ctrl-C), makes n operations on both sides, and starts a new
+// session.
+func (m *model) stoppedRound(n int) {
+	m.begin()
+	m.stop()
+	m.stops++
+	m.logf("session stopped")
+	for range n {
+		m.randomOp()
+	}
+	m.start()
+	m.logf("session started")
+	m.check(stopped)
+}
+
+func (m *model) randomOp() {
+	m.ops++
+	m.at, m.began = m.pos(), time.Now()
+	defer func() { m.began = time.Time{} }()
+	if m.rng.IntN(100) < 55 {
+		// Local: any path, listed more often (they are where both sides meet).
+		p := m.listed()
+		if m.rng.IntN(100) < 30 {
+			p = modelUnlisted[m.rng.IntN(len(modelUnlisted))]
+		}
+		switch r := m.rng.IntN(100); {
+		case r < 50:
+			m.localWrite(p, m.rng.IntN(2) == 0)
+		case r < 70:
+			m.localDelete(p)
+		case r < 90:
+			to := modelListed[m.rng.IntN(len(modelListed))]
+			if m.rng.IntN(100) < 30 {
+				to = modelUnlisted[m.rng.IntN(len(modelUnlisted))]
+			}
+			m.localRename(p, to)
+		default:
+			m.localReplaceDir(modelDirs[m.rng.IntN(len(modelDirs))])
+		}
+		return
+	}
+	p := m.listed()
+	switch r := m.rng.IntN(100); {
+	case r < 50:
+		m.remoteWrite(p, m.rng.IntN(2) == 0)
+	case r < 70:
+		m.remoteDelete(p)
+	case r < 90:
+		m.remoteRename(p, modelListed[m.rng.IntN(len(modelListed))])
+	default:
+		m.remoteReplaceDir(modelDirs[m.rng.IntN(2)]) // gen/sub, gen/e: listed
+	}
+}
+
+// listed picks a listed path, one of the first two (lock.json, gen/a.txt) two times in five:
+// both sides meet there often, in the same round.
+func (m *model) listed() string {
+	if m.rng.IntN(5) < 2 {
+		return modelListed[m.rng.IntN(2)]
+	}
+	return modelListed[m.rng.IntN(len(modelListed))]
+}
+
+// --- operations --------------------------------------------------------------------------------
+
+// content is what the op-th operation writes at p: unique in the run.
+func (m *model) content(p string) string {
+	return fmt.Sprintf("seed %d op %d round %d: %s\n", m.seed, m.ops, m.round, p)
+}
+
+func sum16(content []byte) string {
+	s := sha256.Sum256(content)
+	return hex.EncodeToString(s[:8])
+}
+
+// pos is where the events stand now: a change is seen by an event printed after its operation
+// began (a pass may see a container write before its exec returns).
+func (m *model) pos() evPos {
+	if !m.running {
+		return evPos{len(m.printed), 0}
+	}
+	return evPos{len(m.printed) - 1, len(m.printed[len(m.printed)-1]())}
+}
+
+func (m *model) record(side byte, p, sum string) {
+	m.changes[p] = append(m.changes[p], change{side: side, sum: sum, at: m.at, op: m.ops})
+}
+
+func (m *model) abs(p string) string { return filepath.Join(m.local, filepath.FromSlash(p)) }
+
+func (m *model) must(err error) {
+	m.t.Helper()
+	if err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// localWrite saves p, in place or as editors do (a temp file renamed over it).
+func (m *model) localWrite(p string, atomic bool) {
+	c := []byte(m.content(p))
+	m.must(os.MkdirAll(filepath.Dir(m.abs(p)), 0o755))
+	if atomic {
+		tmp := filepath.Join(m.stage, "save.tmp")
+		m.must(os.WriteFile(tmp, c, 0o644))
+		m.must(os.Rename(tmp, m.abs(p)))
+	} else {
+		m.must(os.WriteFile(m.abs(p), c, 0o644))
+	}
+	m.record('L', p, sum16(c))
+	m.logf("local write %s %s (atomic %v)", p, sum16(c), atomic)
+}
+
+func (m *model) localDelete(p string) {
+	err := os.Remove(m.abs(p))
+	if errors.Is(err, fs.ErrNotExist) {
+		m.logf("local delete %s: absent, nothing done", p)
+		return
+	}
+	m.must(err)
+	m.record('L', p, "")
+	m.logf("local delete %s", p)
+}
+
+// localRename moves from over to; what moved is read through the file it opened first, the
+// same inode (nothing writes in place but this test).
+func (m *model) localRename(from, to string) {
+	if from == to {
+		m.localWrite(from, true)
+		return
+	}
+	f, err := os.Open(m.abs(from))
+	if errors.Is(err, fs.ErrNotExist) {
+		m.logf("local rename %s -> %s: absent, nothing done", from, to)
+		return
+	}
+	m.must(err)
+	defer f.Close()
+	m.must(os.MkdirAll(filepath.Dir(m.abs(to)), 0o755))
+	if err := os.Rename(m.abs(from), m.abs(to)); errors.Is(err, fs.ErrNotExist) {
+		m.logf("local rename %s -> %s: gone meanwhile, nothing done", from, to)
+		return
+	} else {
+		m.must(err)
+	}
+	var moved []byte
+	fi, err1 := f.Stat()
+	now, err2 := os.Lstat(m.abs(to))
+	if err1 == nil && err2 == nil && os.SameFile(fi, now) {
+		moved, err = io.ReadAll(f)
+	} else {
+		moved, err = os.ReadFile(m.abs(to))
+	}
+	m.must(err)
+	m.record('L', from, "")
+	m.record('L', to, sum16(moved))
+	m.logf("local rename %s -> %s (%s)", from, to, sum16(moved))
+}
+
+// localReplaceDir replaces dir whole: the old one renamed away, a new one with one or two of
+// the model's files renamed in. What it held when it went is what was deleted.
+func (m *model) localReplaceDir(dir string) {
+	newDir, oldDir := filepath.Join(m.stage, "new"), filepath.Join(m.stage, "old")
+	m.must(os.RemoveAll(newDir))
+	m.must(os.RemoveAll(oldDir))
+	m.must(os.Mkdir(newDir, 0o755))
+	written := map[string]string{}
+	for _, p := range m.under(dir) {
+		if len(written) == 0 || m.rng.IntN(2) == 0 {
+			c := []byte(m.content(p))
+			m.must(os.WriteFile(filepath.Join(newDir, path.Base(p)), c, 0o644))
+			written[p] = sum16(c)
+		}
+	}
+	had := m.renameAway(m.abs(dir), oldDir)
+	m.must(os.MkdirAll(filepath.Dir(m.abs(dir)), 0o755))
+	m.must(os.Rename(newDir, m.abs(dir)))
+	m.must(os.RemoveAll(oldDir))
+	m.recordReplace('L', dir, had, written)
+}
+
+// renameAway renames dir to old and returns the model's paths it held.
+func (m *model) renameAway(dir, old string) map[string]bool {
+	had := map[string]bool{}
+	if err := os.Rename(dir, old); errors.Is(err, fs.ErrNotExist) {
+		return had
+	} else {
+		m.must(err)
+	}
+	m.must(filepath.WalkDir(old, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(old, p)
+		had[rel] = true
+		return nil
+	}))
+	return had
+}
+
+// recordReplace records a directory replaced on one side: had (names in it) went, written came.
+func (m *model) recordReplace(side byte, dir string, had map[string]bool, written map[string]string) {
+	var desc []string
+	for _, p := range m.under(dir) {
+		switch s, ok := written[p]; {
+		case ok:
+			m.record(side, p, s)
+			desc = append(desc, p+"="+s)
+			delete(had, path.Base(p))
+		case had[path.Base(p)]:
+			m.record(side, p, "")
+			desc = append(desc, p+" deleted")
+			delete(had, path.Base(p))
+		}
+	}
+	for name := range had {
+		desc = append(desc, fmt.Sprintf("%s/%s deleted (STRAY: not a path of the model)", dir, name))
+	}
+	m.logf("%s replace dir %s: %s", sideName(side), dir, strings.Join(desc, ", "))
+}
+
+func sideName(side byte) string {
+	if side == 'L' {
+		return "local"
+	}
+	return "container"
+}
+
+func (m *model) under(dir string) []string {
+	var out []string
+	for _, p := range append(slices.Clone(modelListed), modelUnlisted...) {
+		if strings.HasPrefix(p, dir+"/") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// sh runs a script in the container; exit 3 says "nothing there, nothing done".
+func (m *model) sh(script string, args ...string) result {
+	m.t.Helper()
+	r := kexec(m.t, m.ns, m.pod, append([]string{"sh", "-c", "cd /app || exit 1\n" + script, "sh"}, args...)...)
+	if r.code != 0 && r.code != 3 {
+		m.t.Fatalf("in the container: %s\n%s", script, r)
+	}
+	return r
+}
+
+// mkParent is the container's `mkdir -p "$(dirname "$1")"` with only the shell (GNU's image has
+// no dirname).
+const mkParent = `case "$1" in */*) mkdir -p "${1%/*}" ;; esac
+`
+
+func (m *model) remoteWrite(p string, atomic bool) {
+	c := m.content(p)
+	script := mkParent + `printf %s "$2" > "$1"`
+	if atomic {
+		script = mkParent + `printf %s "$2" > /.model-save && mv -f /.model-save "$1"`
+	}
+	m.sh(script, p, c)
+	m.record('C', p, sum16([]byte(c)))
+	m.logf("container write %s %s (atomic %v)", p, sum16([]byte(c)), atomic)
+}
+
+func (m *model) remoteDelete(p string) {
+	if r := m.sh(`[ -f "$1" ] || exit 3; rm -f "$1"`, p); r.code == 3 {
+		m.logf("container delete %s: absent, nothing done", p)
+		return
+	}
+	m.record('C', p, "")
+	m.logf("container delete %s", p)
+}
+
+func (m *model) remoteRename(from, to string) {
+	if from == to {
+		m.remoteWrite(from, true)
+		return
+	}
+	r := m.sh(`[ -f "$1" ] || exit 3
+set -- "$2" "$1"
+`+mkParent+`mv -f "$2" "$1" && sha256sum "$1"`, from, to)
+	if r.code == 3 {
+		m.logf("container rename %s -> %s: absent, nothing done", from, to)
+		return
+	}
+	if len(r.stdout) < 16 {
+		m.t.Fatalf("container rename %s -> %s: no sum: %s", from, to, r)
+	}
+	m.record('C', from, "")
+	m.record('C', to, r.stdout[:16])
+	m.logf("container rename %s -> %s (%s)", from, to, r.stdout[:16])
+}
+
+// remoteReplaceDir is localReplaceDir in the container: the new directory is made outside
+// /app and renamed in; the names the old one held when it went are printed.
+func (m *model) remoteReplaceDir(dir string) {
+	written := map[string]string{}
+	args := []string{dir}
+	for _, p := range m.under(dir) {
+		if len(written) == 0 || m.rng.IntN(2) == 0 {
+			c := m.content(p)
+			written[p] = sum16([]byte(c))
+			args = append(args, path.Base(p), c)
+		}
+	}
+	r := m.sh(`d=$1; shift
+rm -rf /.model-new /.model-old && mkdir /.model-new || exit 1
+while [ $# -gt 0 ]; do printf %s "$2" > "/.model-new/$1" || exit 1; shift 2; done
+set -- "$d"
+`+mkParent+`if [ -d "$d" ]; then mv "$d" /.model-old || exit 1; fi
+mv /.model-new "$d" || exit 1
+if [ -d /.model-old ]; then cd /.model-old && find . -type f && cd / && rm -rf /.model-old; fi`, args...)
+	had := map[string]bool{}
+	for _, l := range strings.Fields(r.stdout) {
+		had[strings.TrimPrefix(l, "./")] = true
+	}
+	m.recordReplace('C', dir, had, written)
+}
+
+// cutStream kills the session's stream in the container (its loop and the loop's subshells,
+// whose command line ends with livesync-stream): the batch or scan on it is cut short, and the
+// session opens a new one.
+func (m *model) cutStream() {
+	m.cuts++
+	r := m.sh(`n=0
+for f in /proc/[0-9]*/cmdline; do
+	case "$(cat "$f" 2>/dev/null)" in *livesync-stream) p=${f#/proc/}; kill -9 "${p%/cmdline}" 2>/dev/null && n=$((n+1)) ;; esac
+done
+echo "$n"`)
+	m.logf("cut the stream: killed %s processes of its loop", strings.TrimSpace(r.stdout))
+}
+
+// restartContainer restarts the container at a quiescent point: the new one starts with the
+// image's empty /app, gets the local tree by the session's initial sync of it, and sends nothing
+// back. The first restart kills the container's process 1; later ones replace the pod (a
+// container that exits again and again is held back by the kubelet, CrashLoopBackOff).
+func (m *model) restartContainer() {
+	m.begin()
+	m.restarts++
+	s := m.sessions[len(m.sessions)-1]
+	syncs := s.Count("initial-sync")
+	ctx := context.Background()
+	if m.restarts == 1 {
+		before := m.restartCount()
+		kexec(m.t, m.ns, m.pod, "sh", "-c", "kill 1") // the exec may end with its container: its result says nothing
+		m.logf("container restarted (kill 1)")
+		waitFor(m.t, "the container to restart", 2*time.Minute, func() (bool, error) {
+			p, err := e.client.CoreV1().Pods(m.ns).Get(ctx, m.pod, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			st := p.Status.ContainerStatuses[0]
+			return st.RestartCount > before && st.State.Running != nil, nil
+		})
+	} else {
+		old := m.pod
+		m.must(e.client.CoreV1().Pods(m.ns).Delete(ctx, old, metav1.DeleteOptions{}))
+		waitFor(m.t, "the pod replaced", 2*time.Minute, func() (bool, error) {
+			list, err := e.client.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			if err != nil || len(list.Items) != 1 || list.Items[0].Name == old {
+				return false, err
+			}
+			p := list.Items[0]
+			m.pod = p.Name
+			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil, nil
+		})
+		m.logf("pod replaced: %s -> %s", old, m.pod)
+	}
+	s.WaitCount("initial-sync", syncs+1)
+	m.check(restarted)
+}
+
+func (m *model) restartCount() int32 {
+	p, err := e.client.CoreV1().Pods(m.ns).Get(context.Background(), m.pod, metav1.GetOptions{})
+	m.must(err)
+	return p.Status.ContainerStatuses[0].RestartCount
+}
+
+func (m *model) start() {
+	args := []string{"deploy/web", "--sync-back", "lock.json", "--sync-back", "gen/**"}
+	if m.deletes {
+		args = append(args, "--sync-back-deletes")
+	}
+	s := newSession(m.t, m.ns).StateDir(m.stateDir).Args(args...).Map(m.local, "/app").Start()
+	m.sessions, m.printed = append(m.sessions, s), append(m.printed, s.Events)
+	m.running = true
+	s.WaitSynced()
+}
+
+func (m *model) stop() {
+	if m.running {
+		m.sessions[len(m.sessions)-1].Stop()
+		m.running = false
+	}
+}
+
+// --- quiescent points ---------------------------------------------------------------------------
+
+// quiesce returns once a local marker written now is in the container and a container marker
+// written after that is home, its pass over (its synced-back event printed): the session has
+// sent every local change made before, and a sync-back pass that started after every container
+// change has run.
+func (m *model) quiesce() {
+	m.marks++
+	n := strconv.Itoa(m.marks)
+	write(m.t, m.abs(modelLocalMark), n)
+	waitFor(m.t, "the local marker in the container", time.Minute, func() (bool, error) {
+		r := kexec(m.t, m.ns, m.pod, "cat", "/app/"+modelLocalMark)
+		return r.code == 0 && r.stdout == n, nil
+	})
+	// The pass that brings it has ended when its synced-back event is printed.
+	from := m.pos()
+	m.sh(mkParent+`printf %s "$2" > "$1"`, modelRemoteMark, n)
+	waitFor(m.t, "the container marker's synced-back event", time.Minute, func() (bool, error) {
+		b, _ := os.ReadFile(m.abs(modelRemoteMark))
+		return string(b) == n && slices.ContainsFunc(m.events(from), func(ev sessiontest.Event) bool {
+			return ev.Type == "synced-back" && slices.Contains(ev.Paths, m.abs(modelRemoteMark))
+		}), nil
+	})
+}
+
+// check waits for a quiescent point and holds every path to the rules: polls until they hold
+// (a download cut short waits for the next full scan, 30 s), or fails with what differs.
+func (m *model) check(kind roundKind) {
+	m.t.Helper()
+	m.quiesce()
+	var last []string
+	var cur map[string]pair
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, strays, err := m.observe(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return false, nil // the timeout cut the reading short: keep the last result
+		case err != nil:
+			last = []string{err.Error()}
+			return false, nil
+		}
+		cur, last = c, strays
+		for _, p := range append(slices.Clone(modelListed), modelUnlisted...) {
+			if why := m.verdict(kind, p, cur[p]); why != "" {
+				last = append(last, why)
+			}
+		}
+		return len(last) == 0, nil
+	})
+	if err != nil {
+		m.errs++
+		msg := fmt.Sprintf("round %d (%s): the model's rules do not hold at the quiescent point:\n  %s\nlast events of the session:\n%s",
+			m.round, [...]string{"running", "stopped", "container restarted"}[kind], strings.Join(last, "\n  "), m.tail())
+		m.logf("VIOLATION:\n  %s", strings.Join(last, "\n  "))
+		if !m.keepGoing || cur == nil {
+			m.t.Fatal(msg)
+		}
+		m.t.Error(msg)
+	}
+	for _, p := range append(slices.Clone(modelListed), modelUnlisted...) {
+		m.state[p] = cur[p]
+	}
+	var desc []string
+	for _, p := range append(slices.Clone(modelListed), modelUnlisted...) {
+		if v := cur[p]; v.L != "" || v.R != "" {
+			if v.L == v.R {
+				desc = append(desc, p+"="+v.L)
+			} else {
+				desc = append(desc, p+"=("+show(v.L)+" | "+show(v.R)+")")
+			}
+		}
+	}
+	m.logf("quiescent: %s", strings.Join(desc, " "))
+}
+
+func (m *model) tail() string {
+	var lines []string
+	for _, evs := range m.printed {
+		for _, ev := range evs() {
+			lines = append(lines, ev.Line)
+		}
+	}
+	if len(lines) > 60 {
+		lines = lines[len(lines)-60:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// observe reads both trees: the pair at every path of the model, and the files neither the model
+// nor its markers made (strays).
+func (m *model) observe(ctx context.Context) (map[string]pair, []string, error) {
+	lt, err := readLocalTree(m.local)
+	if err != nil {
+		return nil, nil, err
+	}
+	rt, err := remoteHashTree(ctx, m.ns, m.pod, "app", "/app")
+	if err != nil {
+		return nil, nil, err
+	}
+	known := map[string]bool{modelLocalMark: true, modelRemoteMark: true}
+	cur := map[string]pair{}
+	for _, p := range append(slices.Clone(modelListed), modelUnlisted...) {
+		known[p] = true
+		cur[p] = pair{versionOf(lt[p]), versionOf(rt[p])}
+	}
+	var strays []string
+	for side, tr := range map[string]tree{"local": lt, "container": rt} {
+		for p, v := range tr {
+			if v != "d" && !known[p] {
+				strays = append(strays, fmt.Sprintf("%s: a %s file the model never made: %s", p, side, v))
+			}
+		}
+	}
+	sort.Strings(strays)
+	return cur, strays, nil
+}
+
+// versionOf is a tree entry as a version: a file of mode 0644 (what both sides write) by its sum.
+func versionOf(v string) string {
+	switch {
+	case v == "":
+		return ""
+	case strings.HasPrefix(v, "f:0:"):
+		return strings.TrimPrefix(v, "f:0:")
+	}
+	return "(" + v + ")"
+}
+
+// readLocalTree is localTree returning its error: a test that polls goes on after one.
+func readLocalTree(root string) (tree, error) {
+	tr := tree{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case rel == ".":
+		case d.IsDir():
+			tr[filepath.ToSlash(rel)] = "d"
+		case d.Type()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			tr[filepath.ToSlash(rel)] = "l:" + target
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			tr[filepath.ToSlash(rel)] = fmt.Sprintf("f:%o:%s", info.Mode().Perm()&0o111, sum16(b))
+		}
+		return nil
+	})
+	return tr, err
+}
+
+// --- the rules ---------------------------------------------------------------------------------
+
+// verdict holds the pair cur at path p after a round of kind to the documented rules, given
+// the pair at the last quiescent point and the round's changes at p in the order they were
+// made; "" when it holds, else why not.
+//
+// A running session (README, "Sync back"): the last write wins, made on either side (a local
+// save is uploaded; a container change at a listed path is downloaded over a local file that
+// has not changed since); or, when both sides changed, a conflict: each side holds its own last
+// version and a conflict event names both sums. A container version that a later local write
+// replaced must have been seen first (a synced-back event after it, or a conflict naming it):
+// an upload never replaces a container change that no scan saw. A container delete comes home
+// only with --sync-back-deletes, and never over a local change: the local file stays. Where
+// one side's last change is a delete and the other's a modification, the modification may win
+// on both sides (README: "a modification wins over a deletion").
+//
+// A stopped session (issue 31): what changed on one side while it was stopped is taken on the
+// other at the start, a delete included (a container delete only with --sync-back-deletes);
+// changed on both, a conflict, or where one side deleted, the other's modification on both;
+// unchanged, it stays (a conflict may be settled the local side's way).
+//
+// A restarted container starts empty and gets the local tree; nothing comes back from it.
+func (m *model) verdict(kind roundKind, p string, cur pair) string {
+	prev, chs := m.state[p], m.changes[p]
+	lastL, lastR := prev.L, prev.R
+	var lastC, last *change
+	localChanged := false
+	var sinceLocal []string // what the container wrote after the last local change
+	for i := range chs {
+		c := &chs[i]
+		if c.side == 'L' {
+			lastL, localChanged, sinceLocal = c.sum, true, nil
+		} else {
+			lastR, lastC = c.sum, c
+			if c.sum != "" {
+				sinceLocal = append(sinceLocal, c.sum)
+			}
+		}
+		last = c
+	}
+	both := func(v string) pair { return pair{v, v} }
+	conflict := func() bool {
+		return lastL != lastR && cur == pair{lastL, lastR} && m.conflictReported(p, lastL, lastR, evPos{})
+	}
+	bad := func(want string) string {
+		return fmt.Sprintf("%s: %s; was %s, changes %s; want %s", p, cur, prev, describe(chs), want)
+	}
+	switch kind {
+	case restarted:
+		if cur != both(prev.L) {
+			return bad("the local version on both sides (a new container gets the local tree, and sends nothing back)")
+		}
+	case stopped:
+		lc, rc := lastL != prev.L, lastR != prev.R
+		split := diverged(prev)
+		switch {
+		case !lc && !rc:
+			// Where the sides differed: the start may settle it the local side's way, or where
+			// one side had deleted the file, the other's way (a modification wins over a deletion).
+			if cur != prev && !(split && (cur == both(prev.L) || prev.L == "" && cur == both(prev.R))) {
+				return bad("what it was (or, where the sides differed, the local version on both, or the one that is not a delete)")
+			}
+		case lc && !rc:
+			switch {
+			case cur == both(lastL):
+			case split && conflict():
+			case split && lastL == "" && cur == both(prev.R): // the container's modification wins over the deletion
+			default:
+				return bad("the local change on both sides (made while stopped, it goes up at the start)")
+			}
+		case !lc && rc:
+			switch {
+			case cur == both(lastR):
+			case lastR == "" && !m.deletes && (cur == pair{prev.L, ""} || cur == both(prev.L)):
+			case split && conflict():
+			case split && lastR == "" && cur == both(prev.L): // the local modification wins over the deletion
+			default:
+				return bad("the container's change on both sides (made while stopped, it comes home at the start)")
+			}
+		default:
+			switch {
+			case lastL == lastR && cur == both(lastL):
+			case conflict():
+			case lastR == "" && cur == both(lastL), lastL == "" && cur == both(lastR): // a modification wins over a deletion
+			default:
+				return bad("a conflict: changed on both sides while stopped, each keeps its own, and a conflict event names both (or, one side's a delete, the modification on both)")
+			}
+		}
+	case running:
+		if last == nil {
+			if cur != prev {
+				return bad("what it was: nothing changed it")
+			}
+			return ""
+		}
+		switch {
+		case cur == both(last.sum):
+			// A local save replaces a container change only once it was seen (synced back,
+			// or named by a conflict), after a conflict too: the save after a conflict goes
+			// checked against what the conflict showed. A container delete is replaced by a
+			// later local write: a modification wins over a deletion.
+			if last.side == 'L' && lastC != nil && lastC.sum != last.sum && lastC.sum != "" && !m.seen(p, lastC) {
+				return bad(fmt.Sprintf("the container's change of op %d seen (synced back, or named by a conflict) before the later local write replaced it", lastC.op))
+			}
+		case conflict():
+		case last.side == 'C' && last.sum == "" && cur.R == "" && (cur.L == lastL || slices.Contains(sinceLocal, cur.L)) &&
+			(!m.deletes || diverged(prev) && !localChanged):
+			// A container delete that does not come home (no --sync-back-deletes, or over a
+			// local change); what the container wrote before it may have come home first.
+		case lastL == "" && lastR != "" && cur == both(lastR) && (lastC != nil || diverged(prev)),
+			lastR == "" && lastL != "" && cur == both(lastL) && (localChanged || diverged(prev)):
+			// A modification wins over a deletion.
+		default:
+			return bad(fmt.Sprintf("the last change (op %d, %s) on both sides, or a conflict that holds %s", last.op, sideName(last.side),
+				pair{lastL, lastR}))
+		}
+	}
+	return ""
+}
+
+func diverged(p pair) bool { return p.L != p.R }
+
+func describe(chs []change) string {
+	if len(chs) == 0 {
+		return "none"
+	}
+	var out []string
+	for _, c := range chs {
+		out = append(out, fmt.Sprintf("op %d %s %s", c.op, sideName(c.side), show(c.sum)))
+	}
+	return strings.Join(out, ", ")
+}
+
+// events returns the run's events from pos on.
+func (m *model) events(from evPos) []sessiontest.Event {
+	var out []sessiontest.Event
+	for i := from.session; i < len(m.printed); i++ {
+		evs := m.printed[i]()
+		if i == from.session {
+			evs = evs[min(from.event, len(evs)):]
+		}
+		out = append(out, evs...)
+	}
+	return out
+}
+
+// conflictReported says whether a conflict event at p named the pair (local, remote) after from.
+func (m *model) conflictReported(p, local, remote string, from evPos) bool {
+	abs := m.abs(p)
+	for _, ev := range m.events(from) {
+		if ev.Type == "conflict" && ev.Path == abs && sumIs(ev.LocalSha256, local) && sumIs(ev.RemoteSha256, remote) {
+			return true
+		}
+	}
+	return false
+}
+
+// conflictSince says whether a conflict at p was reported after from.
+func (m *model) conflictSince(p string, from evPos) bool {
+	return slices.ContainsFunc(m.events(from), func(ev sessiontest.Event) bool { return ev.Type == "conflict" && ev.Path == m.abs(p) })
+}
+
+func sumIs(full, v string) bool {
+	if v == "" {
+		return full == ""
+	}
+	return strings.HasPrefix(full, v)
+}
+
+// seen says whether the container change c at p was seen after it was made: brought home by a
+// synced-back event, or named by a conflict.
+func (m *model) seen(p string, c *change) bool {
+	abs := m.abs(p)
+	for _, ev := range m.events(c.at) {
+		switch {
+		case ev.Type == "synced-back" && (c.sum != "" && slices.Contains(ev.Paths, abs) || c.sum == "" && slices.Contains(ev.Delete, abs)):
+			return true
+		case ev.Type == "conflict" && ev.Path == abs && sumIs(ev.RemoteSha256, c.sum):
+			return true
+		}
+	}
+	return false
+}
+
+func (m *model) conflicts() int {
+	return len(slices.DeleteFunc(m.events(evPos{}), func(ev sessiontest.Event) bool { return ev.Type != "conflict" }))
+}
