@@ -149,7 +149,7 @@ func (e *Engine) applyGuarded(tg *target, i int, m *mapping, p *Plan) (applyResu
 		if p.drop(skip); p.Empty() && len(p.Rmdirs) == 0 {
 			return applyResult{}, nil
 		}
-		res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false, nil)
+		res, err := e.applyPlan(tg.ctx, e.batchExec(tg, p), tg.Target, m, p, e.batchGzip(tg, p), nil)
 		var ce *remote.ChangedError
 		if !errors.As(err, &ce) {
 			return res, err
@@ -166,7 +166,7 @@ func (e *Engine) applyGuarded(tg *target, i int, m *mapping, p *Plan) (applyResu
 		}
 		p.drop(gone)
 	}
-	return e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false, nil)
+	return e.applyPlan(tg.ctx, e.batchExec(tg, p), tg.Target, m, p, e.batchGzip(tg, p), nil)
 }
 
 // drop leaves the copies and deletes at or under gone out of p.

@@ -42,6 +42,9 @@ type target struct {
 	visits  chan func() // see Engine.Visit
 	backoff time.Duration
 	runner  runners // after-sync runs: --on-sync, AfterSync
+	// gzip: the container's `gzip -dc` works, as its listing said (see
+	// batchGzip).
+	gzip bool
 	// early is what passes that no batch waited for sent (copies ahead of
 	// their batch), for the next batch's report.
 	early unitResult
@@ -279,6 +282,9 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			if err != nil {
 				e.log.Info("listing failed; sending everything", "target", tg.String(), "remote", m.Remote, "err", err)
 				l = nil
+			}
+			if l != nil {
+				tg.gzip = l.gzip
 			}
 			p, idx, err := planInitial(m, local, l, e.cfg.Initial)
 			if err != nil {

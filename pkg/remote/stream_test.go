@@ -276,7 +276,7 @@ func TestStreamEOFAndReconnect(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the loop did not end on EOF")
 			}
-			if err := st.apply(context.Background(), []string{"x"}, nil, io.Discard, io.Discard); !IsTransient(Classify(err, testTarget, "copying files", "/x", "")) {
+			if err := st.apply(context.Background(), []string{"x"}, nil, io.Discard, io.Discard, nil); !IsTransient(Classify(err, testTarget, "copying files", "/x", "")) {
 				t.Errorf("a batch on a closed stream: %v, want a transient error", err)
 			}
 			sendFile(t, s, root, "b", "b")

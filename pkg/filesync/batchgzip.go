@@ -1,0 +1,39 @@
+package filesync
+
+import (
+	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+)
+
+// batchCompressMin is the smallest batch archive sent gzip-compressed: below
+// it the whole send is a round trip or two either way.
+const batchCompressMin = 256 << 10
+
+// compressBatch says whether p, a batch's plan for a container whose gzip
+// works as gz says, goes compressed over l: by the initial sync's rule (big
+// enough, and a sample of its files shrinks; see compressible), on a link
+// that was measured slow (see remote.Link.Slow).
+func compressBatch(gz bool, p *Plan, l remote.Link) bool {
+	return gz && planBytes(p) >= batchCompressMin && l.Slow() && compressible(p.Copies)
+}
+
+// batchGzip is compressBatch for p in tg, over what tg's stream measured.
+func (e *Engine) batchGzip(tg *target, p *Plan) bool {
+	return compressBatch(tg.gzip, p, e.streams.Link(tg.Target))
+}
+
+// batchProgressAfter is how long a batch's send runs before its progress is
+// reported, as the initial sync's is from the start.
+const batchProgressAfter = time.Second
+
+// batchExec is the executor of p's sends in tg: e.exec, reporting progress
+// once a send of p takes more than batchProgressAfter.
+func (e *Engine) batchExec(tg *target, p *Plan) Executor {
+	if planBytes(p) < batchCompressMin {
+		return e.exec
+	}
+	return &progressExecutor{Executor: e.exec, clk: e.clk, start: e.clk.Now(), after: batchProgressAfter,
+		report: func(p Progress) { e.rep.Report(p) },
+		base:   Progress{Target: tg.Target, Files: len(p.Copies), TotalBytes: planBytes(p)}}
+}

@@ -1,0 +1,106 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestLinkSlow(t *testing.T) {
+	for name, tt := range map[string]struct {
+		l    Link
+		slow bool
+	}{
+		"nothing measured":             {Link{}, true},
+		"remote profile rate":          {Link{Rate: 50e6 / 8, RTT: time.Millisecond}, true},
+		"loopback rate":                {Link{Rate: 40e6, RTT: 30 * time.Millisecond}, false},
+		"just below fast":              {Link{Rate: FastLinkRate - 1}, true},
+		"no rate, a near round trip":   {Link{RTT: 3 * time.Millisecond}, false},
+		"no rate, a remote round trip": {Link{RTT: 25 * time.Millisecond}, true},
+	} {
+		if got := tt.l.Slow(); got != tt.slow {
+			t.Errorf("%s: %+v.Slow() = %v, want %v", name, tt.l, got, tt.slow)
+		}
+	}
+}
+
+// Large frames measure the rate (averaged), small ones the quickest round
+// trip; frames in between measure nothing.
+func TestLinksObserve(t *testing.T) {
+	var ls links
+	ls.observe("k", 10<<10, 30*time.Millisecond)
+	ls.observe("k", 0, 20*time.Millisecond)
+	ls.observe("k", 0, 40*time.Millisecond)
+	ls.observe("k", 128<<10, time.Millisecond) // neither
+	if got := ls.get("k"); got.RTT != 20*time.Millisecond || got.Rate != 0 {
+		t.Fatalf("after small frames: %+v", got)
+	}
+	ls.observe("k", 4<<20, time.Second)
+	ls.observe("k", 8<<20, time.Second)
+	if got := ls.get("k"); got.Rate != 6<<20 {
+		t.Fatalf("rate %v, want %v", got.Rate, 6<<20)
+	}
+	if got := ls.get("other"); got.Known() {
+		t.Fatalf("another target: %+v", got)
+	}
+}
+
+// A stream measures each target's link from its frames, and a Bounded
+// executor over it answers for it.
+func TestStreamsMeasureLink(t *testing.T) {
+	ex := busybox(t)
+	s, _ := newTestStreams(t, ex)
+	b := NewBounded(s, 1, nil, Limit{})
+	if LinkOf(b, testTarget).Known() {
+		t.Fatal("measured before any frame")
+	}
+	dir := t.TempDir()
+	a := &ApplyArgs{Root: dir, Deletes: []string{"./nothing"}}
+	must(t, s.Exec(context.Background(), testTarget, a.Argv(), nil, io.Discard, io.Discard))
+	if l := LinkOf(b, testTarget); l.RTT <= 0 || l.Rate != 0 {
+		t.Fatalf("after a small frame: %+v", l)
+	}
+	if LinkOf(ex, testTarget).Known() {
+		t.Fatal("an executor that measures nothing says it did")
+	}
+}
+
+// download.sh gzips its tar when asked and gzip is there, and the reader
+// takes either; tar's own status (a name that vanished) comes through gzip.
+func TestDownloadCompressed(t *testing.T) {
+	exs := executors(t)
+	exs["busybox-nogzip"] = busybox(t, "gzip")
+	for name, ex := range exs {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			body := bytes.Repeat([]byte("a compressible line of text\n"), 4096)
+			must(t, os.WriteFile(filepath.Join(dir, "f.txt"), body, 0o644))
+			for _, gz := range []bool{false, true} {
+				var out bytes.Buffer
+				must(t, ex.Exec(context.Background(), testTarget, DownloadArgv(dir, gz, []string{"./f.txt"}), nil, &out, io.Discard))
+				zipped := out.Len() > 1 && out.Bytes()[0] == 0x1f && out.Bytes()[1] == 0x8b
+				if want := gz && name != "busybox-nogzip"; zipped != want {
+					t.Fatalf("gz=%v: compressed %v, want %v", gz, zipped, want)
+				}
+				var got []byte
+				must(t, readMaybeGzip(&out, func(e ArchiveEntry) error {
+					got, _ = io.ReadAll(e.Body)
+					return nil
+				}))
+				if !bytes.Equal(got, body) {
+					t.Fatalf("gz=%v: got %d bytes, want %d", gz, len(got), len(body))
+				}
+				var ee ExitError
+				err := ex.Exec(context.Background(), testTarget, DownloadArgv(dir, gz, []string{"./f.txt", "./gone"}), nil, io.Discard, io.Discard)
+				if !errors.As(err, &ee) || ee.ExitStatus() == 0 {
+					t.Fatalf("gz=%v: a vanished name: %v, want tar's non-zero status", gz, err)
+				}
+			}
+		})
+	}
+}
