@@ -13,7 +13,7 @@ func TestTempName(t *testing.T) {
 		"/p/.server.tmp": true, "/p/server.tmp": true, "/p/server.tmp.4242": true, "/p/x.TMP": true,
 		"/p/file.part": true, "/p/out.new": true, "/p/tmpab12cd_x": true, "/p/tmp.AbC123": true,
 		"/p/.main.go.Ab12Cd": true, // rsync
-		"/p/server": false, "/p/main.go": false, "/p/.eslintrc": false, "/p/.env.local": false,
+		"/p/server":          false, "/p/main.go": false, "/p/.eslintrc": false, "/p/.env.local": false,
 		"/p/template.html": false, "/p/config.json": false, "/p/.env.x-y!zz": false,
 	} {
 		if got := TempName(name); got != want {
