@@ -31,6 +31,9 @@ type Plan struct {
 	// ones) when listed: their other entries are in Deletes, and they are
 	// removed after those only if nothing is left in them. Deepest first.
 	Rmdirs []string
+	// Moves are copies, by rel, whose content the container already holds
+	// (see findMoves): it moves or copies it, and the archive leaves them out.
+	Moves  map[string]Move
 	expect []string // preconditions (see applyGuarded)
 }
 

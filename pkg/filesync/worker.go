@@ -42,9 +42,10 @@ type target struct {
 	visits  chan func() // see Engine.Visit
 	backoff time.Duration
 	runner  runners // after-sync runs: --on-sync, AfterSync
-	// gzip: the container's `gzip -dc` works, as its listing said (see
-	// batchGzip).
+	// gzip: the container's `gzip -dc` works, and alg: its hash tool, as
+	// its listing said (see batchGzip, findMoves).
 	gzip bool
+	alg  string
 	// early is what passes that no batch waited for sent (copies ahead of
 	// their batch), for the next batch's report.
 	early unitResult
@@ -284,7 +285,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				l = nil
 			}
 			if l != nil {
-				tg.gzip = l.gzip
+				tg.gzip, tg.alg = l.gzip, l.alg
 			}
 			p, idx, err := planInitial(m, local, l, e.cfg.Initial)
 			if err != nil {
