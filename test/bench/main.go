@@ -48,7 +48,7 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-var phases = []string{"micro", "latency", "remote", "quiet", "fanout", "initial", "resync", "watcher", "restart", "syncback"}
+var phases = []string{"micro", "latency", "remote", "quiet", "fanout", "initial", "resync", "watcher", "restart", "syncback", "bigsave"}
 
 func main() {
 	b := &bench{rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), start: time.Now()}
@@ -142,6 +142,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		{"w", 1, "/data", true, []string{"watcher"}, false},
 		{"sb", 1, "", false, []string{"syncback"}, false},
 		{"sbi", 1, "", false, []string{"syncback"}, true},
+		{"bs", 1, "/bs", false, []string{"bigsave"}, false},
 	}
 	for _, d := range deployments {
 		if slices.ContainsFunc(d.phases, want) {
@@ -180,6 +181,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		{"watcher", b.measureWatcher},
 		{"restart", b.measureRestart},
 		{"syncback", b.measureSyncBack},
+		{"bigsave", b.measureBigSave},
 	}
 	for _, s := range steps {
 		if !want(s.name) {

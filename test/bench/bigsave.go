@@ -1,0 +1,206 @@
+//go:build bench
+
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
+)
+
+// measureBigSave is issue 34's table: this project's own binary (about 35 MB), rebuilt with
+// another -X string, saved into a running container as a build tool saves it (written over in
+// place; written to .server.tmp and renamed over server), against `tar | gzip -1 | kubectl exec
+// -i … 'gzip -dc | tar -x'` of the same file, through the remote-profile proxy and over
+// loopback, every round running each once in a rotating order. Each is timed from the start of
+// the save to the moment the session reported the batch that brought server (livesync) or the
+// pipe exited, and the container's copy is checked by its sha256 after each.
+func (b *bench) measureBigSave(ctx context.Context) error {
+	rounds := max(b.reps, 3)
+	dir := filepath.Join(b.tmp, "bigsave-bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	// Three builds, saved in turn: each save differs from the one before it.
+	bins := make([][]byte, 3)
+	for i := range bins {
+		out := filepath.Join(dir, fmt.Sprintf("v%d", i))
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
+			"-ldflags", fmt.Sprintf("-s -w -X github.com/livesync-dev/kubectl-livesync/pkg/version.Version=bench-v%03d", i),
+			"-o", out, "./cmd/kubectl-livesync")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if o, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building variant %d: %w: %s", i, err, lastLines(string(o), 5))
+		}
+		var err error
+		if bins[i], err = os.ReadFile(out); err != nil {
+			return err
+		}
+	}
+	b.logf("binary: %.1f MiB, %d bytes differ between two builds", mib(int64(len(bins[0]))), differ(bins[0], bins[1]))
+	rc, closeProxy, err := b.remoteCluster()
+	if err != nil {
+		return err
+	}
+	defer closeProxy()
+	ts, err := b.c.targets(ctx, "bs", 1)
+	if err != nil {
+		return err
+	}
+	t := ts[0]
+	type side struct {
+		name  string
+		c     *cluster
+		local string
+		s     *sessiontest.Session
+		saves int
+	}
+	var sides []*side
+	for _, p := range []struct {
+		name string
+		c    *cluster
+	}{{"remote", rc}, {"loopback", b.c}} {
+		sd := &side{name: p.name, c: p.c, local: filepath.Join(b.tmp, "bigsave-"+p.name)}
+		if err := os.MkdirAll(sd.local, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(sd.local, "server"), bins[0], 0o755); err != nil {
+			return err
+		}
+		saved := b.c
+		b.c = p.c
+		sd.s = b.newSession().Args("deploy/bs").Map(sd.local, "/bs/"+p.name).Start()
+		b.c = saved
+		defer sd.s.Stop()
+		if _, err := sd.s.Next("initial-sync", 5*time.Minute); err != nil {
+			return err
+		}
+		sides = append(sides, sd)
+	}
+	check := func(remote string, want []byte) error {
+		sum := sha256.Sum256(want)
+		out, err := b.c.sh(ctx, t, "sha256sum "+remote, nil)
+		if err != nil {
+			return err
+		}
+		if got := strings.Fields(out); len(got) == 0 || got[0] != hex.EncodeToString(sum[:]) {
+			return fmt.Errorf("%s holds %q after the save, want sha256 %x", remote, out, sum)
+		}
+		return nil
+	}
+	// save writes the next build into sd's local tree (in place, or to .server.tmp then renamed)
+	// and waits for the batch that brought server.
+	save := func(sd *side, rename bool) (time.Duration, error) {
+		sd.saves++
+		data := bins[sd.saves%len(bins)]
+		name := filepath.Join(sd.local, "server")
+		start := time.Now()
+		if rename {
+			tmp := filepath.Join(sd.local, ".server.tmp")
+			if err := os.WriteFile(tmp, data, 0o755); err != nil {
+				return 0, err
+			}
+			if err := os.Rename(tmp, name); err != nil {
+				return 0, err
+			}
+		} else if err := os.WriteFile(name, data, 0o755); err != nil {
+			return 0, err
+		}
+		remote := "/bs/" + sd.name + "/server"
+		for {
+			ev, err := sd.s.Next("batch", 2*time.Minute)
+			if err != nil {
+				return 0, err
+			}
+			if ev.Failed != 0 {
+				return 0, fmt.Errorf("%s: a batch failed", sd.name)
+			}
+			if slices.Contains(ev.Names, remote) {
+				break
+			}
+		}
+		d := time.Since(start)
+		time.Sleep(100 * time.Millisecond) // a batch that follows (there should be none) is drained
+		sd.s.Drain()
+		return d, check(remote, data)
+	}
+	pipe := func(sd *side) (time.Duration, error) {
+		dest := "/bs/pipe-" + sd.name
+		remote := []string{sd.c.kubectl, "--kubeconfig", sd.c.kubeconfig, "-n", sd.c.ns, "exec", "-i", t.Pod, "-c", "app", "--",
+			"sh", "-c", shellQuote("mkdir -p " + dest + " && gzip -dc | tar -x -f - -C " + dest)}
+		start := time.Now()
+		if err := run(ctx, "bash", "-o", "pipefail", "-c", "tar -c -C "+shellQuote(sd.local)+" server | gzip -1 | "+strings.Join(remote, " ")); err != nil {
+			return 0, err
+		}
+		d := time.Since(start)
+		data, err := os.ReadFile(filepath.Join(sd.local, "server"))
+		if err != nil {
+			return 0, err
+		}
+		return d, check(dest+"/server", data)
+	}
+	times := map[string][]time.Duration{}
+	for r := range rounds {
+		for _, sd := range sides {
+			steps := []struct {
+				name string
+				fn   func() (time.Duration, error)
+			}{
+				{"in place", func() (time.Duration, error) { return save(sd, false) }},
+				{"temp + rename", func() (time.Duration, error) { return save(sd, true) }},
+				{"pipe", func() (time.Duration, error) { return pipe(sd) }},
+			}
+			for k := range steps {
+				st := steps[(k+r)%len(steps)]
+				d, err := st.fn()
+				if err != nil {
+					return fmt.Errorf("%s %s: %w", sd.name, st.name, err)
+				}
+				times[sd.name+" "+st.name] = append(times[sd.name+" "+st.name], d)
+			}
+		}
+	}
+	for _, sd := range sides {
+		prof := "loopback"
+		if sd.name == "remote" {
+			prof = fmt.Sprintf("remote profile (%.0f Mbit/s, %s RTT)", remoteRate*8/1e6, remoteRTT)
+		}
+		pp := times[sd.name+" pipe"]
+		b.logf("bigsave %s pipe s: %v", sd.name, pp)
+		for _, row := range []struct{ name, what string }{
+			{"in place", "written over in place"},
+			{"temp + rename", "written to .server.tmp, renamed over server"},
+		} {
+			ls := times[sd.name+" "+row.name]
+			b.logf("bigsave %s %s s: %v", sd.name, row.name, ls)
+			rt := pairRatio(ls, pp)
+			res := b.res.pair(fmt.Sprintf("%.0f MB binary rebuilt, %s, save→visible, %s (n=%d; ratio: median of per-pair ratios)", float64(len(bins[0]))/1e6, row.what, prof, rounds),
+				secs(median(ls)), "s", "`tar | gzip -1 | kubectl exec -i … 'gzip -dc | tar -x'` of the same file", secs(median(pp)))
+			res.Ratio = ref(rt)
+			if sd.name == "remote" {
+				res.target("≤ 1.0×", rt <= 1.0)
+			}
+		}
+	}
+	return nil
+}
+
+// differ counts the bytes that differ between a and b (and the length difference).
+func differ(a, b []byte) int {
+	n := max(len(a), len(b)) - min(len(a), len(b))
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			n++
+		}
+	}
+	return n
+}
