@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -44,5 +46,53 @@ func TestCompressBatch(t *testing.T) {
 		if got := compressBatch(tt.gz, planOf(tt.file), tt.link); got != tt.want {
 			t.Errorf("%s: compressBatch = %v, want %v", name, got, tt.want)
 		}
+	}
+}
+
+// last returns the mode of the last apply r saw.
+func (r *modeRecorder) last() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.modes) == 0 {
+		return ""
+	}
+	return r.modes[len(r.modes)-1]
+}
+
+// The engine compresses a batch by the rule, with the container's gzip as its
+// listing found it: a large compressible save goes "z" over a link that was
+// not measured fast (here an exec per batch, which measures nothing), a small
+// one "x"; without gzip in the container, "x" whatever its size.
+func TestEngineCompressesBatches(t *testing.T) {
+	for name, without := range map[string][]string{"gzip": nil, "no gzip": {"gzip"}} {
+		t.Run(name, func(t *testing.T) {
+			rec := &modeRecorder{}
+			f := newWrappedFixture(t, Config{}, func(ex Executor) Executor { rec.Executor = ex; return rec })
+			if without != nil {
+				nb := busybox(t, without...)
+				nb.Sandbox = f.ex.Sandbox
+				rec.Executor = nb
+			}
+			f.e.AddTarget(podTarget("web-1"))
+			f.run(t)
+			if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+				t.Fatal(ev.Err)
+			}
+			writeTree(t, f.local, map[string]string{"big.go": strings.Repeat("package main // source\n", 20_000)})
+			f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "big.go")}, 1)
+			want := "z"
+			if without != nil {
+				want = "x"
+			}
+			if got := rec.last(); got != want {
+				t.Errorf("a 460 KB source file went %q, want %q", got, want)
+			}
+			writeTree(t, f.local, map[string]string{"small.go": "package main\n"})
+			f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "small.go")}, 1)
+			if got := rec.last(); got != "x" {
+				t.Errorf("a small file went %q, want x", got)
+			}
+			assertSameTree(t, f.local, f.remote("web-1"))
+		})
 	}
 }
