@@ -104,3 +104,43 @@ func TestDownloadCompressed(t *testing.T) {
 		})
 	}
 }
+
+// linkedExec reports a measured link, and records each exec's argv.
+type linkedExec struct {
+	Executor
+	link  Link
+	argvs [][]string
+}
+
+func (l *linkedExec) Link(Target) Link { return l.link }
+
+func (l *linkedExec) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	l.argvs = append(l.argvs, argv)
+	return l.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// Download asks for a compressed archive over a link measured slow only, and
+// reads either.
+func TestDownloadByLink(t *testing.T) {
+	dir := t.TempDir()
+	body := bytes.Repeat([]byte("text that compresses\n"), 1000)
+	must(t, os.WriteFile(filepath.Join(dir, "f.txt"), body, 0o644))
+	for name, tt := range map[string]struct {
+		link Link
+		z    string
+	}{
+		"slow":             {Link{Rate: 1e6}, "z"},
+		"fast":             {Link{Rate: 1e9}, ""},
+		"nothing measured": {Link{}, ""},
+	} {
+		ex := &linkedExec{Executor: busybox(t), link: tt.link}
+		var got []byte
+		must(t, Download(context.Background(), ex, testTarget, dir, []string{"./f.txt"}, func(e ArchiveEntry) error {
+			got, _ = io.ReadAll(e.Body)
+			return nil
+		}))
+		if !bytes.Equal(got, body) || len(ex.argvs) != 1 || ex.argvs[0][5] != tt.z {
+			t.Errorf("%s: got %d bytes, argv %q, want %d bytes and %q", name, len(got), ex.argvs, len(body), tt.z)
+		}
+	}
+}

@@ -138,14 +138,16 @@ func hasDotDot(name string) bool {
 // archive it prints to fn, as it arrives (see ReadArchive). An error after
 // some entries (a name that vanished, a connection cut) is returned, and
 // the entries fn got before it stand. The archive comes gzip-compressed
-// where ex measured t's link slow (see Link.Slow) and the container has
-// gzip.
+// where ex measured t's link slow (see Link.Slow; nothing measured is not
+// slow here: no sample of the container's files says they compress) and the
+// container has gzip.
 func Download(ctx context.Context, ex Executor, t Target, root string, names []string, fn func(ArchiveEntry) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	argv := DownloadArgv(root, LinkOf(ex, t).Slow(), names)
+	l := LinkOf(ex, t)
+	argv := DownloadArgv(root, l.Known() && l.Slow(), names)
 	go func() {
 		err := Run(ctx, ex, t, "downloading files", root, argv, nil, pw)
 		pw.CloseWithError(err)
