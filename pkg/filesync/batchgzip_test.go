@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -94,5 +95,26 @@ func TestEngineCompressesBatches(t *testing.T) {
 			}
 			assertSameTree(t, f.local, f.remote("web-1"))
 		})
+	}
+}
+
+// A batch's send reports progress only once it has run for
+// batchProgressAfter; an initial sync's from the start.
+func TestBatchProgressAfter(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	var got []Progress
+	pe := &progressExecutor{clk: fc, start: fc.Now(), after: batchProgressAfter, report: func(p Progress) { got = append(got, p) }}
+	r := &countingReader{r: strings.NewReader(strings.Repeat("x", 100)), p: pe}
+	buf := make([]byte, 10)
+	_, _ = r.Read(buf)
+	fc.Step(batchProgressAfter / 2)
+	_, _ = r.Read(buf)
+	if len(got) != 0 {
+		t.Fatalf("reported before %s: %+v", batchProgressAfter, got)
+	}
+	fc.Step(batchProgressAfter)
+	_, _ = r.Read(buf)
+	if len(got) != 1 || got[0].Bytes != 30 || got[0].Elapsed != 3*batchProgressAfter/2 {
+		t.Fatalf("after %s: %+v, want one report of 30 bytes", 3*batchProgressAfter/2, got)
 	}
 }
