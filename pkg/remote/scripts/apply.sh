@@ -59,6 +59,18 @@
 #     directory, renamed over dst likewise. One that fails exits 6 too: what
 #     was moved holds the right content, and the whole batch comes again.
 #     A moved source is deleted by the batch (step 3) if the client says so.
+#  2c. A patch (mode "p": stdin holds the patch's literal bytes), after
+#     the moves, as arguments among the checks: "P<old>:<new>:<mode>:<bs>./name"
+#     (sha256 of the file the container holds and of the new one, the new
+#     mode, the block size), then "B<start>:<count>" (that many blocks of
+#     the old file from block <start>) and "L<len>" (that many bytes of
+#     stdin), in the new file's order, then "E". The old file is checked
+#     with the moves' sources, before anything changes (a regular file
+#     reached through no symlink, with that sha256); the new one is built
+#     in ".livesync-patch.<name>" beside it, hashed, given <mode>, and
+#     renamed over it; anything else (the old file changed, a short read of
+#     stdin, a hash that differs) removes the temporary file and exits 7,
+#     the old file as it was, and the client sends the file whole.
 #  3. Deletes, with rm -rf and never a trailing slash, so a symlink is
 #     removed, not followed. They run before the tar so a type change
 #     (dir→file) extracts cleanly.
@@ -91,7 +103,7 @@ root=$1 mode=$2 file=$3 nc=$4 nr=$5 nm=$6 own=${LIVESYNC_OWNER:-} o=-o
 shift 6
 if [ -n "${LIVESYNC_ROOTFS:-}" ]; then root=$(livesync_inroot "$root") || exit; fi
 [ -z "$own" ] || o=
-if [ "$mode" != d ] && ! command -v tar >/dev/null 2>&1; then echo "livesync: tar not found" >&2; exit 127; fi
+if { [ "$mode" = x ] || [ "$mode" = z ]; } && ! command -v tar >/dev/null 2>&1; then echo "livesync: tar not found" >&2; exit 127; fi
 if [ "$mode" = z ] && ! command -v gzip >/dev/null 2>&1; then echo "livesync: gzip not found" >&2; exit 1; fi
 if [ -z "$file" ] && { [ -e "$root" ] || [ -L "$root" ]; } && [ ! -d "$root" ]; then echo "livesync: conflict: not a directory" >&2; exit 3; fi
 if [ ! -d "$root" ] && [ -z "$own" ]; then mkdir -p "$root" || fail mkdir; fi
@@ -137,11 +149,12 @@ i=0 hs=
 for a; do
   [ $i -lt "$nc" ] || break
   i=$((i+1))
-  case $a in m*|c*) ;; *) continue ;; esac
+  case $a in m*|c*|P*) ;; *) continue ;; esac
   e=${a%%./*} p=./${a#*./} n='!'
+  case $a in P*) e=${e%%:*} ;; esac
   [ -n "$hs" ] || if command -v sha256sum >/dev/null 2>&1; then hs=y; else hs=n; fi
   if [ "$hs" = y ] && nolink "$p" && [ -f "$p" ]; then n=$(sha256sum <"$p") || n='?'; n=${n%% *}; fi
-  [ "$n" = "${e#?}" ] || { printf 'M%s\0' "$p"; c=1; }
+  [ "$n" = "${e#?}" ] || { printf 'M%s\0' "$p"; case $a in P*) exit 7 ;; esac; c=1; }
 done
 [ $c = 0 ] || exit 6
 # 2. Checks.
@@ -158,8 +171,21 @@ for a; do
     d=./${a#*./} md=${a%%./*} t=${d%/*}/.livesync-cp.$$
     if ! nolink "$d" || [ -d "$d" ] || ! mkdir -p -- "${d%/*}" 2>/dev/null; then printf 'livesync: move: %s is in the way\n' "$d" >&2; exit 6; fi
     if [ "$k" = m ]; then chmod "${md#t}" -- "$sp" 2>/dev/null && mv -f -- "$sp" "$d" 2>/dev/null
-    else cp -- "$sp" "$t" 2>/dev/null && chmod "${md#t}" -- "$t" && { [ -z "$own" ] || chown "$own" -- "$t"; } && mv -f -- "$t" "$d" || { rm -f -- "$t"; false; }
+    else rm -f -- "$t" && cp -- "$sp" "$t" 2>/dev/null && chmod "${md#t}" -- "$t" && { [ -z "$own" ] || chown "$own" -- "$t"; } && mv -f -- "$t" "$d" || { rm -f -- "$t"; false; }
     fi || { printf 'livesync: move to %s failed\n' "$d" >&2; exit 6; } ;;
+  P*)
+    pf=./${a#*./} ph=${a%%./*}; ph=${ph#P?*:} pt=${pf%/*}/.livesync-patch.${pf##*/}
+    pn=${ph%%:*} ph=${ph#*:}; pm=${ph%%:*} pb=${ph#*:}
+    rm -f -- "$pt" && [ ! -e "$pt" ] && [ ! -L "$pt" ] && exec 4>"$pt" || exit 7 ;;
+  B*) s=${a#B}; dd if="$pf" bs="$pb" skip="${s%%:*}" count="${s#*:}" 2>/dev/null >&4 || { rm -f -- "$pt"; exit 7; } ;;
+  L*)
+    s=${a#L} q=$((${a#L}/65536)); s=$((s%65536))
+    { [ $q = 0 ] || dd bs=65536 count=$q iflag=fullblock 2>/dev/null; [ $s = 0 ] || dd bs=$s count=1 iflag=fullblock 2>/dev/null; } >&4 || { rm -f -- "$pt"; exit 7; } ;;
+  E)
+    exec 4>&-
+    n=$(sha256sum <"$pt") || n=
+    if [ "${n%% *}" = "$pn" ] && chmod "$pm" -- "$pt" && { [ -z "$own" ] || chown "$own" -- "$pt"; } && mv -f -- "$pt" "$pf"; then :
+    else rm -f -- "$pt"; printf 'livesync: patch of %s failed\n' "$pf" >&2; exit 7; fi ;;
   esac
 done
 shift "$nc"
