@@ -160,6 +160,11 @@ func applyOnce(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, 
 	res := applyResult{deleted: len(p.Deletes)}
 	args := scriptArgsOf(m, p)
 	moves, sent := moveArgs(m, p)
+	var patched applyResult
+	sent, err := applyPatches(ctx, ex, t, m, p, sent, &patched)
+	if err != nil {
+		return res, err
+	}
 	args.Moves, args.Tar = moves, len(sent) > 0
 	args.Gz = o.Gzip && args.Tar
 	for _, a := range args.Split(remote.MaxArgBytes) {
@@ -188,6 +193,14 @@ func applyOnce(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, 
 			return res, withMapping(err, t, m)
 		}
 	}
+	for rel, sum := range patched.Sums {
+		if res.Sums == nil {
+			res.Sums = map[string]*[32]byte{}
+		}
+		res.Sums[rel] = sum
+	}
+	res.Files += patched.Files
+	res.Bytes += patched.Bytes
 	if len(moves) > 0 {
 		// Confirmed by the same ack as the archive: their sums are the
 		// ones the container checked at their sources.

@@ -99,6 +99,7 @@ type Engine struct {
 	owned      remote.Owned    // the executor, when it writes on behalf of another user
 	streamable bool            // the executor keeps streams (a dry run has none, and says so)
 	guard      UploadGuard     // nil without sync-back
+	sigs       sigCache        // what was sent of large files, for deltas (see findPatches)
 
 	mu       sync.Mutex
 	targets  map[string]*target

@@ -33,8 +33,11 @@ type Plan struct {
 	Rmdirs []string
 	// Moves are copies, by rel, whose content the container already holds
 	// (see findMoves): it moves or copies it, and the archive leaves them out.
-	Moves  map[string]Move
-	expect []string // preconditions (see applyGuarded)
+	Moves map[string]Move
+	// Patches are copies, by rel, sent as deltas of the file the container
+	// holds there (see findPatches).
+	Patches map[string]*patch
+	expect  []string // preconditions (see applyGuarded)
 }
 
 // Empty reports whether the plan changes nothing in the container.

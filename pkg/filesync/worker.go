@@ -346,6 +346,9 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mappin
 		return err
 	})
 	res.replaced = replaced
+	if err == nil {
+		e.learnSigs(t, p, res.Result) // delta.go
+	}
 	for _, rel := range slices.Sorted(maps.Keys(res.Unreadable)) {
 		// Said once for the mapping, whichever target reads it first.
 		if name := m.localPath(rel); m.unreadable.Add(m.fs(), name, rel) {
