@@ -11,9 +11,8 @@ import (
 // whether an archive is worth compressing (the CPU of gzip buys time only
 // on a link slower than gzip itself).
 type Link struct {
-	// Rate is the bytes per second the last large frames carried (an
-	// exponential average, on the wire: compressed bytes count as they
-	// went), 0 until one was measured.
+	// Rate is the bytes per second the last large plain frames carried
+	// (an exponential average; see Streams.Exec), 0 until one was measured.
 	Rate float64
 	// RTT is the quickest ack of a small frame (a heartbeat, an edit), 0
 	// until one came.
@@ -67,9 +66,11 @@ func LinkOf(ex Executor, t Target) Link {
 }
 
 // Measuring thresholds: a frame of at least rateMin bytes measures the
-// rate, one of at most rttMax bytes the round trip.
+// rate (its time less the round trip: a smaller one measures mostly the
+// round trip and the container's tar), one of at most rttMax bytes the round
+// trip.
 const (
-	rateMin = 256 << 10
+	rateMin = 1 << 20
 	rttMax  = 64 << 10
 )
 
@@ -93,6 +94,9 @@ func (ls *links) observe(key string, n int64, d time.Duration) {
 	l := ls.m[key]
 	switch {
 	case n >= rateMin:
+		if l.RTT > 0 && d > 2*l.RTT {
+			d -= l.RTT
+		}
 		r := float64(n) / d.Seconds()
 		if l.Rate == 0 {
 			l.Rate = r

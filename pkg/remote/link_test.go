@@ -36,12 +36,13 @@ func TestLinksObserve(t *testing.T) {
 	ls.observe("k", 10<<10, 30*time.Millisecond)
 	ls.observe("k", 0, 20*time.Millisecond)
 	ls.observe("k", 0, 40*time.Millisecond)
-	ls.observe("k", 128<<10, time.Millisecond) // neither
+	ls.observe("k", 512<<10, time.Millisecond) // neither
 	if got := ls.get("k"); got.RTT != 20*time.Millisecond || got.Rate != 0 {
 		t.Fatalf("after small frames: %+v", got)
 	}
-	ls.observe("k", 4<<20, time.Second)
-	ls.observe("k", 8<<20, time.Second)
+	// The round trip is taken off a large frame's time.
+	ls.observe("k", 4<<20, time.Second+20*time.Millisecond)
+	ls.observe("k", 8<<20, time.Second+20*time.Millisecond)
 	if got := ls.get("k"); got.Rate != 6<<20 {
 		t.Fatalf("rate %v, want %v", got.Rate, 6<<20)
 	}
