@@ -2,7 +2,10 @@ package filesync
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"errors"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 func randomBytes(seed uint64, n int) []byte {
@@ -129,4 +133,73 @@ func TestEngineSendsDeltas(t *testing.T) {
 		t.Fatalf("a refused patch: batch = %+v, want the file sent whole", b)
 	}
 	assertSameTree(t, f.local, f.remote("web-1"))
+}
+
+// cutPatch cuts every patch's stdin short, as a connection that drops
+// mid-patch does, and otherwise passes execs on.
+type cutPatch struct {
+	Executor
+	err error // returned instead of running the patch, when set
+}
+
+func (c *cutPatch) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(argv) > 5 && argv[3] == "livesync" && argv[5] == "p" {
+		if c.err != nil {
+			return c.err
+		}
+		b, _ := io.ReadAll(stdin)
+		stdin = bytes.NewReader(b[:len(b)/2])
+	}
+	return c.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// A patch whose stdin is cut short leaves the old file, and the file goes
+// whole in the same apply; one whose exec fails otherwise ends the apply and
+// is dropped, so that the retry sends the file whole.
+func TestPatchCut(t *testing.T) {
+	local, remoteDir := t.TempDir(), filepath.Join(t.TempDir(), "app")
+	v1 := randomBytes(4, 2<<20)
+	v2 := bytes.Clone(v1)
+	copy(v2[deltaBlock*3:], "changed")
+	writeTree(t, local, map[string]string{"server": string(v2)})
+	writeTree(t, remoteDir, map[string]string{"server": string(v1)})
+	m := testMapping(t, local, remoteDir, nil)
+	fi, err := os.Stat(filepath.Join(local, "server"))
+	must(t, err)
+	e, _ := entryOf(fi)
+	newPlan := func() *Plan {
+		ops, lit := deltaOf(v2, signatureOf(v1))
+		return &Plan{
+			Copies:  []Copy{{Rel: "server", Name: "server", Src: filepath.Join(local, "server"), Entry: e}},
+			Patches: map[string]*patch{"server": {old: sha256.Sum256(v1), new: sha256.Sum256(v2), ops: ops, lit: lit}},
+		}
+	}
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			writeTree(t, remoteDir, map[string]string{"server": string(v1)})
+			p := newPlan()
+			cut := &cutPatch{Executor: ex, err: errors.New("connection reset")}
+			if _, err := apply(context.Background(), cut, testTarget, m, p, tarstream.Options{}); err == nil || len(p.Patches) != 0 {
+				t.Fatalf("a failed patch: %v, patches left %d; want the error and none", err, len(p.Patches))
+			}
+			if got, _ := os.ReadFile(filepath.Join(remoteDir, "server")); !bytes.Equal(got, v1) {
+				t.Fatal("a failed patch changed the old file")
+			}
+			res, err := apply(context.Background(), cut, testTarget, m, p, tarstream.Options{})
+			must(t, err)
+			if res.Bytes < int64(len(v2)) {
+				t.Errorf("the retry sent %d bytes, want the file whole", res.Bytes)
+			}
+			assertSameTree(t, local, remoteDir)
+
+			writeTree(t, remoteDir, map[string]string{"server": string(v1)})
+			cut.err = nil
+			res, err = apply(context.Background(), cut, testTarget, m, newPlan(), tarstream.Options{})
+			must(t, err)
+			if res.Bytes < int64(len(v2)) {
+				t.Errorf("after a cut patch %d bytes went, want the file whole", res.Bytes)
+			}
+			assertSameTree(t, local, remoteDir)
+		})
+	}
 }
