@@ -147,3 +147,75 @@ func TestSyncBigSaveMoves(t *testing.T) {
 		t.Fatalf("the container's copy: %s, want sha256 %x", r, sum)
 	}
 }
+
+// TestSyncBigSaveDelta: a large file saved again goes as a patch of the container's copy (here
+// over an exec per batch, whose link is not measured fast), which the container builds beside
+// it and renames only once it hashes as the local file: the container's file is byte-identical
+// (its sha256) after bytes changed in place and after bytes inserted, and a patch of a copy the
+// container changed behind the session's back is refused, the file sent whole.
+func TestSyncBigSaveDelta(t *testing.T) {
+	ns := namespace(t)
+	repo := "bigdelta-" + ns
+	pushImage(t, repo, "dev", "app")
+	deployment(t, ns, "web", image(repo, "dev"), 1, corev1.PullIfNotPresent)
+	local := t.TempDir()
+	const size = 4 << 20
+	rnd := rand.New(rand.NewPCG(3, 4))
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(rnd.IntN(256))
+	}
+	name := filepath.Join(local, "server")
+	if err := os.WriteFile(name, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const sel, root = "app=web", "/app"
+	s := newSession(t, ns).Args("deploy/web", "--transport", "exec").Map(local, root).Start()
+	waitConverged(t, ns, sel, 1, local, root, 2*time.Minute)
+	pod := runningPods(t, ns, sel)[0].Name
+	if _, err := s.Settle(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	seen := len(s.Events())
+	save := func(b []byte) int64 {
+		t.Helper()
+		if err := os.WriteFile(name, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		waitConverged(t, ns, sel, 1, local, root, time.Minute)
+		if _, err := s.Settle(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		if r := kexec(t, ns, pod, "sha256sum", root+"/server"); r.code != 0 || !strings.HasPrefix(r.stdout, hex.EncodeToString(sum[:])) {
+			t.Fatalf("the container's file: %s, want sha256 %x", r, sum)
+		}
+		var n int64
+		evs := s.Events()
+		for _, ev := range evs[seen:] {
+			if ev.Type == "batch" {
+				n += ev.Bytes
+			}
+		}
+		seen = len(evs)
+		return n
+	}
+	copy(data[size/2:], "a new version string")
+	if n := save(data); n > size/8 {
+		t.Errorf("bytes changed in place: %d bytes sent, want a patch", n)
+	}
+	data = append(data[:size/4], append([]byte("one more line of code\n"), data[size/4:]...)...)
+	if n := save(data); n > size/8 {
+		t.Errorf("bytes inserted: %d bytes sent, want a patch", n)
+	}
+	if r := kexec(t, ns, pod, "sh", "-c", "printf changed >> "+root+"/server"); r.code != 0 {
+		t.Fatalf("changing the container's copy: %s", r)
+	}
+	copy(data[10:], "v3")
+	if n := save(data); n < size {
+		t.Errorf("a refused patch: %d bytes sent, want the file whole", n)
+	}
+	if r := kexec(t, ns, pod, "sh", "-c", "ls -a "+root); r.code != 0 || strings.Contains(r.stdout, ".livesync-patch") {
+		t.Errorf("left in the container: %s", r)
+	}
+}
