@@ -264,7 +264,14 @@ func (e *Engine) findPatches(tg *target, i int, m *mapping, p *Plan) {
 		if err != nil || int64(len(data)) != c.Size || !sameFile(m, c) {
 			continue
 		}
+		// The new file's sha256 (which the container checks what it builds
+		// against) beside the match; its signature, for the next save, off
+		// the batch's path.
+		sumc := make(chan [32]byte, 1)
+		go func() { sumc <- sha256.Sum256(data) }()
 		ops, lit := deltaOf(data, sig)
+		sum := <-sumc
+		go func() { e.sigs.put(sum, signatureOf(data)) }()
 		args := 0
 		for _, o := range ops {
 			args += len(o) + 1
@@ -275,9 +282,7 @@ func (e *Engine) findPatches(tg *target, i int, m *mapping, p *Plan) {
 		if p.Patches == nil {
 			p.Patches = map[string]*patch{}
 		}
-		p.Patches[c.Rel] = &patch{old: *old.Sum, new: sha256.Sum256(data), ops: ops, lit: lit}
-		// The new version's signature, for the next save.
-		e.sigs.put(p.Patches[c.Rel].new, signatureOf(data))
+		p.Patches[c.Rel] = &patch{old: *old.Sum, new: sum, ops: ops, lit: lit}
 	}
 }
 

@@ -25,12 +25,13 @@ func TestApplyPatch(t *testing.T) {
 		old     [32]byte
 		new     [32]byte
 		stdin   string
-		link    bool // a symlink sits where the temporary file goes
+		link    bool   // a symlink sits where the temporary file goes
+		held    []byte // what the container holds, if not old
 		refused bool
 	}{
 		{name: "patched", old: sum(old), new: sum(newer), stdin: lit},
 		{name: "a symlink at the temporary name is not written through", old: sum(old), new: sum(newer), stdin: lit, link: true},
-		{name: "the old file changed", old: sum([]byte("other")), new: sum(newer), stdin: lit, refused: true},
+		{name: "the old file changed", old: sum(old), new: sum(newer), stdin: lit, held: []byte("AAAAbbbbCCCCDDDD"), refused: true},
 		{name: "stdin cut short", old: sum(old), new: sum(newer), stdin: lit[:3], refused: true},
 		{name: "the result is not the new file", old: sum(old), new: sum([]byte("other")), stdin: lit, refused: true},
 	}
@@ -38,7 +39,11 @@ func TestApplyPatch(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(name+"/"+tt.name, func(t *testing.T) {
 				root := t.TempDir()
-				writeTree(t, root, map[string]string{"d/bin": string(old)})
+				held := old
+				if tt.held != nil {
+					held = tt.held
+				}
+				writeTree(t, root, map[string]string{"d/bin": string(held)})
 				outside := filepath.Join(t.TempDir(), "outside")
 				must(t, os.WriteFile(outside, []byte("keep"), 0o644))
 				if tt.link {
@@ -51,7 +56,7 @@ func TestApplyPatch(t *testing.T) {
 				}
 				want := newer
 				if tt.refused {
-					want = old
+					want = held
 				}
 				got, err := os.ReadFile(filepath.Join(root, "d", "bin"))
 				must(t, err)

@@ -66,11 +66,13 @@
 #     the old file from block <start>) and "L<len>" (that many bytes of
 #     stdin), in the new file's order, then "E". The old file is checked
 #     with the moves' sources, before anything changes (a regular file
-#     reached through no symlink, with that sha256); the new one is built
-#     in ".livesync-patch.<name>" beside it, hashed, given <mode>, and
-#     renamed over it; anything else (the old file changed, a short read of
-#     stdin, a hash that differs) removes the temporary file and exits 7,
-#     the old file as it was, and the client sends the file whole.
+#     reached through no symlink, where sha256sum is found; <old> is not
+#     hashed: what is built from it is); the new one is built in
+#     ".livesync-patch.<name>" beside it, hashed against <new>, given
+#     <mode>, and renamed over it; anything else (the old file changed, a
+#     short read of stdin, a hash that differs) removes the temporary file
+#     and exits 7, the old file as it was, and the client sends the file
+#     whole.
 #  3. Deletes, with rm -rf and never a trailing slash, so a symlink is
 #     removed, not followed. They run before the tar so a type change
 #     (dir→file) extracts cleanly.
@@ -151,10 +153,11 @@ for a; do
   i=$((i+1))
   case $a in m*|c*|P*) ;; *) continue ;; esac
   e=${a%%./*} p=./${a#*./} n='!'
-  case $a in P*) e=${e%%:*} ;; esac
   [ -n "$hs" ] || if command -v sha256sum >/dev/null 2>&1; then hs=y; else hs=n; fi
+  # A patch's old file is not hashed here: what is built from it is.
+  case $a in P*) if [ "$hs" = y ] && nolink "$p" && [ -f "$p" ]; then continue; fi; printf 'M%s\0' "$p"; exit 7 ;; esac
   if [ "$hs" = y ] && nolink "$p" && [ -f "$p" ]; then n=$(sha256sum <"$p") || n='?'; n=${n%% *}; fi
-  [ "$n" = "${e#?}" ] || { printf 'M%s\0' "$p"; case $a in P*) exit 7 ;; esac; c=1; }
+  [ "$n" = "${e#?}" ] || { printf 'M%s\0' "$p"; c=1; }
 done
 [ $c = 0 ] || exit 6
 # 2. Checks.
