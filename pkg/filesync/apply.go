@@ -168,6 +168,9 @@ func applyOnce(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, 
 	args.Moves, args.Tar = moves, len(sent) > 0
 	args.Gz = o.Gzip && args.Tar
 	for _, a := range args.Split(remote.MaxArgBytes) {
+		if a.Empty() {
+			continue // all of it patched (see applyPatches)
+		}
 		if !a.Tar {
 			replaced, err := remote.Apply(ctx, ex, t, "deleting files", a, nil)
 			res.replaced = append(res.replaced, rels(replaced)...)

@@ -2,6 +2,7 @@ package filesync
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/md5" //nolint:gosec // matching blocks locally; the container checks the result's sha256
 	"crypto/sha256"
@@ -216,6 +217,21 @@ type patch struct {
 	old, new [32]byte
 	ops      []string
 	lit      []byte
+	// zlit is lit gzip-compressed, where that pays (see findPatches), else nil.
+	zlit []byte
+}
+
+// zipped returns b gzip-compressed at level 1 where that shrinks it by a
+// fifth or more, else nil.
+func zipped(b []byte) []byte {
+	var out bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&out, gzip.BestSpeed) // a valid level: no error
+	_, _ = zw.Write(b)                                 // into memory: no error
+	_ = zw.Close()
+	if out.Len()*5 > len(b)*4 {
+		return nil
+	}
+	return out.Bytes()
 }
 
 // deltaWorth is how long a whole send must be expected to take, on the
@@ -282,7 +298,11 @@ func (e *Engine) findPatches(tg *target, i int, m *mapping, p *Plan) {
 		if p.Patches == nil {
 			p.Patches = map[string]*patch{}
 		}
-		p.Patches[c.Rel] = &patch{old: *old.Sum, new: sum, ops: ops, lit: lit}
+		pt := &patch{old: *old.Sum, new: sum, ops: ops, lit: lit}
+		if tg.gzip && len(lit) >= batchCompressMin && l.Slow() {
+			pt.zlit = zipped(lit) // by the batches' rule (see compressBatch)
+		}
+		p.Patches[c.Rel] = pt
 	}
 }
 
@@ -305,7 +325,11 @@ func applyPatches(ctx context.Context, ex Executor, t Target, m *mapping, p *Pla
 		if m.file {
 			a.File = "./" + m.remoteName("")
 		}
-		_, err := remote.Apply(ctx, ex, t, "patching files", a, bytes.NewReader(pt.lit))
+		in := pt.lit
+		if pt.zlit != nil {
+			a.Gz, in = true, pt.zlit
+		}
+		_, err := remote.Apply(ctx, ex, t, "patching files", a, bytes.NewReader(in))
 		switch {
 		case err == nil:
 			if res.Sums == nil {
@@ -313,7 +337,7 @@ func applyPatches(ctx context.Context, ex Executor, t Target, m *mapping, p *Pla
 			}
 			res.Sums[c.Rel] = &pt.new
 			res.Files++
-			res.Bytes += int64(len(pt.lit))
+			res.Bytes += int64(len(in))
 		case remote.IsPatchRefused(err):
 			delete(p.Patches, c.Rel)
 			whole = append(whole, c)

@@ -203,3 +203,36 @@ func TestPatchCut(t *testing.T) {
 		})
 	}
 }
+
+// A patch whose new bytes compress goes with them gzip-compressed (mode q).
+func TestEngineSendsCompressedDeltas(t *testing.T) {
+	rec := &modeRecorder{}
+	f := newWrappedFixture(t, Config{}, func(ex Executor) Executor { rec.Executor = ex; return rec })
+	line := func(i int) string { return "line " + strconv.Itoa(i) + " of a text that compresses well\n" }
+	var b strings.Builder
+	for i := 0; b.Len() < 4<<20; i++ {
+		b.WriteString(line(i))
+	}
+	v1 := b.String()
+	writeTree(t, f.local, map[string]string{"big.txt": v1})
+	f.e.AddTarget(podTarget("web-1"))
+	f.run(t)
+	if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+		t.Fatal(ev.Err)
+	}
+	waitSig(t, f.e, []byte(v1))
+	var ins strings.Builder
+	for i := 0; ins.Len() < 400<<10; i++ {
+		ins.WriteString(line(-i))
+	}
+	v2 := v1[:1<<20] + ins.String() + v1[1<<20:]
+	name := filepath.Join(f.local, "big.txt")
+	must(t, os.WriteFile(name, []byte(v2), 0o644))
+	if b := f.batch(t, coalesce.Change{Root: f.local, Path: name}, 1); b.Failed != 0 || b.Bytes > int64(ins.Len())/2 {
+		t.Fatalf("batch = %+v, want under %d bytes", b, ins.Len()/2)
+	}
+	if got := rec.last(); got != "q" {
+		t.Errorf("the patch went %q, want q", got)
+	}
+	assertSameTree(t, f.local, f.remote("web-1"))
+}

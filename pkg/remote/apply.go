@@ -30,7 +30,7 @@ type ApplyArgs struct {
 	Rmdirs  []string    // "./dir", deepest first
 	Chmods  []string    // "555./dir", deepest first
 	Tar     bool        // extract the archive (after rmdirs, before chmods)
-	Gz      bool        // the archive is gzip-compressed
+	Gz      bool        // the archive (a patch: its bytes) is gzip-compressed
 }
 
 // Empty reports whether a has nothing to do.
@@ -42,6 +42,8 @@ func (a *ApplyArgs) Empty() bool {
 func (a *ApplyArgs) Argv() []string {
 	mode := "d"
 	switch {
+	case len(a.Patch) > 0 && a.Gz:
+		mode = "q"
 	case len(a.Patch) > 0:
 		mode = "p"
 	case a.Tar && a.Gz:

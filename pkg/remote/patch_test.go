@@ -2,8 +2,10 @@ package remote
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -36,44 +38,58 @@ func TestApplyPatch(t *testing.T) {
 		{name: "the result is not the new file", old: sum(old), new: sum([]byte("other")), stdin: lit, refused: true},
 	}
 	for name, ex := range withStreams(t) {
-		for _, tt := range tests {
-			t.Run(name+"/"+tt.name, func(t *testing.T) {
-				root := t.TempDir()
-				held := old
-				if tt.held != nil {
-					held = tt.held
+		for _, tc := range tests {
+			for _, gz := range []bool{false, true} {
+				tt := tc
+				if gz {
+					var b bytes.Buffer
+					zw := gzip.NewWriter(&b)
+					_, _ = zw.Write([]byte(tt.stdin))
+					_ = zw.Close()
+					if tt.name == "stdin cut short" {
+						tt.stdin = b.String()[:b.Len()/2]
+					} else {
+						tt.stdin = b.String()
+					}
 				}
-				writeTree(t, root, map[string]string{"d/bin": string(held)})
-				outside := filepath.Join(t.TempDir(), "outside")
-				must(t, os.WriteFile(outside, []byte("keep"), 0o644))
-				if tt.link {
-					must(t, os.Symlink(outside, filepath.Join(root, "d", ".livesync-patch.bin")))
-				}
-				a := &ApplyArgs{Root: root, Patch: PatchArgs("./d/bin", tt.old, tt.new, 0o755, 4, ops)}
-				err := ex.Exec(context.Background(), testTarget, a.Argv(), strings.NewReader(tt.stdin), io.Discard, io.Discard)
-				if tt.refused != IsPatchRefused(err) || !tt.refused && err != nil {
-					t.Fatalf("apply: %v, want refused %v", err, tt.refused)
-				}
-				want := newer
-				if tt.refused {
-					want = held
-				}
-				got, err := os.ReadFile(filepath.Join(root, "d", "bin"))
-				must(t, err)
-				if !bytes.Equal(got, want) {
-					t.Fatalf("file %q, want %q", got, want)
-				}
-				if b, _ := os.ReadFile(outside); string(b) != "keep" {
-					t.Fatalf("written through a symlink: %q", b)
-				}
-				tree := readLinksTree(t, root)
-				if len(tree) != 1 {
-					t.Fatalf("left behind: %q", tree)
-				}
-				if fi, _ := os.Stat(filepath.Join(root, "d", "bin")); !tt.refused && fi.Mode().Perm() != 0o755 {
-					t.Errorf("mode %v, want 0755", fi.Mode().Perm())
-				}
-			})
+				t.Run(fmt.Sprintf("%s/%s/gz=%v", name, tt.name, gz), func(t *testing.T) {
+					root := t.TempDir()
+					held := old
+					if tt.held != nil {
+						held = tt.held
+					}
+					writeTree(t, root, map[string]string{"d/bin": string(held)})
+					outside := filepath.Join(t.TempDir(), "outside")
+					must(t, os.WriteFile(outside, []byte("keep"), 0o644))
+					if tt.link {
+						must(t, os.Symlink(outside, filepath.Join(root, "d", ".livesync-patch.bin")))
+					}
+					a := &ApplyArgs{Root: root, Patch: PatchArgs("./d/bin", tt.old, tt.new, 0o755, 4, ops), Gz: gz}
+					err := ex.Exec(context.Background(), testTarget, a.Argv(), strings.NewReader(tt.stdin), io.Discard, io.Discard)
+					if tt.refused != IsPatchRefused(err) || !tt.refused && err != nil {
+						t.Fatalf("apply: %v, want refused %v", err, tt.refused)
+					}
+					want := newer
+					if tt.refused {
+						want = held
+					}
+					got, err := os.ReadFile(filepath.Join(root, "d", "bin"))
+					must(t, err)
+					if !bytes.Equal(got, want) {
+						t.Fatalf("file %q, want %q", got, want)
+					}
+					if b, _ := os.ReadFile(outside); string(b) != "keep" {
+						t.Fatalf("written through a symlink: %q", b)
+					}
+					tree := readLinksTree(t, root)
+					if len(tree) != 1 {
+						t.Fatalf("left behind: %q", tree)
+					}
+					if fi, _ := os.Stat(filepath.Join(root, "d", "bin")); !tt.refused && fi.Mode().Perm() != 0o755 {
+						t.Errorf("mode %v, want 0755", fi.Mode().Perm())
+					}
+				})
+			}
 		}
 	}
 }

@@ -59,7 +59,8 @@
 #     directory, renamed over dst likewise. One that fails exits 6 too: what
 #     was moved holds the right content, and the whole batch comes again.
 #     A moved source is deleted by the batch (step 3) if the client says so.
-#  2c. A patch (mode "p": stdin holds the patch's literal bytes), after
+#  2c. A patch (mode "p": stdin holds the patch's literal bytes; "q": the
+#     same gzip-compressed, unpacked beside the file first), after
 #     the moves, as arguments among the checks: "P<old>:<new>:<mode>:<bs>./name"
 #     (sha256 of the file the container holds and of the new one, the new
 #     mode, the block size), then "B<start>:<count>" (that many blocks of
@@ -179,13 +180,19 @@ for a; do
   P*)
     pf=./${a#*./} ph=${a%%./*}; ph=${ph#P?*:} pt=${pf%/*}/.livesync-patch.${pf##*/}
     pn=${ph%%:*} ph=${ph#*:}; pm=${ph%%:*} pb=${ph#*:}
-    rm -f -- "$pt" && [ ! -e "$pt" ] && [ ! -L "$pt" ] && exec 4>"$pt" || exit 7 ;;
+    rm -f -- "$pt" && [ ! -e "$pt" ] && [ ! -L "$pt" ] && exec 4>"$pt" || exit 7
+    if [ "$mode" = q ]; then
+      # The bytes come gzip-compressed: unpacked beside, read from fd 5.
+      pl=${pf%/*}/.livesync-lit.${pf##*/}
+      { rm -f -- "$pl" && [ ! -e "$pl" ] && [ ! -L "$pl" ] && gzip -dc >"$pl" && exec 5<"$pl"; } || { rm -f -- "$pt" "$pl"; exit 7; }
+      rm -f -- "$pl"
+    else exec 5<&0; fi ;;
   B*) s=${a#B}; dd if="$pf" bs="$pb" skip="${s%%:*}" count="${s#*:}" 2>/dev/null >&4 || { rm -f -- "$pt"; exit 7; } ;;
   L*)
     s=${a#L} q=$((${a#L}/65536)); s=$((s%65536))
-    { [ $q = 0 ] || dd bs=65536 count=$q iflag=fullblock 2>/dev/null; [ $s = 0 ] || dd bs=$s count=1 iflag=fullblock 2>/dev/null; } >&4 || { rm -f -- "$pt"; exit 7; } ;;
+    { [ $q = 0 ] || dd bs=65536 count=$q iflag=fullblock 2>/dev/null; [ $s = 0 ] || dd bs=$s count=1 iflag=fullblock 2>/dev/null; } <&5 >&4 || { rm -f -- "$pt"; exit 7; } ;;
   E)
-    exec 4>&-
+    exec 4>&- 5<&-
     n=$(sha256sum <"$pt") || n=
     if [ "${n%% *}" = "$pn" ] && chmod "$pm" -- "$pt" && { [ -z "$own" ] || chown "$own" -- "$pt"; } && mv -f -- "$pt" "$pf"; then :
     else rm -f -- "$pt"; printf 'livesync: patch of %s failed\n' "$pf" >&2; exit 7; fi ;;
