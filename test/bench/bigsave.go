@@ -155,6 +155,7 @@ func (b *bench) measureBigSave(ctx context.Context) error {
 			return 0, err
 		}
 		remote := "/bs/" + sd.name + "/server"
+		var sent int64
 		for {
 			ev, err := sd.s.Next("batch", 2*time.Minute)
 			if err != nil {
@@ -163,11 +164,13 @@ func (b *bench) measureBigSave(ctx context.Context) error {
 			if ev.Failed != 0 {
 				return 0, fmt.Errorf("%s: a batch failed", sd.name)
 			}
+			sent += ev.Bytes
 			if slices.Contains(ev.Names, remote) {
 				break
 			}
 		}
 		d := time.Since(start)
+		b.logf("bigsave %s: %s in %v, %d bytes sent", sd.name, map[bool]string{true: "temp + rename", false: "in place"}[rename], d.Round(time.Millisecond), sent)
 		sd.cur = data
 		time.Sleep(100 * time.Millisecond) // a batch that follows (there should be none) is drained
 		sd.s.Drain()
@@ -180,7 +183,7 @@ func (b *bench) measureBigSave(ctx context.Context) error {
 				return 0, err
 			}
 		}
-		time.Sleep(time.Second) // the signature of what was sent is taken off the batch's path
+		time.Sleep(2 * time.Second) // the signature of what was sent is taken off the batch's path
 		return put(sd, data, rename)
 	}
 	pipe := func(sd *side) (time.Duration, error) {
