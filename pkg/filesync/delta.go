@@ -155,6 +155,10 @@ type sigCache struct {
 	mu    sync.Mutex
 	m     map[[32]byte]*signature
 	order [][32]byte
+	// reading holds the one file being read to learn its signature: an
+	// initial sync of many large files reads them one at a time, not all
+	// into memory at once.
+	reading sync.Mutex
 }
 
 func (c *sigCache) get(sum [32]byte) *signature {
@@ -194,6 +198,11 @@ func (e *Engine) learnSigs(t Target, p *Plan, res tarstream.Result) {
 		}
 		// Off the batch's path; bounded by the file.
 		go func(src string, want [32]byte) {
+			e.sigs.reading.Lock()
+			defer e.sigs.reading.Unlock()
+			if e.sigs.get(want) != nil {
+				return
+			}
 			data, err := readRegular(src)
 			if err == nil && sha256.Sum256(data) == want {
 				e.sigs.put(want, signatureOf(data))
