@@ -98,6 +98,9 @@ type coalescer struct {
 	unknown  int
 	held     map[string]time.Time
 	settleOK bool // cur opened after idle: it may be cut on save-complete
+	// tempUntil: cur waits at least until then for the rename of a
+	// temporary file closed in it (see TempSettle).
+	tempUntil time.Time
 }
 
 func (c *coalescer) add(ch Change) {
@@ -108,6 +111,11 @@ func (c *coalescer) add(ch Change) {
 			return
 		}
 		c.unhold(ch.Path)
+		if ch.Progress == Complete && TempName(ch.Path) {
+			// Closed, but to be renamed: not save-complete (see TempSettle).
+			ch.Progress = Unknown
+			c.tempUntil = now.Add(TempSettle)
+		}
 	}
 	if c.cur == nil {
 		c.cur = &Batch{Paths: map[string]struct{}{}, Rescans: map[string]struct{}{}, First: now}
@@ -196,6 +204,9 @@ func (c *coalescer) deadline() (time.Time, bool) {
 	if c.settleOK && c.unknown == 0 {
 		d = c.last.Add(CompleteSettle) // after idle and every path Complete
 	}
+	if c.tempUntil.After(d) {
+		d = c.tempUntil
+	}
 	if capAt := c.cur.First.Add(c.cap); capAt.Before(d) {
 		d = capAt
 	}
@@ -244,6 +255,7 @@ func (c *coalescer) take(all bool) *Batch {
 	b := c.cur
 	settled := b != nil && c.settleOK && c.unknown == 0 && now.Before(c.last.Add(c.quiet)) && now.Before(b.First.Add(c.cap))
 	c.cur = nil
+	c.tempUntil = time.Time{}
 	clear(c.fresh) // the batch carries them
 	clear(c.progress)
 	c.unknown = 0

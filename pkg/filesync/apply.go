@@ -141,11 +141,36 @@ func (r applyResult) forgetReplaced(idx *Index) map[string]struct{} {
 // step requires. Every attempt streams a fresh archive, so it can be retried
 // as a whole. With gz the archive goes gzip-compressed: only where the
 // listing found gzip (see compressInitial).
+//
+// Copies the container holds already (p.Moves) are moved or copied there;
+// where it refuses them, the plan goes again without them.
 func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o tarstream.Options) (applyResult, error) {
+	res, err := applyOnce(ctx, ex, t, m, p, o)
+	if len(p.Moves) > 0 && remote.IsMoveRefused(err) {
+		p.Moves = nil
+		again, err := applyOnce(ctx, ex, t, m, p, o)
+		again.replaced = append(res.replaced, again.replaced...)
+		return again, err
+	}
+	return res, err
+}
+
+// applyOnce is apply's one try.
+func applyOnce(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o tarstream.Options) (applyResult, error) {
 	res := applyResult{deleted: len(p.Deletes)}
 	args := scriptArgsOf(m, p)
+	moves, sent := moveArgs(m, p)
+	var patched applyResult
+	sent, err := applyPatches(ctx, ex, t, m, p, sent, &patched)
+	if err != nil {
+		return res, err
+	}
+	args.Moves, args.Tar = moves, len(sent) > 0
 	args.Gz = o.Gzip && args.Tar
 	for _, a := range args.Split(remote.MaxArgBytes) {
+		if a.Empty() {
+			continue // all of it patched (see applyPatches)
+		}
 		if !a.Tar {
 			replaced, err := remote.Apply(ctx, ex, t, "deleting files", a, nil)
 			res.replaced = append(res.replaced, rels(replaced)...)
@@ -154,7 +179,7 @@ func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o ta
 			}
 			continue
 		}
-		r, wait := tarstream.Stream(filesOf(p.Copies), tarstream.Options{Gzip: a.Gz, Owner: o.Owner})
+		r, wait := tarstream.Stream(filesOf(sent), tarstream.Options{Gzip: a.Gz, Owner: o.Owner})
 		replaced, err := remote.Apply(ctx, ex, t, "copying files", a, r)
 		_ = r.Close()
 		ares, aerr := wait()
@@ -170,6 +195,27 @@ func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o ta
 		if err != nil {
 			return res, withMapping(err, t, m)
 		}
+	}
+	for rel, sum := range patched.Sums {
+		if res.Sums == nil {
+			res.Sums = map[string]*[32]byte{}
+		}
+		res.Sums[rel] = sum
+	}
+	res.Files += patched.Files
+	res.Bytes += patched.Bytes
+	if len(moves) > 0 {
+		// Confirmed by the same ack as the archive: their sums are the
+		// ones the container checked at their sources.
+		if res.Sums == nil {
+			res.Sums = map[string]*[32]byte{}
+		}
+		for _, c := range p.Copies {
+			if mv, ok := p.Moves[c.Rel]; ok {
+				res.Sums[c.Rel] = &mv.Sum
+			}
+		}
+		res.Files += len(moves)
 	}
 	return res, nil
 }

@@ -356,6 +356,8 @@ func (e *Engine) applyBatchPlan(tg *target, i int, m *mapping, p *Plan, r *unitR
 		tg.idx[i].apply(p, tarstream.Result{})
 		return nil
 	}
+	findMoves(m, tg.idx[i], p, tg.alg)
+	e.findPatches(tg, i, m, p)
 	res, err := e.applyGuarded(tg, i, m, p)
 	if err != nil {
 		// Not confirmed: the container may have applied all of it, some of

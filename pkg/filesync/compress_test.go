@@ -94,7 +94,8 @@ func (r *modeRecorder) Exec(ctx context.Context, t Target, argv []string, stdin 
 
 // An initial sync over initialCompressMin goes compressed where the
 // container has gzip and as a plain tar where it has not; a small one, one
-// of files that do not compress, and every later batch go plain.
+// of files that do not compress go plain (later batches: see
+// TestEngineCompressesBatches).
 func TestInitialSyncCompression(t *testing.T) {
 	for name, tt := range map[string]struct {
 		ex     *localExecutor

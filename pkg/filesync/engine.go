@@ -100,6 +100,7 @@ type Engine struct {
 	streamable bool            // the executor keeps streams (a dry run has none, and says so)
 	guard      UploadGuard     // nil without sync-back
 	anc        Ancestry        // nil: no saved ancestors
+	sigs       sigCache        // what was sent of large files, for deltas (see findPatches)
 
 	mu       sync.Mutex
 	targets  map[string]*target

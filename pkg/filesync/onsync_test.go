@@ -41,7 +41,7 @@ func (h *hangOnce) arm() {
 func (h *hangOnce) Exec(ctx context.Context, t Target, argv []string, stdin0 io.Reader, stdout, stderr io.Writer) error {
 	stdin := stdin0
 	h.mu.Lock()
-	hang := h.armed && !h.done && len(argv) > 5 && argv[3] == "livesync" && argv[5] == "x"
+	hang := h.armed && !h.done && len(argv) > 5 && argv[3] == "livesync" && (argv[5] == "x" || argv[5] == "z")
 	h.done = h.done || hang
 	h.mu.Unlock()
 	if hang {

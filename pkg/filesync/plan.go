@@ -31,7 +31,13 @@ type Plan struct {
 	// ones) when listed: their other entries are in Deletes, and they are
 	// removed after those only if nothing is left in them. Deepest first.
 	Rmdirs []string
-	expect []string // preconditions (see applyGuarded)
+	// Moves are copies, by rel, whose content the container already holds
+	// (see findMoves): it moves or copies it, and the archive leaves them out.
+	Moves map[string]Move
+	// Patches are copies, by rel, sent as deltas of the file the container
+	// holds there (see findPatches).
+	Patches map[string]*patch
+	expect  []string // preconditions (see applyGuarded)
 }
 
 // Empty reports whether the plan changes nothing in the container.

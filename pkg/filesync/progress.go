@@ -31,6 +31,9 @@ type progressExecutor struct {
 	start  time.Time
 	report func(Progress)
 	base   Progress
+	// after: nothing is reported before the send has run this long (a
+	// batch's; an initial sync reports from the start).
+	after time.Duration
 
 	sent atomic.Int64
 	last atomic.Int64 // unix nanos of the last report
@@ -63,6 +66,9 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	}
 	sent := p.sent.Add(d)
 	now := p.clk.Now()
+	if now.Sub(p.start) < p.after {
+		return n, err
+	}
 	if last := p.last.Load(); now.UnixNano()-last >= int64(progressEvery) && p.last.CompareAndSwap(last, now.UnixNano()) {
 		ev := p.base
 		ev.Bytes = sent

@@ -112,8 +112,13 @@ func TestPlanStart(t *testing.T) {
 
 	l, err := listRemote(context.Background(), ex, testTarget, m, true)
 	must(t, err)
-	if l.alg != "" {
-		t.Fatalf("a stat listing hashed with %s", l.alg)
+	for rel, re := range l.entries {
+		if re.Sum != nil {
+			t.Fatalf("a stat listing hashed %s", rel)
+		}
+	}
+	if l.alg != "sha256sum" {
+		t.Fatalf("a stat listing names the tool %q, want sha256sum (moves and deltas rely on it)", l.alg)
 	}
 	tree, _, err := localTree(m)
 	must(t, err)

@@ -165,7 +165,7 @@ func (e *Engine) applyGuardedOn(tg *target, x *Index, i int, m *mapping, p *Plan
 		if p.drop(skip); p.Empty() && len(p.Rmdirs) == 0 {
 			return applyResult{}, nil
 		}
-		res, err := e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false, nil)
+		res, err := e.applyPlan(tg.ctx, e.batchExec(tg, p), tg.Target, m, p, e.batchGzip(tg, p), nil)
 		var ce *remote.ChangedError
 		if !errors.As(err, &ce) {
 			return res, err
@@ -182,7 +182,7 @@ func (e *Engine) applyGuardedOn(tg *target, x *Index, i int, m *mapping, p *Plan
 		}
 		p.drop(gone)
 	}
-	return e.applyPlan(tg.ctx, e.exec, tg.Target, m, p, false, nil)
+	return e.applyPlan(tg.ctx, e.batchExec(tg, p), tg.Target, m, p, e.batchGzip(tg, p), nil)
 }
 
 // drop leaves the copies and deletes at or under gone out of p.

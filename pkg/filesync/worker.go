@@ -42,6 +42,10 @@ type target struct {
 	visits  chan func() // see Engine.Visit
 	backoff time.Duration
 	runner  runners // after-sync runs: --on-sync, AfterSync
+	// gzip: the container's `gzip -dc` works, and alg: its hash tool, as
+	// its listing said (see batchGzip, findMoves).
+	gzip bool
+	alg  string
 	// early is what passes that no batch waited for sent (copies ahead of
 	// their batch), for the next batch's report.
 	early unitResult
@@ -348,6 +352,9 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				e.log.Info("listing failed; sending everything", "target", tg.String(), "remote", m.Remote, "err", err)
 				l = nil
 			}
+			if l != nil {
+				tg.gzip, tg.alg = l.gzip, l.alg
+			}
 			var (
 				p       *Plan
 				idx     *Index
@@ -439,6 +446,9 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mappin
 		return err
 	})
 	res.replaced = replaced
+	if err == nil {
+		e.learnSigs(t, p, res.Result) // delta.go
+	}
 	for _, rel := range slices.Sorted(maps.Keys(res.Unreadable)) {
 		// Said once for the mapping, whichever target reads it first.
 		if name := m.localPath(rel); m.unreadable.Add(m.fs(), name, rel) {

@@ -32,6 +32,8 @@ func builtin(name string) bool {
 		return true
 	case strings.HasSuffix(name, ".kate-swp"):
 		return true
+	case strings.HasPrefix(name, ".livesync-patch."): // a delta being assembled in the container (apply.sh): never comes home
+		return true
 	}
 	return false
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
 	"strings"
 )
@@ -19,36 +20,46 @@ const MaxArgBytes = 32 << 10
 // ApplyArgs is what apply.sh gets for one batch, by step; its header says
 // what each step does. Paths are relative to Root, "./"-prefixed.
 type ApplyArgs struct {
-	Root    string   // the remote directory the script works in
-	File    string   // "./name": the one entry to write in Root (a file's sync); "" for all of Root
-	Expect  []string // preconditions (ExpectFile, ExpectAbsent): tested before anything else
-	Checks  []string // "p./dir", "k./dir", "w./dir", parents first
-	Deletes []string // "./name"
-	Rmdirs  []string // "./dir", deepest first
-	Chmods  []string // "555./dir", deepest first
-	Tar     bool     // extract the archive (after rmdirs, before chmods)
-	Gz      bool     // the archive is gzip-compressed
+	Root    string      // the remote directory the script works in
+	File    string      // "./name": the one entry to write in Root (a file's sync); "" for all of Root
+	Expect  []string    // preconditions (ExpectFile, ExpectAbsent): tested before anything else
+	Checks  []string    // "p./dir", "k./dir", "w./dir", parents first
+	Moves   [][2]string // what the container moves or copies itself (see MoveArgs), after the checks
+	Patch   []string    // one file patched from stdin (see PatchArgs), after the moves; no tar then
+	Deletes []string    // "./name"
+	Rmdirs  []string    // "./dir", deepest first
+	Chmods  []string    // "555./dir", deepest first
+	Tar     bool        // extract the archive (after rmdirs, before chmods)
+	Gz      bool        // the archive (a patch: its bytes) is gzip-compressed
 }
 
 // Empty reports whether a has nothing to do.
 func (a *ApplyArgs) Empty() bool {
-	return len(a.Expect)+len(a.Checks)+len(a.Deletes)+len(a.Rmdirs)+len(a.Chmods) == 0 && !a.Tar
+	return len(a.Expect)+len(a.Checks)+len(a.Moves)+len(a.Patch)+len(a.Deletes)+len(a.Rmdirs)+len(a.Chmods) == 0 && !a.Tar
 }
 
 // Argv returns the exec's command line.
 func (a *ApplyArgs) Argv() []string {
 	mode := "d"
 	switch {
+	case len(a.Patch) > 0 && a.Gz:
+		mode = "q"
+	case len(a.Patch) > 0:
+		mode = "p"
 	case a.Tar && a.Gz:
 		mode = "z"
 	case a.Tar:
 		mode = "x"
 	}
-	out := make([]string, 0, 10+len(a.Expect)+len(a.Checks)+len(a.Rmdirs)+len(a.Chmods)+len(a.Deletes))
+	out := make([]string, 0, 10+len(a.Expect)+len(a.Checks)+2*len(a.Moves)+len(a.Rmdirs)+len(a.Chmods)+len(a.Deletes))
 	out = append(out, "sh", "-c", applyScript, "livesync", a.Root, mode, a.File,
-		strconv.Itoa(len(a.Expect)+len(a.Checks)), strconv.Itoa(len(a.Rmdirs)), strconv.Itoa(len(a.Chmods)))
+		strconv.Itoa(len(a.Expect)+len(a.Checks)+2*len(a.Moves)+len(a.Patch)), strconv.Itoa(len(a.Rmdirs)), strconv.Itoa(len(a.Chmods)))
 	out = append(out, a.Expect...)
 	out = append(out, a.Checks...)
+	for _, m := range a.Moves {
+		out = append(out, m[0], m[1])
+	}
+	out = append(out, a.Patch...)
 	out = append(out, a.Rmdirs...)
 	out = append(out, a.Chmods...)
 	return append(out, a.Deletes...)
@@ -79,6 +90,18 @@ func (a *ApplyArgs) Split(max int) []*ApplyArgs {
 	}
 	for _, p := range a.Checks {
 		add(func(a *ApplyArgs) *[]string { return &a.Checks }, p)
+	}
+	for _, m := range a.Moves {
+		// Both halves in one exec, after the checks of their paths.
+		if n := len(m[0]) + len(m[1]) + 2; size+n > max && !cur.Empty() {
+			out = append(out, cur)
+			cur, size = &ApplyArgs{Root: a.Root, File: a.File}, 0
+		}
+		cur.Moves = append(cur.Moves, m)
+		size += len(m[0]) + len(m[1]) + 2
+	}
+	if len(a.Patch) > 0 {
+		cur.Patch = a.Patch // whole, with its stdin (PatchArgs keeps it short)
 	}
 	for _, p := range a.Deletes {
 		add(func(a *ApplyArgs) *[]string { return &a.Deletes }, p)
@@ -114,6 +137,54 @@ func Apply(ctx context.Context, ex Executor, t Target, op string, a *ApplyArgs, 
 
 // statusChanged is apply.sh's exit status when a precondition failed.
 const statusChanged = 5
+
+// statusMoveRefused is apply.sh's exit status when a move's source is not
+// what the client confirmed there, or a move failed (see MoveArgs).
+const statusMoveRefused = 6
+
+// MoveArgs is apply.sh's move of the regular file src (its content's
+// sha256 sum, as the client confirmed it there) to dst, both "./"-prefixed,
+// with mode: renamed where keep is false (the batch deletes src), else
+// copied.
+func MoveArgs(src, dst string, sum [32]byte, keep bool, mode fs.FileMode) [2]string {
+	k := "m"
+	if keep {
+		k = "c"
+	}
+	return [2]string{k + hex.EncodeToString(sum[:]) + src, fmt.Sprintf("t%o%s", mode.Perm(), dst)}
+}
+
+// statusPatchRefused is apply.sh's exit status when a patch's old file is
+// not what the client confirmed, or the patched file is not the new one.
+const statusPatchRefused = 7
+
+// PatchArgs is apply.sh's patch of name ("./"-prefixed), the regular file
+// whose sha256 is old, into the file whose sha256 is new, with mode: ops, in
+// order, are "B<start>:<count>" (blocks of bs bytes of the old file) and
+// "L<len>" (bytes of the patch's stdin).
+func PatchArgs(name string, old, new [32]byte, mode fs.FileMode, bs int, ops []string) []string {
+	out := make([]string, 0, len(ops)+2)
+	out = append(out, fmt.Sprintf("P%x:%x:%o:%d%s", old, new, mode.Perm(), bs, name))
+	out = append(out, ops...)
+	return append(out, "E")
+}
+
+// IsPatchRefused reports whether err is an apply whose patch the container
+// refused: the old file changed, stdin ended short, or what it built is not
+// the new file. The old file is as it was.
+func IsPatchRefused(err error) bool {
+	var ee ExitError
+	return errors.As(err, &ee) && ee.ExitStatus() == statusPatchRefused
+}
+
+// IsMoveRefused reports whether err is an apply whose moves the container
+// refused (a source that changed or is reached through a symlink) or that
+// failed (a destination in the way): what it moved holds the right content,
+// and the batch is to be sent again without moves.
+func IsMoveRefused(err error) bool {
+	var ee ExitError
+	return errors.As(err, &ee) && ee.ExitStatus() == statusMoveRefused
+}
 
 // ExpectFile is apply.sh's precondition that name ("./"-prefixed) in the
 // container is still the regular file the client last confirmed there:

@@ -40,8 +40,9 @@ type Listing struct {
 	Unknown []string
 }
 
-// ListStatArgv is ListArgv hashing nothing: the listing has no Alg and no
-// Sums, and costs the container a stat per entry.
+// ListStatArgv is ListArgv hashing nothing: the listing names the Alg the
+// container has (moves and deltas need it) but holds no Sums, and costs the
+// container a stat per entry.
 func ListStatArgv(root, name string) []string {
 	return append(ListArgv(root, name), "nohash")
 }

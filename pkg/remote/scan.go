@@ -135,8 +135,13 @@ func ParseScan(b []byte) (*ScanResult, error) {
 }
 
 // DownloadArgv is the exec that runs download.sh: a tar of names
-// ("./"-prefixed) in the remote directory root, on stdout.
-func DownloadArgv(root string, names []string) []string {
-	out := []string{"sh", "-c", downloadScript, "livesync-download", root}
+// ("./"-prefixed) in the remote directory root, on stdout, gzip-compressed
+// with gz where the container has gzip.
+func DownloadArgv(root string, gz bool, names []string) []string {
+	z := ""
+	if gz {
+		z = "z"
+	}
+	out := []string{"sh", "-c", downloadScript, "livesync-download", root, z}
 	return append(out, names...)
 }

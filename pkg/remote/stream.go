@@ -80,6 +80,7 @@ type Streams struct {
 	open     map[string]*stream
 	fallback map[string]bool // target keys without the framing tools
 	opening  map[string]chan struct{}
+	links    links // what each target's frames measured (see Link)
 }
 
 // NewStreams returns Streams over base, which must keep execs open (see
@@ -122,10 +123,26 @@ func (s *Streams) Exec(ctx context.Context, t Target, argv []string, stdin io.Re
 		// best what is wrong with the container.
 		return s.base.Exec(ctx, t, argv, stdin, stdout, stderr)
 	}
+	// A compressed frame measures gzip as much as the link (on loopback,
+	// mostly gzip): only plain ones measure the rate (see Link).
+	var size func() int64
+	plain := len(argv) <= 5 || argv[5] != "z"
 	if fn != "" {
-		return st.run(ctx, fn, argv[4:], stdout, stderr)
+		out := &countingWriter{w: stdout}
+		if plain {
+			size = out.n.Load
+		}
+		return st.run(ctx, fn, argv[4:], out, stderr, size)
 	}
-	return st.apply(ctx, argv[4:], stdin, stdout, stderr)
+	in := &countingReader{}
+	if stdin != nil {
+		in.r = stdin
+		stdin = in
+	}
+	if plain {
+		size = in.n.Load
+	}
+	return st.apply(ctx, argv[4:], stdin, stdout, stderr, size)
 }
 
 // get returns t's open stream, opening one if there is none.
@@ -340,6 +357,16 @@ func (s *Streams) dial(ctx context.Context, t Target) (*stream, error) {
 		st.shutdown(ctx.Err())
 		return nil, ctx.Err()
 	}
+	// One heartbeat at once: its round trip tells a near link from a far
+	// one before the first batch (see Link).
+	st.batch.Lock()
+	st.ping()
+	st.batch.Unlock()
+	select {
+	case <-st.dead:
+		return nil, st.deadErr()
+	default:
+	}
 	go st.heartbeat()
 	return st, nil
 }
@@ -521,10 +548,10 @@ func parseAck(b []byte) (ack, bool) {
 }
 
 // apply sends one batch (applyScript's arguments after $0, and the tar on
-// stdin, if any) and waits for its ack (see frame).
-func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// stdin, if any) and waits for its ack (see frame); size counts what it sent.
+func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, size func() int64) error {
 	words := shellWords(args)
-	return st.frame(ctx, stdout, stderr, nil, func(w *bufio.Writer, seq uint64) error {
+	return st.frame(ctx, stdout, stderr, nil, size, func(w *bufio.Writer, seq uint64) error {
 		if stdin == nil {
 			_, err := fmt.Fprintf(w, "%d/0 %s\n", seq, words)
 			return err
@@ -572,15 +599,16 @@ func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, std
 
 // run runs the loop's function fn (see streamRuns) with args in a run frame
 // and waits for its ack; its output goes to stdout as the script wrote it
-// (see readRun), and a non-zero status is an ExitError, as for apply.
-func (st *stream) run(ctx context.Context, fn string, args []string, stdout, stderr io.Writer) error {
+// (see readRun), and a non-zero status is an ExitError, as for apply; size
+// counts what it received.
+func (st *stream) run(ctx context.Context, fn string, args []string, stdout, stderr io.Writer, size func() int64) error {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return fmt.Errorf("making a frame's nonce: %w", err)
 	}
 	nonce := hex.EncodeToString(b[:])
 	words := shellWords(append([]string{fn}, args...))
-	return st.frame(ctx, stdout, stderr, []byte("Z"+nonce), func(w *bufio.Writer, seq uint64) error {
+	return st.frame(ctx, stdout, stderr, []byte("Z"+nonce), size, func(w *bufio.Writer, seq uint64) error {
 		_, err := fmt.Fprintf(w, "%d=%s %s\n", seq, nonce, words)
 		return err
 	})
@@ -591,10 +619,12 @@ func (st *stream) run(ctx context.Context, fn string, args []string, stdout, std
 // ack. A non-zero status is returned as an ExitError, as an exec would.
 // Anything else that goes wrong (ctx done, the stream dying, a local read
 // failing mid-frame) leaves the stream out of step, so it is shut down; the
-// next batch opens a new one.
-func (st *stream) frame(ctx context.Context, stdout, stderr io.Writer, nonce []byte, write func(w *bufio.Writer, seq uint64) error) error {
+// next batch opens a new one. A frame that was acked is measured: size
+// (nil: nothing) says how many bytes it carried (see Link).
+func (st *stream) frame(ctx context.Context, stdout, stderr io.Writer, nonce []byte, size func() int64, write func(w *bufio.Writer, seq uint64) error) error {
 	st.batch.Lock()
 	defer st.batch.Unlock()
+	start := st.s.clk.Now()
 	select {
 	case <-st.dead:
 		return st.deadErr()
@@ -638,6 +668,9 @@ func (st *stream) frame(ctx context.Context, stdout, stderr io.Writer, nonce []b
 		return err
 	}
 	st.last = st.s.clk.Now()
+	if size != nil {
+		st.s.links.observe(st.key, size(), st.last.Sub(start))
+	}
 	if status != 0 {
 		return ackStatus(status)
 	}
@@ -716,6 +749,7 @@ func (st *stream) ping() {
 		case <-ctx.Done():
 		}
 	}()
+	start := st.s.clk.Now()
 	// A write that blocks ends when the ack timer shuts the stream down.
 	if err := st.send(func(w *bufio.Writer) error {
 		_, err := fmt.Fprintf(w, "%d\n", seq)
@@ -726,6 +760,7 @@ func (st *stream) ping() {
 	}
 	if _, err := st.waitAck(ctx, seq); err == nil {
 		st.last = st.s.clk.Now()
+		st.s.links.observe(st.key, 0, st.last.Sub(start))
 	}
 }
 

@@ -131,20 +131,24 @@ func TestReadAheadAhead(t *testing.T) {
 
 type errReader struct{ err error }
 
-// Idle streams send a heartbeat every heartbeatEvery; one whose ack does not
-// come within the ack timeout is shut down.
+// A new stream sends one heartbeat at once; idle streams send one every
+// heartbeatEvery; one whose ack does not come within the ack timeout is shut
+// down.
 func TestStreamHeartbeat(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Now())
 	hung := make(chan struct{})
 	var pings sync.WaitGroup
 	pings.Add(1)
 	ex := &scriptedLoop{onPing: func(seq string) bool {
-		if seq == "1" {
+		switch seq {
+		case "1": // the one a new stream sends at once, to measure its round trip
+			return true
+		case "2":
 			pings.Done()
 			return true
 		}
 		close(hung)
-		return false // never ack the second
+		return false // never ack the second idle one
 	}}
 	// The clock only moves while the stream waits for its next heartbeat:
 	// stepping it while a ping waits for its ack would time the ack out
@@ -276,7 +280,7 @@ func TestStreamEOFAndReconnect(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the loop did not end on EOF")
 			}
-			if err := st.apply(context.Background(), []string{"x"}, nil, io.Discard, io.Discard); !IsTransient(Classify(err, testTarget, "copying files", "/x", "")) {
+			if err := st.apply(context.Background(), []string{"x"}, nil, io.Discard, io.Discard, nil); !IsTransient(Classify(err, testTarget, "copying files", "/x", "")) {
 				t.Errorf("a batch on a closed stream: %v, want a transient error", err)
 			}
 			sendFile(t, s, root, "b", "b")

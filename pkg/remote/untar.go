@@ -2,6 +2,8 @@ package remote
 
 import (
 	"archive/tar"
+	"bufio"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -107,6 +109,22 @@ func checkEntry(h *tar.Header) (ArchiveEntry, error) {
 	return e, nil
 }
 
+// readMaybeGzip is ReadArchive of r, gunzipped first where r starts with
+// gzip's magic bytes (no tar header does: its name comes first, and
+// download.sh names entries "./…").
+func readMaybeGzip(r io.Reader, fn func(ArchiveEntry) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return fmt.Errorf("reading the archive: %w", err)
+		}
+		zr.Multistream(false)
+		return ReadArchive(zr, fn)
+	}
+	return ReadArchive(br, fn)
+}
+
 func hasDotDot(name string) bool {
 	for c := range strings.SplitSeq(name, "/") {
 		if c == ".." {
@@ -119,18 +137,23 @@ func hasDotDot(name string) bool {
 // Download runs DownloadArgv(root, names) in t and hands each entry of the
 // archive it prints to fn, as it arrives (see ReadArchive). An error after
 // some entries (a name that vanished, a connection cut) is returned, and
-// the entries fn got before it stand.
+// the entries fn got before it stand. The archive comes gzip-compressed
+// where ex measured t's link slow (see Link.Slow; nothing measured is not
+// slow here: no sample of the container's files says they compress) and the
+// container has gzip.
 func Download(ctx context.Context, ex Executor, t Target, root string, names []string, fn func(ArchiveEntry) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
+	l := LinkOf(ex, t)
+	argv := DownloadArgv(root, l.Known() && l.Slow(), names)
 	go func() {
-		err := Run(ctx, ex, t, "downloading files", root, DownloadArgv(root, names), nil, pw)
+		err := Run(ctx, ex, t, "downloading files", root, argv, nil, pw)
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	rerr := ReadArchive(pr, fn)
+	rerr := readMaybeGzip(pr, fn)
 	if rerr != nil {
 		cancel() // the archive is refused: stop reading it
 	}

@@ -48,7 +48,7 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-var phases = []string{"micro", "latency", "remote", "quiet", "fanout", "initial", "resync", "watcher", "restart", "syncback", "state", "forward"}
+var phases = []string{"micro", "latency", "remote", "quiet", "fanout", "initial", "resync", "watcher", "restart", "syncback", "state", "forward", "bigsave"}
 
 func main() {
 	b := &bench{rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), start: time.Now()}
@@ -143,6 +143,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		{"sb", 1, "", false, []string{"syncback"}, false},
 		{"sbi", 1, "", false, []string{"syncback"}, true},
 		{"st", 1, "/app", false, []string{"state"}, false},
+		{"bs", 1, "/bs", false, []string{"bigsave"}, false},
 	}
 	for _, d := range deployments {
 		if slices.ContainsFunc(d.phases, want) {
@@ -183,6 +184,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		{"syncback", b.measureSyncBack},
 		{"state", b.measureState},
 		{"forward", b.measureForward},
+		{"bigsave", b.measureBigSave},
 	}
 	for _, s := range steps {
 		if !want(s.name) {

@@ -26,6 +26,11 @@
 #     listed by mirror): a symlink stops the script before any delete;
 #     "w./dir": make the directory u+rwx (best effort) so that a non-root
 #     tar can fill it; a chmod below restores its mode.
+#     Moves follow the other checks, each as two arguments: "m<sha256>./src"
+#     or "c<sha256>./src", then "t<mode>./dst": the container already holds
+#     dst's new content at src (a rename, git mv, a moved directory, a
+#     copy), so it moves ("m") or copies ("c") it there instead of receiving
+#     it again; see step 2b.
 #     Preconditions lead the list (sync-back's, see ExpectFile), and all of
 #     them are tested before any other check: each names what the batch
 #     replaces or deletes and what the container must still hold there,
@@ -42,6 +47,33 @@
 #     for the entries under a directory; then
 #     the script exits 5 with nothing below $1 changed, and the caller
 #     sends the batch again without those names.
+#  2b. Moves, after every check: first, before anything changes, each
+#     source must be a regular file reached through no symlink, whose
+#     sha256 is the one the client confirmed there; else "M./src\0" is
+#     reported for each that is not and the script exits 6 with nothing
+#     changed (the client sends the batch again whole). Then each: dst must
+#     not be a directory nor reached through a symlink, its missing parents
+#     are made (tar fills their modes in), the file gets <mode> and is
+#     renamed over dst (rename(2): atomic, and it replaces a link rather
+#     than follow it); a copy goes through ".livesync-cp.<pid>" in dst's
+#     directory, renamed over dst likewise. One that fails exits 6 too: what
+#     was moved holds the right content, and the whole batch comes again.
+#     A moved source is deleted by the batch (step 3) if the client says so.
+#  2c. A patch (mode "p": stdin holds the patch's literal bytes; "q": the
+#     same gzip-compressed, unpacked beside the file first), after
+#     the moves, as arguments among the checks: "P<old>:<new>:<mode>:<bs>./name"
+#     (sha256 of the file the container holds and of the new one, the new
+#     mode, the block size), then "B<start>:<count>" (that many blocks of
+#     the old file from block <start>) and "L<len>" (that many bytes of
+#     stdin), in the new file's order, then "E". The old file is checked
+#     with the moves' sources, before anything changes (a regular file
+#     reached through no symlink, where sha256sum is found; <old> is not
+#     hashed: what is built from it is); the new one is built in
+#     ".livesync-patch.<name>" beside it, hashed against <new>, given
+#     <mode>, and renamed over it; anything else (the old file changed, a
+#     short read of stdin, a hash that differs) removes the temporary file
+#     and exits 7, the old file as it was, and the client sends the file
+#     whole.
 #  3. Deletes, with rm -rf and never a trailing slash, so a symlink is
 #     removed, not followed. They run before the tar so a type change
 #     (dir→file) extracts cleanly.
@@ -74,7 +106,7 @@ root=$1 mode=$2 file=$3 nc=$4 nr=$5 nm=$6 own=${LIVESYNC_OWNER:-} o=-o
 shift 6
 if [ -n "${LIVESYNC_ROOTFS:-}" ]; then root=$(livesync_inroot "$root") || exit; fi
 [ -z "$own" ] || o=
-if [ "$mode" != d ] && ! command -v tar >/dev/null 2>&1; then echo "livesync: tar not found" >&2; exit 127; fi
+if { [ "$mode" = x ] || [ "$mode" = z ]; } && ! command -v tar >/dev/null 2>&1; then echo "livesync: tar not found" >&2; exit 127; fi
 if [ "$mode" = z ] && ! command -v gzip >/dev/null 2>&1; then echo "livesync: gzip not found" >&2; exit 1; fi
 if [ -z "$file" ] && { [ -e "$root" ] || [ -L "$root" ]; } && [ ! -d "$root" ]; then echo "livesync: conflict: not a directory" >&2; exit 3; fi
 if [ ! -d "$root" ] && [ -z "$own" ]; then mkdir -p "$root" || fail mkdir; fi
@@ -113,6 +145,22 @@ for a; do
   [ "$n" = "$e" ] || { printf 'C%s%s\0' "$n" "$p"; c=1; }
 done
 [ $c = 0 ] || exit 5
+# Every component of $1 ("./a/b") that exists is not a symlink.
+nolink() { q=. r=${1#./}; while :; do q=$q/${r%%/*}; [ ! -L "$q" ] || return 1; case $r in */*) r=${r#*/} ;; *) return 0 ;; esac; done; }
+# 2b. The moves' sources, all of them.
+i=0 hs=
+for a; do
+  [ $i -lt "$nc" ] || break
+  i=$((i+1))
+  case $a in m*|c*|P*) ;; *) continue ;; esac
+  e=${a%%./*} p=./${a#*./} n='!'
+  [ -n "$hs" ] || if command -v sha256sum >/dev/null 2>&1; then hs=y; else hs=n; fi
+  # A patch's old file is not hashed here: what is built from it is.
+  case $a in P*) if [ "$hs" = y ] && nolink "$p" && [ -f "$p" ]; then continue; fi; printf 'M%s\0' "$p"; exit 7 ;; esac
+  if [ "$hs" = y ] && nolink "$p" && [ -f "$p" ]; then n=$(sha256sum <"$p") || n='?'; n=${n%% *}; fi
+  [ "$n" = "${e#?}" ] || { printf 'M%s\0' "$p"; c=1; }
+done
+[ $c = 0 ] || exit 6
 # 2. Checks.
 i=0
 for a; do
@@ -122,6 +170,32 @@ for a; do
   p*) if [ -L "$p" ]; then rm -f -- "$p" || fail rm; mkdir -- "$p" || fail mkdir; [ -z "$own" ] || chown "$own" -- "$p" || fail chown; printf 'R%s\0' "$p"; fi ;;
   k*) if [ -L "$p" ]; then printf 'livesync: symlink in the way: %s\n' "$p" >&2; exit 4; fi ;;
   w*) [ ! -d "$p" ] || chmod u+rwx -- "$p" 2>/dev/null || : ;;
+  m*|c*) k=${a%"${a#?}"} sp=./${a#*./} ;;
+  t*)
+    d=./${a#*./} md=${a%%./*} t=${d%/*}/.livesync-cp.$$
+    if ! nolink "$d" || [ -d "$d" ] || ! mkdir -p -- "${d%/*}" 2>/dev/null; then printf 'livesync: move: %s is in the way\n' "$d" >&2; exit 6; fi
+    if [ "$k" = m ]; then chmod "${md#t}" -- "$sp" 2>/dev/null && mv -f -- "$sp" "$d" 2>/dev/null
+    else rm -f -- "$t" && cp -- "$sp" "$t" 2>/dev/null && chmod "${md#t}" -- "$t" && { [ -z "$own" ] || chown "$own" -- "$t"; } && mv -f -- "$t" "$d" || { rm -f -- "$t"; false; }
+    fi || { printf 'livesync: move to %s failed\n' "$d" >&2; exit 6; } ;;
+  P*)
+    pf=./${a#*./} ph=${a%%./*}; ph=${ph#P?*:} pt=${pf%/*}/.livesync-patch.${pf##*/}
+    pn=${ph%%:*} ph=${ph#*:}; pm=${ph%%:*} pb=${ph#*:}
+    rm -f -- "$pt" && [ ! -e "$pt" ] && [ ! -L "$pt" ] && exec 4>"$pt" || exit 7
+    if [ "$mode" = q ]; then
+      # The bytes come gzip-compressed: unpacked beside, read from fd 5.
+      pl=${pf%/*}/.livesync-lit.${pf##*/}
+      { rm -f -- "$pl" && [ ! -e "$pl" ] && [ ! -L "$pl" ] && gzip -dc >"$pl" && exec 5<"$pl"; } || { rm -f -- "$pt" "$pl"; exit 7; }
+      rm -f -- "$pl"
+    else exec 5<&0; fi ;;
+  B*) s=${a#B}; dd if="$pf" bs="$pb" skip="${s%%:*}" count="${s#*:}" 2>/dev/null >&4 || { rm -f -- "$pt"; exit 7; } ;;
+  L*)
+    s=${a#L} q=$((${a#L}/65536)); s=$((s%65536))
+    { [ $q = 0 ] || dd bs=65536 count=$q iflag=fullblock 2>/dev/null; [ $s = 0 ] || dd bs=$s count=1 iflag=fullblock 2>/dev/null; } <&5 >&4 || { rm -f -- "$pt"; exit 7; } ;;
+  E)
+    exec 4>&- 5<&-
+    n=$(sha256sum <"$pt") || n=
+    if [ "${n%% *}" = "$pn" ] && chmod "$pm" -- "$pt" && { [ -z "$own" ] || chown "$own" -- "$pt"; } && mv -f -- "$pt" "$pf"; then :
+    else rm -f -- "$pt"; printf 'livesync: patch of %s failed\n' "$pf" >&2; exit 7; fi ;;
   esac
 done
 shift "$nc"

@@ -34,7 +34,9 @@ if [ -n "${LIVESYNC_ROOTFS:-}" ]; then d=$(livesync_inroot "$1") || exit; fi
 h=
 if command -v sha256sum >/dev/null 2>&1; then h=sha256sum
 elif command -v md5sum >/dev/null 2>&1; then h=md5sum; fi
-[ "${4:-}" != nohash ] || h=
+# nohash: the header still names the tool (what later batches may rely on), no
+# chunk hashes with it.
+hc=$h; [ "${4:-}" != nohash ] || hc=
 # An empty gzip member: a busybox gzip built without decompression fails it.
 z=
 if command -v gzip >/dev/null 2>&1 && printf '\037\213\010\000\000\000\000\000\000\003\003\000\000\000\000\000\000\000\000\000' | gzip -dc >/dev/null 2>&1; then z=gzip; fi
@@ -47,6 +49,6 @@ fi
 cd "$d" || exit
 for c in find stat; do command -v $c >/dev/null 2>&1 || { echo "livesync: $c not found" >&2; exit 127; }; done
 printf 'LS2\0%s\0%s\0dir\0' "$h" "$z"
-find "$start" -mindepth $min -type f -exec sh -c "$3" sh "$h" {} +
+find "$start" -mindepth $min -type f -exec sh -c "$3" sh "$hc" {} +
 find "$start" -mindepth $min ! -type f -exec sh -c "$3" sh "" {} +
 printf 'END\0'

@@ -1,0 +1,65 @@
+package filesync
+
+import (
+	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+)
+
+// batchCompressMin is the smallest batch archive sent gzip-compressed: below
+// it the whole send is a round trip or two either way.
+const batchCompressMin = 256 << 10
+
+// compressBatch says whether p, a batch's plan for a container whose gzip
+// works as gz says, goes compressed over l: by the initial sync's rule (big
+// enough, and a sample of its files shrinks; see compressible), on a link
+// that was measured slow (see remote.Link.Slow).
+func compressBatch(gz bool, p *Plan, l remote.Link) bool {
+	sent := p.sent()
+	return gz && copiesBytes(sent) >= batchCompressMin && l.Slow() && compressible(sent)
+}
+
+// sent returns the copies p's archive carries: those the container does
+// not move (see Plan.Moves).
+func (p *Plan) sent() []Copy {
+	if len(p.Moves) == 0 {
+		return p.Copies
+	}
+	out := make([]Copy, 0, len(p.Copies))
+	for _, c := range p.Copies {
+		if _, ok := p.Moves[c.Rel]; !ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// copiesBytes is the file content of copies.
+func copiesBytes(copies []Copy) int64 {
+	var n int64
+	for _, c := range copies {
+		n += c.Size
+	}
+	return n
+}
+
+// batchGzip is compressBatch for p in tg, over what tg's stream measured.
+func (e *Engine) batchGzip(tg *target, p *Plan) bool {
+	return compressBatch(tg.gzip, p, e.streams.Link(tg.Target))
+}
+
+// batchProgressAfter is how long a batch's send runs before its progress is
+// reported, as the initial sync's is from the start.
+const batchProgressAfter = time.Second
+
+// batchExec is the executor of p's sends in tg: e.exec, reporting progress
+// once a send of p takes more than batchProgressAfter.
+func (e *Engine) batchExec(tg *target, p *Plan) Executor {
+	sent := p.sent()
+	if copiesBytes(sent) < batchCompressMin {
+		return e.exec
+	}
+	return &progressExecutor{Executor: e.exec, clk: e.clk, start: e.clk.Now(), after: batchProgressAfter,
+		report: func(p Progress) { e.rep.Report(p) },
+		base:   Progress{Target: tg.Target, Files: len(sent), TotalBytes: copiesBytes(sent)}}
+}
