@@ -20,6 +20,8 @@ import (
 const (
 	d1 = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 	d2 = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	// dGone is a digest the fake registry does not serve.
+	dGone = "sha256:9999999999999999999999999999999999999999999999999999999999999999"
 )
 
 type fakeResolver map[string]string
@@ -30,6 +32,25 @@ func (f fakeResolver) Resolve(_ context.Context, ref image.Reference) (string, e
 	}
 	return "", errors.New("tag not found")
 }
+
+// Describe serves single-platform images whose config digest is the manifest digest with its
+// first hex digit replaced by "c".
+func (f fakeResolver) Describe(ctx context.Context, ref image.Reference) (image.Digests, error) {
+	d, err := f.Resolve(ctx, ref)
+	if err != nil {
+		return image.Digests{}, err
+	}
+	return image.Digests{Manifests: []string{d}, Configs: []string{configOf(d)}}, nil
+}
+
+func configOf(d string) string { return "sha256:c" + d[len("sha256:")+1:] }
+
+// Serves: the fake registry keeps every digest but dGone.
+func (f fakeResolver) Serves(_ context.Context, _ image.Reference, digest string) (bool, error) {
+	return digest != dGone, nil
+}
+
+func (f fakeResolver) IsIndex(string) bool { return false }
 
 func pod(name, imageID string) *corev1.Pod {
 	return &corev1.Pod{
@@ -63,8 +84,8 @@ func build(t *testing.T, img string, pods ...*corev1.Pod) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, _ := w.Containers(nil)
-	rep, err := Build(context.Background(), client, fakeResolver{"127.0.0.1:5000/app:dev": d2}, w, cs)
+	cs, _ := w.Images(nil, nil)
+	rep, err := Build(context.Background(), client, fakeResolver{"127.0.0.1:5000/app:dev": d2}, w, cs, Options{ServerVersion: "v1.37.2"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func planRefresh(t *testing.T, img string, reg fakeResolver, names []string, ima
 	if err != nil {
 		t.Fatal(err)
 	}
-	return PlanRefresh(context.Background(), client, reg, w, names)
+	return PlanRefresh(context.Background(), client, reg, w, names, nil)
 }
 
 func TestPlanRefresh(t *testing.T) {
@@ -129,7 +129,7 @@ func TestPlanRefreshRefuses(t *testing.T) {
 		t.Errorf("registry error: %v", err)
 	}
 	if _, err := planRefresh(t, "127.0.0.1:5000/app@"+d1, fakeResolver{}, []string{"app"}); err == nil ||
-		!strings.Contains(err.Error(), "nothing to refresh: every chosen container is pinned to a digest without a tag") {
+		!strings.Contains(err.Error(), "nothing to refresh: every chosen image is pinned to a digest without a tag") {
 		t.Errorf("only untagged containers named: %v", err)
 	}
 	p, err := planRefresh(t, "127.0.0.1:5000/app@"+d1, fakeResolver{}, nil)
