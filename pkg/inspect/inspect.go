@@ -98,7 +98,7 @@ type Pod struct {
 	// MatchConfig, MatchOlder (one the tag moved away from) or MatchNone.
 	Match string `json:"match,omitempty"`
 	// Pull is how the image got onto the pod's node, as the kubelet's events said while they
-	// last: "pulled", "already present", or "already present, credentials verified".
+	// last: "pulled" or "already present".
 	Pull string `json:"pull,omitempty"`
 }
 
@@ -412,11 +412,12 @@ func parsePulled(msg string) (img, how string) {
 	if !ok {
 		return "", ""
 	}
+	// "can be accessed by the pod" is what 1.35+ says whether it checked credentials or its
+	// policy let it skip the check (images pulled outside the kubelet): it is no evidence of
+	// either, so both read "already present".
 	switch {
 	case strings.HasPrefix(msg, "Successfully pulled"):
 		return img, "pulled"
-	case strings.Contains(rest, "can be accessed by the pod"):
-		return img, "already present, credentials verified"
 	case strings.Contains(rest, "already present"):
 		return img, "already present"
 	}

@@ -241,7 +241,7 @@ func TestBuildImageVolumesMatchesAndPulls(t *testing.T) {
 			t.Errorf("notes lack %q:\n%s", want, notes)
 		}
 	}
-	if c.Pods[0].Pull != "pulled" || c.Pods[1].Pull != "already present, credentials verified" {
+	if c.Pods[0].Pull != "pulled" || c.Pods[1].Pull != "already present" {
 		t.Errorf("pulls = %q, %q", c.Pods[0].Pull, c.Pods[1].Pull)
 	}
 	if v.Name != "data" || v.Verdict != image.VerdictPinned || v.Pods[0].Digest != d1 || v.Pods[0].Match != image.MatchManifest ||
