@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
 
@@ -75,6 +76,8 @@ func PlanRefresh(ctx context.Context, client kubernetes.Interface, res Resolver,
 			untagged++
 			s.Action = RefreshUntagged
 			s.Message = fmt.Sprintf("%s: %s: image %q is pinned to a digest with no tag to follow; nothing to refresh", w.Ref(), label, c.Image)
+		case !c.Stale() && c.unplaced() != "":
+			s.Message = fmt.Sprintf("%s: %s: pod %s runs a digest the registry cannot place (see inspect); nothing to pin", w.Ref(), label, c.unplaced())
 		case !c.Stale():
 			s.Message = fmt.Sprintf("%s: %s: current, %s serves %s", w.Ref(), label, c.Ref.WithoutDigest(), Short(c.RegistryDigest))
 		default:
@@ -113,6 +116,16 @@ func (c *Container) oldDigests() []string {
 		}
 	}
 	return out
+}
+
+// unplaced names the first pod whose running digest the registry could not place, or "".
+func (c *Container) unplaced() string {
+	for _, p := range c.Pods {
+		if p.Match == image.MatchNone {
+			return p.Name
+		}
+	}
+	return ""
 }
 
 // Stale reports whether some container's tag moved.
