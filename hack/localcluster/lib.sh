@@ -157,7 +157,7 @@ lc_start() {
   shift
   mkdir -p "$LC_DIR/cmds"
   printf '%s\0' "$@" >"$LC_DIR/cmds/$name"
-  setsid "$@" </dev/null >>"$LC_DIR/logs/$name.log" 2>&1 8>&- &
+  setsid "$@" </dev/null >>"$LC_DIR/logs/$name.log" 2>&1 3>&- 8>&- &
   echo $! >"$LC_DIR/pids/$name"
 }
 

@@ -205,6 +205,9 @@ func Build(ctx context.Context, client kubernetes.Interface, res Resolver, w *wo
 		}
 		c.Verdict = image.Evaluate(in)
 		c.Notes = append(c.Notes, image.Notes(c.Ref, c.PullPolicy, in, cluster)...)
+		if c.unreported() {
+			c.Notes = append(c.Notes, "no pod reports the digest this image volume mounts (status.containerStatuses[].volumeMounts[].volumeStatus.image needs the ImageVolumeWithDigest feature gate, and the 1.37 kubelet leaves it empty even with it on): refresh pins it to what the tag serves, so that it is known")
+		}
 	}
 	for _, c := range all {
 		if c.Spec.Volume {
@@ -288,12 +291,17 @@ func (c *Container) match(ctx context.Context, res Resolver, described map[strin
 
 // Stale reports whether the image should be pinned to its registry digest: the spec pins
 // another digest, or some pod runs a digest the tag moved away from. A pod whose digest the
-// registry cannot place does not count: it may run the very bytes the tag serves.
+// registry cannot place does not count: it may run the very bytes the tag serves. An image
+// volume whose pods report no digest at all is stale unless the spec pins what the tag serves:
+// pinning is the only way to know what it mounts.
 func (c *Container) Stale() bool {
 	if c.RegistryDigest == "" {
 		return false
 	}
 	if c.PinnedDigest != "" && c.PinnedDigest != c.RegistryDigest {
+		return true
+	}
+	if c.unreported() && c.PinnedDigest == "" {
 		return true
 	}
 	for _, p := range c.Pods {
@@ -302,6 +310,19 @@ func (c *Container) Stale() bool {
 		}
 	}
 	return false
+}
+
+// unreported tells an image volume whose pods report no digest it mounts.
+func (c *Container) unreported() bool {
+	if !c.Spec.Volume || len(c.Pods) == 0 {
+		return false
+	}
+	for _, p := range c.Pods {
+		if p.Digest != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // RunningDigests returns the distinct digests pods run, in pod order.

@@ -45,6 +45,8 @@ type RefreshPlan struct {
 	// Digests maps each moved container to the digest its pods must end up running (image
 	// volumes are not in it: a bare Pod's volumes cannot change).
 	Digests map[string]string
+	// moved reports that some container or image volume moved.
+	moved bool
 }
 
 // PlanRefresh resolves the tag of each chosen container and image volume (workload.Images:
@@ -85,6 +87,7 @@ func PlanRefresh(ctx context.Context, client kubernetes.Interface, res Resolver,
 				return nil, fmt.Errorf("%s: %s: a Pod's volumes cannot be changed while it exists: refresh the workload that owns it (e.g. its Deployment)", w.Ref(), label)
 			}
 			s.Action = RefreshMoved
+			p.moved = true
 			s.Message = fmt.Sprintf("%s: %s: %s -> %s", w.Ref(), label, strings.Join(c.oldDigests(), ", "), Short(c.RegistryDigest))
 			if !c.Spec.Volume {
 				p.Digests[c.Name] = c.RegistryDigest
@@ -115,6 +118,9 @@ func (c *Container) oldDigests() []string {
 			out = append(out, Short(d))
 		}
 	}
+	if len(out) == 0 && c.unreported() {
+		out = append(out, "(digest not reported)")
+	}
 	return out
 }
 
@@ -129,7 +135,7 @@ func (c *Container) unplaced() string {
 }
 
 // Stale reports whether some container's tag moved.
-func (p *RefreshPlan) Stale() bool { return len(p.Digests) > 0 }
+func (p *RefreshPlan) Stale() bool { return p.moved }
 
 // RolloutBehind reports that a tag moved but the spec already pins its new digest: there is
 // nothing to patch, only a rollout to wait for.

@@ -176,6 +176,11 @@ func TestPlanRefreshImageVolume(t *testing.T) {
 	if _, ok := p.Digests["data"]; ok {
 		t.Errorf("an image volume is not a container to wait for: %v", p.Digests)
 	}
+	// Only the volume moved: still stale, still patched.
+	p, err = PlanRefresh(context.Background(), client, fakeResolver{dev: d1, vol: d2}, w, nil, nil)
+	if err != nil || !p.Stale() || p.RolloutBehind() || len(p.Changes) != 1 || !p.Changes[0].Container.Volume {
+		t.Errorf("only the volume moved: %+v, %v", p, err)
+	}
 	// -c app leaves the volume alone.
 	if p, err := PlanRefresh(context.Background(), client, fakeResolver{dev: d2, vol: d2}, w, []string{"app"}, nil); err != nil || len(p.Changes) != 1 || p.Changes[0].Container.Volume {
 		t.Errorf("-c app: %+v, %v", p, err)

@@ -217,15 +217,26 @@ func TestImageVolumeRefresh(t *testing.T) {
 		t.Fatalf("inspect lists %d image volumes, want 1: %+v", len(rep.ImageVolumes), rep)
 	}
 	v := rep.ImageVolumes[0]
-	if v.Name != "data" || v.Image != vol || v.PullPolicy != "IfNotPresent" || v.RegistryDigest != v1 || v.Verdict != "current" ||
-		len(v.Pods) != 1 || v.Pods[0].Digest != v1 {
-		t.Fatalf("image volume before the push: %+v (the running digest needs ImageVolumeWithDigest)", v)
+	if v.Name != "data" || v.Image != vol || v.PullPolicy != "IfNotPresent" || v.RegistryDigest != v1 || len(v.Pods) != 1 {
+		t.Fatalf("image volume before the push: %+v", v)
+	}
+	// The running digest is status.containerStatuses[].volumeMounts[].volumeStatus.image, behind
+	// ImageVolumeWithDigest (on here). The 1.37.2 kubelet never fills it in (its container status
+	// mounts carry no volume name: kubelet logs "image was not found"), so inspect must say it
+	// does not know, and refresh must pin to make it known. A kubelet that reports it must be
+	// compared like a container.
+	reported := v.Pods[0].Digest != ""
+	switch {
+	case reported && (v.Pods[0].Digest != v1 || v.Verdict != "current"):
+		t.Fatalf("image volume with its digest reported: %+v", v)
+	case !reported && (v.Verdict != "unknown" || !hasNote(v, "no pod reports the digest this image volume mounts")):
+		t.Fatalf("image volume without its digest reported: %+v", v)
 	}
 
 	m2 := mark()
 	v2 := push(m2)
-	if v := inspectTruth(t, "-n", ns, "deploy/web").ImageVolumes[0]; v.Verdict != "stale" || v.RegistryDigest != v2 {
-		t.Fatalf("image volume after the push: %+v", v)
+	if v := inspectTruth(t, "-n", ns, "deploy/web").ImageVolumes[0]; v.RegistryDigest != v2 || (reported && v.Verdict != "stale") || (!reported && v.Verdict != "unknown") {
+		t.Fatalf("image volume after the push (digest reported: %v): %+v", reported, v)
 	}
 	gen := getDeployment(t, ns, "web").Generation
 	r := mustLivesync(t, "-n", ns, "refresh", "deploy/web", "--timeout", "2m")
