@@ -195,3 +195,33 @@ func TestPlanRefreshImageVolume(t *testing.T) {
 		t.Errorf("bare pod with a moved volume: %v", err)
 	}
 }
+
+// TestPlanRefreshUnreportedVolume: a kubelet that reports no image volume digest (1.37.2, gate
+// on or off) leaves inspect unknown with a note, and refresh pins the volume to know it.
+func TestPlanRefreshUnreportedVolume(t *testing.T) {
+	const vol = "127.0.0.1:5000/data:dev"
+	spec := corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: dev}},
+		Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: vol}}}},
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Template: corev1.PodTemplateSpec{Spec: spec}}}
+	w, err := workload.FromObject(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset(pod("web-a", "127.0.0.1:5000/app@"+d2))
+	imgs, _ := w.Images(nil, nil)
+	rep, err := Build(context.Background(), client, fakeResolver{dev: d2, vol: d2}, w, imgs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := rep.ImageVolumes[0]; v.Verdict != "unknown" || !strings.Contains(strings.Join(v.Notes, "\n"), "no pod reports the digest this image volume mounts") {
+		t.Errorf("inspect: %+v", v)
+	}
+	p, err := PlanRefresh(context.Background(), client, fakeResolver{dev: d2, vol: d2}, w, nil, nil)
+	if err != nil || !p.Stale() || len(p.Changes) != 1 || p.Changes[0].Image != vol+"@"+d2 ||
+		!strings.Contains(strings.Join(p.Lines(false), "\n"), `image volume "data": (digest not reported) -> sha256:222222222222`) {
+		t.Errorf("refresh: %+v, %v", p, err)
+	}
+}
