@@ -85,7 +85,7 @@ func TestMatch(t *testing.T) {
 				{"main.go___jb_old___", false, true},
 				{".main.go.kate-swp", false, true},
 				{"gen/.livesync-patch.app", false, true}, // a delta being assembled in the container
-				{"backup~/inside.go", false, true}, // inside an ignored directory
+				{"backup~/inside.go", false, true},       // inside an ignored directory
 				{"main.go", false, false},
 				{"movie.swf", false, false}, // not a dotfile: not a swap file
 				{"a.swo", false, false},
