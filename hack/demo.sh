@@ -42,7 +42,7 @@ show kubectl -n $ns rollout status deployment/my-app --timeout=2m
 say "What runs, and what the registry serves"
 show kubectl livesync -n $ns inspect deploy/my-app
 
-say "Someone pushes a new :dev. IfNotPresent means no node will ever pull it:"
+say "Someone pushes a new :dev. With IfNotPresent and no pull secrets, a node that has the image never pulls it again:"
 lcimage build --registry $LC_REGISTRY --kind app --marker "demo-2-$RANDOM" demo-app:dev
 show kubectl livesync -n $ns inspect deploy/my-app
 

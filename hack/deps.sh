@@ -5,7 +5,9 @@ set -euo pipefail
 # git: pkg/ignore compares its matcher with `git check-ignore`. shellcheck: hack/verify.sh checks the
 # scripts in pkg/remote/scripts. inotify-tools: the e2e tests' app-gnu image holds the host's inotifywait
 # (sync-back's trigger).
-pkgs=(containerd runc containernetworking-plugins busybox-static openssl iproute2 iptables curl procps bash-completion git shellcheck inotify-tools)
+# gcc and libseccomp-dev: the local cluster's runc is built from source (cgo, seccomp); containerd
+# and runc: the host's, only for clusters made before the local cluster built its own.
+pkgs=(gcc libseccomp-dev containerd runc containernetworking-plugins busybox-static openssl iproute2 iptables curl procps bash-completion git shellcheck inotify-tools)
 
 # pkg/watch runs a test in a new user namespace (to lower its inotify limit); it needs no package,
 # only a kernel that allows user namespaces. A limit of 0 disables them: raise it when we may.

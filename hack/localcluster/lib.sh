@@ -7,6 +7,8 @@
 LC_K8S_VERSION=v1.37.2
 LC_K8S_MAJOR=1
 LC_K8S_MINOR=37
+LC_CONTAINERD_VERSION=v2.4.2
+LC_RUNC_VERSION=v1.5.3
 LC_HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 LC_CACHE="${LIVESYNC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-livesync}"
 LC_DIR="$(realpath -m "${LIVESYNC_CLUSTER_DIR:-$LC_CACHE/cluster}")"
@@ -35,6 +37,14 @@ lc_bin_dir() {
     cat "${inputs[@]}" | sha256sum | cut -c1-12
   )"
   echo "$LC_CACHE/k8s-$LC_K8S_VERSION-$h/bin"
+}
+
+# lc_containerd_dir prints the cache dir of the container runtime built from containerd/'s own
+# inputs. They are not among lc_bin_dir's: a new containerd never relinks Kubernetes.
+lc_containerd_dir() {
+  local h
+  h="$(cd "$LC_HERE/containerd" && cat build.sh go.mod go.sum tools.go runc/go.mod runc/go.sum runc/tools.go | sha256sum | cut -c1-12)"
+  echo "$LC_CACHE/containerd-$LC_CONTAINERD_VERSION-$h/bin"
 }
 
 # lc_node prints the node name: the host name when it resolves to loopback (the apiserver reaches
@@ -174,8 +184,12 @@ lc_healthy() {
   esac
 }
 
+# lc_start_containerd starts the cluster's own containerd 2 (containerd/build.sh); a cluster up.sh
+# made before it had one runs the host's.
 lc_start_containerd() {
-  lc_start containerd containerd --config "$LC_DIR/containerd/config.toml"
+  local c=containerd
+  [[ -x $LC_DIR/containerd-bin/containerd ]] && c=$LC_DIR/containerd-bin/containerd
+  lc_start containerd "$c" --config "$LC_DIR/containerd/config.toml"
 }
 
 # lc_mounts prints the mount points under LC_DIR, deepest first.

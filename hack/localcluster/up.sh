@@ -63,7 +63,9 @@ healthy() {
 
 "$LC_HERE/../deps.sh"
 bin="$("$LC_HERE/build.sh")"
-lc_step "binaries in $bin"
+# containerd and runc are cached apart from Kubernetes, keyed by their own inputs.
+cbin="$("$LC_HERE/containerd/build.sh")"
+lc_step "binaries in $bin and $cbin"
 
 if healthy; then
   lc_step "cluster already up in $LC_DIR"
@@ -83,6 +85,7 @@ mkdir -p "$LC_DIR"/{pids,cmds,logs,pki,etcd,registry,kubelet,pod-logs,cni/net.d,
   "$LC_DIR/certs.d/$LC_REGISTRY"
 touch "$LC_DIR/$LC_MARK"
 ln -sfn "$bin" "$LC_DIR/bin"
+ln -sfn "$cbin" "$LC_DIR/containerd-bin"
 # Host state the cluster changes: sysctls are put back by down, iptables must not change at all.
 for s in "${LC_SYSCTLS[@]}"; do echo "$s=$(sysctl -n "$s")"; done >"$LC_DIR/sysctl.before"
 lc_iptables >"$LC_DIR/iptables.before"
@@ -178,8 +181,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      runtime_path = "$LC_DIR/containerd-bin/containerd-shim-runc-v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        BinaryName = "$LC_DIR/containerd-bin/runc"
         Root = "$LC_DIR/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
@@ -223,6 +228,8 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 podLogsDir: $LC_DIR/pod-logs
 volumePluginDir: $LC_DIR/kubelet/volume-plugins
+# Image volumes report their digest (status.containerStatuses[].volumeMounts[].volumeStatus.image).
+featureGates: {ImageVolumeWithDigest: true}
 EOF
 # The kubelet's cgroupRoot must exist in every hierarchy; cpuset children start without cpus and mems.
 if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
@@ -255,7 +262,8 @@ lc_start kube-apiserver "$bin/kube-apiserver" --etcd-servers http://127.0.0.1:23
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.96.0.0/16 --authorization-mode Node,RBAC --allow-privileged \
-  --endpoint-reconciler-type none --enable-priority-and-fairness=false --profiling=false
+  --endpoint-reconciler-type none --enable-priority-and-fairness=false --profiling=false \
+  --feature-gates ImageVolumeWithDigest=true
 wait_for etcd 30 lc_healthy etcd
 lc_step "etcd healthy"
 wait_for containerd 30 lc_healthy containerd

@@ -19,6 +19,13 @@ import (
 type targetOptions struct {
 	selector   string
 	containers []string
+	volumes    []string
+}
+
+// addVolumeFlag adds --volume, which names image volumes (spec.volumes[].image) the way -c
+// names containers.
+func (t *targetOptions) addVolumeFlag(fs *pflag.FlagSet, help string) {
+	fs.StringArrayVar(&t.volumes, "volume", nil, help)
 }
 
 func (t *targetOptions) addFlags(fs *pflag.FlagSet, containerHelp string) {
@@ -63,6 +70,17 @@ func (r *registryOptions) resolverFor(ctx context.Context, g *globalOptions, w *
 		g.logf(1, "registry auth: %v", warn)
 	}
 	return res, nil
+}
+
+// serverVersion reads the API server's version once (discovery), for notes that depend on it;
+// "" when it cannot be read, said at -v 1.
+func (g *globalOptions) serverVersion() string {
+	v, err := g.client.Discovery().ServerVersion()
+	if err != nil {
+		g.logf(1, "reading the server version: %v", err)
+		return ""
+	}
+	return v.GitVersion
 }
 
 // mutateOptions are shared by the commands that change workloads.

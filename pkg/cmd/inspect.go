@@ -21,11 +21,14 @@ func newCmdInspect(g *globalOptions) *cobra.Command {
 	o := &InspectOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "inspect (TYPE/NAME | TYPE NAME | POD | [TYPE] -l SELECTOR) [-c CONTAINER] [-o table|json|yaml]",
-		Short: "Show each container's image, pinned, running and registry digests, pull policy and a verdict",
-		Long: `Show, per container of the workload's pod template, the image as written, its tag and pinned
-digest, the pull policy as written and as Kubernetes defaults it, the digest each running pod
-actually runs, the digest the registry serves for the tag now, and a verdict:
-current, stale, mixed, pinned or unknown.`,
+		Short: "Show each container's and image volume's image, pinned, running and registry digests, pull policy and a verdict",
+		Long: `Show, per container and image volume of the workload's pod template, the image as written, its
+tag and pinned digest, the pull policy as written and as Kubernetes defaults it, the digest each
+running pod actually runs (and whether the registry knows it as the tag's index, platform
+manifest or config digest), how the image got onto the pod's node (from the kubelet's events),
+the digest the registry serves for the tag now, and a verdict: current, stale, mixed, pinned or
+unknown. The notes take the cluster's Kubernetes version and the workload's pull secrets into
+account.`,
 		Example: `  # Is deployment my-app running what :dev points at?
   kubectl livesync inspect deploy/my-app
 
@@ -40,7 +43,8 @@ current, stale, mixed, pinned or unknown.`,
 			return o.g.run(cmd, o)
 		},
 	}
-	o.target.addFlags(cmd.Flags(), "container to inspect (repeatable); default: every container, init containers included")
+	o.target.addFlags(cmd.Flags(), "container to inspect (repeatable); default: every container, init containers included, and every image volume")
+	o.target.addVolumeFlag(cmd.Flags(), "image volume (spec.volumes[].image) to inspect (repeatable); default: every one, unless -c is given")
 	o.registry.addFlags(cmd.Flags())
 	cmd.Flags().StringVarP(&o.output, "output", "o", inspect.FormatTable, "output format: table, json or yaml")
 	return cmd
@@ -58,8 +62,9 @@ func (o *InspectOptions) Run(ctx context.Context) error {
 		return err
 	}
 	var reports []*inspect.Report
+	opts := inspect.Options{ServerVersion: o.g.serverVersion()}
 	for _, w := range ws {
-		cs, err := w.Containers(o.target.containers)
+		cs, err := w.Images(o.target.containers, o.target.volumes)
 		if err != nil {
 			return err
 		}
@@ -67,7 +72,7 @@ func (o *InspectOptions) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		rep, err := inspect.Build(ctx, o.g.client, res, w, cs)
+		rep, err := inspect.Build(ctx, o.g.client, res, w, cs, opts)
 		if err != nil {
 			return err
 		}

@@ -21,9 +21,10 @@ type PullPolicyOptions struct {
 func newCmdPullPolicy(g *globalOptions) *cobra.Command {
 	o := &PullPolicyOptions{g: g}
 	cmd := &cobra.Command{
-		Use:   "pull-policy (TYPE/NAME | TYPE NAME | TYPE -l SELECTOR) Always|IfNotPresent|Never [-c CONTAINER] [--dry-run]",
-		Short: "Set the imagePullPolicy of a workload's containers, recording the original for restore",
-		Long: `Patch the imagePullPolicy of the chosen containers (default: all) and wait for the rollout.
+		Use:   "pull-policy (TYPE/NAME | TYPE NAME | TYPE -l SELECTOR) Always|IfNotPresent|Never [-c CONTAINER] [--volume VOLUME] [--dry-run]",
+		Short: "Set the imagePullPolicy of a workload's containers and image volumes, recording the original for restore",
+		Long: `Patch the imagePullPolicy of the chosen containers and image volumes (default: all) and wait
+for the rollout.
 The original policy and image are recorded in the livesync.dev/original annotation, so
 "kubectl livesync restore" puts them back. A running Pod's pull policy is immutable: change
 the workload that owns it instead.`,
@@ -38,7 +39,8 @@ the workload that owns it instead.`,
 			return o.g.run(cmd, o)
 		},
 	}
-	o.target.addFlags(cmd.Flags(), "container to change (repeatable); default: every container")
+	o.target.addFlags(cmd.Flags(), "container to change (repeatable); default: every container and image volume")
+	o.target.addVolumeFlag(cmd.Flags(), "image volume (spec.volumes[].image) to change (repeatable); default: every one, unless -c is given")
 	o.mutate.addFlags(cmd.Flags())
 	return cmd
 }
@@ -62,7 +64,7 @@ func (o *PullPolicyOptions) Run(ctx context.Context) error {
 	}
 	plans := make([]*workload.PullPolicyPlan, 0, len(ws))
 	for _, w := range ws {
-		p, err := workload.PlanPullPolicy(w, o.target.containers, o.policy)
+		p, err := workload.PlanPullPolicy(w, o.target.containers, o.target.volumes, o.policy)
 		if err != nil {
 			return err
 		}
@@ -71,9 +73,9 @@ func (o *PullPolicyOptions) Run(ctx context.Context) error {
 	for _, p := range plans {
 		for _, c := range p.Containers {
 			if c.PullPolicy == p.Policy {
-				writeln(o.g.Out, "%s: container %q already has imagePullPolicy %s", p.Workload.Ref(), c.Name, p.Policy)
+				writeln(o.g.Out, "%s: %s already has imagePullPolicy %s", p.Workload.Ref(), c.Label(), p.Policy)
 			} else {
-				writeln(o.g.Out, "%s: container %q: imagePullPolicy %s -> %s", p.Workload.Ref(), c.Name, c.PullPolicy, p.Policy)
+				writeln(o.g.Out, "%s: %s: imagePullPolicy %s -> %s", p.Workload.Ref(), c.Label(), c.PullPolicy, p.Policy)
 			}
 		}
 	}

@@ -22,6 +22,7 @@ type RefreshOptions struct {
 	mutate   mutateOptions
 	watch    bool
 	interval time.Duration
+	force    bool
 	args     []string
 	// clock ticks --watch; nil means the real clock.
 	clock clock.WithTicker
@@ -32,10 +33,11 @@ func newCmdRefresh(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "refresh (TYPE/NAME | TYPE NAME | POD | TYPE -l SELECTOR) [-c CONTAINER] [--dry-run] [--watch]",
 		Short: "Pin a moved tag to its new digest (repo:tag@sha256:...) and wait for the rollout",
-		Long: `Resolve each container's tag in its registry. When the tag moved (pods run another digest, or
-the spec pins an older one), patch only that container's image to repo:tag@sha256:<new>,
-record the original image and pull policy in the livesync.dev/original annotation, and wait
-for the rollout like "kubectl rollout status". A digest-pinned rollout is deterministic: every
+		Long: `Resolve each container's and image volume's tag in its registry. When the tag moved (pods run
+another digest, or the spec pins an older one), patch only that image to repo:tag@sha256:<new>
+(all moved images in one patch, so one rollout), record the original image and pull policy in
+the livesync.dev/original annotation, and wait for the rollout like "kubectl rollout status".
+Before patching it checks that the registry still serves each new digest (--force skips that). A digest-pinned rollout is deterministic: every
 replica runs the same bytes, whatever its node has cached. Undo with "kubectl livesync restore".`,
 		Example: `  # Pin deploy/my-app to what :dev points at now, and wait
   kubectl livesync refresh deploy/my-app
@@ -51,7 +53,9 @@ replica runs the same bytes, whatever its node has cached. Undo with "kubectl li
 			return o.g.run(cmd, o)
 		},
 	}
-	o.target.addFlags(cmd.Flags(), "container to refresh (repeatable); default: every container whose tag moved")
+	o.target.addFlags(cmd.Flags(), "container to refresh (repeatable); default: every container and image volume whose tag moved")
+	o.target.addVolumeFlag(cmd.Flags(), "image volume (spec.volumes[].image) to refresh (repeatable); default: every one whose tag moved, unless -c is given")
+	cmd.Flags().BoolVar(&o.force, "force", false, "pin even when the registry no longer serves the new digest (by default refresh checks first and changes nothing)")
 	o.registry.addFlags(cmd.Flags())
 	o.mutate.addFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&o.watch, "watch", false, "keep polling the registry (HEAD only) and refresh each time the tag moves, until interrupted")
@@ -84,7 +88,7 @@ func (o *RefreshOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	r := refresher{g: o.g, registry: &o.registry, mutate: &o.mutate, containers: o.target.containers, resolvers: map[string]inspect.Resolver{}}
+	r := refresher{g: o.g, registry: &o.registry, mutate: &o.mutate, containers: o.target.containers, volumes: o.target.volumes, force: o.force, resolvers: map[string]inspect.Resolver{}}
 	for _, w := range ws {
 		if err := r.refresh(ctx, w); err != nil {
 			return err
@@ -119,7 +123,10 @@ type refresher struct {
 	registry   *registryOptions
 	mutate     *mutateOptions
 	containers []string
-	resolvers  map[string]inspect.Resolver
+	volumes    []string
+	// force skips the check that the registry still serves each new pin.
+	force     bool
+	resolvers map[string]inspect.Resolver
 	// quiet suppresses "already current" lines during --watch polling.
 	quiet bool
 	// log, when set, receives each output line instead of stdout (the sync session's reporter).
@@ -153,7 +160,7 @@ func (r *refresher) refresh(ctx context.Context, w *workload.Workload) error {
 		}
 		r.resolvers[key] = res
 	}
-	p, err := inspect.PlanRefresh(ctx, r.g.client, res, w, r.containers)
+	p, err := inspect.PlanRefresh(ctx, r.g.client, res, w, r.containers, r.volumes)
 	if err != nil {
 		return err
 	}
@@ -169,6 +176,11 @@ func (r *refresher) refresh(ctx context.Context, w *workload.Workload) error {
 	case p.RolloutBehind():
 		waiter := &workload.Waiter{Client: r.g.client, Out: r.out(), Timeout: r.mutate.timeout}
 		return waiter.Wait(ctx, w, nil)
+	}
+	if !r.force {
+		if err := inspect.CheckPins(ctx, res, w, p.Changes); err != nil {
+			return err
+		}
 	}
 	patch, err := p.Patch()
 	if err != nil {

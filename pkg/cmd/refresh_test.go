@@ -35,6 +35,19 @@ func (r registry) Resolve(_ context.Context, ref image.Reference) (string, error
 	return "", errors.New("MANIFEST_UNKNOWN: manifest unknown")
 }
 
+func (r registry) Describe(ctx context.Context, ref image.Reference) (image.Digests, error) {
+	d, err := r.Resolve(ctx, ref)
+	return image.Digests{Manifests: []string{d}}, err
+}
+
+// Serves: the fake registry serves every digest except those listed under "gone@DIGEST".
+func (r registry) Serves(_ context.Context, _ image.Reference, digest string) (bool, error) {
+	_, gone := r["gone@"+digest]
+	return !gone, nil
+}
+
+func (r registry) IsIndex(string) bool { return false }
+
 // webPod is a pod of deployment apps/web running app on appDigest and sidecar on digestS.
 func webPod(appDigest string) *corev1.Pod {
 	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
@@ -163,6 +176,20 @@ func (r *movingRegistry) Resolve(ctx context.Context, ref image.Reference) (stri
 	defer r.mu.Unlock()
 	return r.tags.Resolve(ctx, ref)
 }
+
+func (r *movingRegistry) Describe(ctx context.Context, ref image.Reference) (image.Digests, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tags.Describe(ctx, ref)
+}
+
+func (r *movingRegistry) Serves(ctx context.Context, ref image.Reference, digest string) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tags.Serves(ctx, ref, digest)
+}
+
+func (r *movingRegistry) IsIndex(string) bool { return false }
 
 func (r *movingRegistry) push(tag, digest string) {
 	r.mu.Lock()

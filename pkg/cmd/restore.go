@@ -2,20 +2,23 @@ package cmd
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
 
 // RestoreOptions holds everything `kubectl livesync restore` needs.
 type RestoreOptions struct {
-	g      *globalOptions
-	target targetOptions
-	mutate mutateOptions
-	force  bool
-	args   []string
+	g        *globalOptions
+	target   targetOptions
+	registry registryOptions
+	mutate   mutateOptions
+	force    bool
+	args     []string
 }
 
 func newCmdRestore(g *globalOptions) *cobra.Command {
@@ -23,11 +26,13 @@ func newCmdRestore(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore (TYPE/NAME | TYPE NAME | POD | TYPE -l SELECTOR) [--dry-run]",
 		Short: "Put back the images, pull policies and commands that refresh, pull-policy and --restart process changed",
-		Long: `Read the livesync.dev/original annotation, put back each recorded image and pull policy that is
-still what livesync set, and each command livesync wrapped in its supervisor (--restart
+		Long: `Read the livesync.dev/original annotation, put back each recorded image and pull policy (of
+containers and image volumes) that is still what livesync set, and each command livesync wrapped in its supervisor (--restart
 process), drop the records of what was restored and wait for the rollout. A container someone
 changed since livesync did (kubectl set image after a refresh) is left as is, said so, and its
-record kept; --force restores it too. Nothing recorded: says so and changes nothing.`,
+record kept; --force restores it too. An original pinned to a digest the registry no longer
+serves is refused, changing nothing (its pods might not start); --force restores it anyway.
+Nothing recorded: says so and changes nothing.`,
 		Example: `  # Undo every livesync change on deploy/my-app
   kubectl livesync restore deploy/my-app
 
@@ -43,8 +48,9 @@ record kept; --force restores it too. Nothing recorded: says so and changes noth
 		},
 	}
 	cmd.Flags().StringVarP(&o.target.selector, "selector", "l", "", "label selector (e.g. -l app=web) instead of a name")
+	o.registry.addFlags(cmd.Flags())
 	o.mutate.addFlags(cmd.Flags())
-	cmd.Flags().BoolVar(&o.force, "force", false, "restore containers whose image or pull policy someone changed since livesync set it, too")
+	cmd.Flags().BoolVar(&o.force, "force", false, "restore containers whose image or pull policy someone changed since livesync set it, too, and originals pinned to a digest the registry no longer serves")
 	return cmd
 }
 
@@ -71,12 +77,34 @@ func (o *RestoreOptions) Run(ctx context.Context) error {
 		}
 		plans = append(plans, p)
 	}
+	// An original that was itself pinned must still be served, or its pods may not start.
+	if !o.force {
+		for _, p := range plans {
+			if err := o.checkPins(ctx, p); err != nil {
+				return err
+			}
+		}
+	}
 	for _, p := range plans {
 		if err := o.restore(ctx, p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// checkPins refuses a plan that would put back an image pinned to a digest the registry no
+// longer serves. The registry is asked only when some original has a digest.
+func (o *RestoreOptions) checkPins(ctx context.Context, p *workload.RestorePlan) error {
+	changes := p.Changes()
+	if !slices.ContainsFunc(changes, func(ch workload.Change) bool { return strings.Contains(ch.Image, "@") }) {
+		return nil
+	}
+	res, err := o.registry.resolverFor(ctx, o.g, p.Workload)
+	if err != nil {
+		return err
+	}
+	return inspect.CheckPins(ctx, res, p.Workload, changes)
 }
 
 // restore prints the plan's decisions and applies it. A container left as is because someone
@@ -88,26 +116,26 @@ func (o *RestoreOptions) restore(ctx context.Context, p *workload.RestorePlan) e
 		writeln(o.g.Out, "%s: nothing recorded to restore", w.Ref())
 		return nil
 	}
-	for _, name := range p.Gone {
-		writeln(o.g.Out, "%s: container %q is no longer in the template; dropping its record", w.Ref(), name)
+	for _, key := range p.Gone {
+		writeln(o.g.Out, "%s: %s is no longer in the template; dropping its record", w.Ref(), workload.LabelOfKey(key))
 	}
 	for _, s := range p.Steps {
 		c, ch := s.Container, s.Change
 		switch {
 		case s.Skipped:
-			writeln(o.g.Out, "%s: container %q: %s; left as is, use --force to restore %s anyway", w.Ref(), c.Name, s.Conflict, describeChange(ch))
+			writeln(o.g.Out, "%s: %s: %s; left as is, use --force to restore %s anyway", w.Ref(), c.Label(), s.Conflict, describeChange(ch))
 			continue
 		case s.Conflict != "":
-			writeln(o.g.Out, "%s: container %q: %s; restoring anyway (--force)", w.Ref(), c.Name, s.Conflict)
+			writeln(o.g.Out, "%s: %s: %s; restoring anyway (--force)", w.Ref(), c.Label(), s.Conflict)
 		}
 		if ch.Image != "" {
-			writeln(o.g.Out, "%s: container %q: image %s -> %s", w.Ref(), c.Name, c.Image, ch.Image)
+			writeln(o.g.Out, "%s: %s: image %s -> %s", w.Ref(), c.Label(), c.Image, ch.Image)
 		}
 		if ch.PullPolicy != "" {
-			writeln(o.g.Out, "%s: container %q: imagePullPolicy %s -> %s", w.Ref(), c.Name, c.PullPolicy, ch.PullPolicy)
+			writeln(o.g.Out, "%s: %s: imagePullPolicy %s -> %s", w.Ref(), c.Label(), c.PullPolicy, ch.PullPolicy)
 		}
 		if ch.SetCommand {
-			writeln(o.g.Out, "%s: container %q: command: livesync's supervisor -> %s", w.Ref(), c.Name, describeCommand(ch.Command))
+			writeln(o.g.Out, "%s: %s: command: livesync's supervisor -> %s", w.Ref(), c.Label(), describeCommand(ch.Command))
 		}
 	}
 	patch, err := p.Patch()

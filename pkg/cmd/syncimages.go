@@ -24,7 +24,7 @@ var _ session.Images = (*syncImages)(nil)
 // SetPullPolicy patches policy onto the containers that lack it and waits for the rollout:
 // the pull-policy command's plan, with its refusals.
 func (s *syncImages) SetPullPolicy(ctx context.Context, w *workload.Workload, containers []string, policy string) error {
-	plan, err := workload.PlanPullPolicy(w, containers, policy)
+	plan, err := workload.PlanPullPolicy(w, containers, nil, policy)
 	if err != nil {
 		return err
 	}

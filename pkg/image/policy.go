@@ -61,14 +61,39 @@ type VerdictInput struct {
 	RegistryDigest string
 	// RegistryErr is the error resolving the tag; non-nil makes the verdict unknown.
 	RegistryErr error
-	// PodDigests holds one ImageIDDigest per running pod; "" (no imageID yet) is ignored.
+	// PodDigests holds one ImageIDDigest per running pod; "" (no imageID yet) is ignored. A
+	// digest that names the same bytes as RegistryDigest another way (platform manifest,
+	// config; see Digests.Match) must be given as RegistryDigest.
 	PodDigests []string
+	// Unplaced counts running digests that match nothing the registry serves (MatchNone):
+	// the verdict is then unknown, never stale.
+	Unplaced int
+}
+
+// Cluster is what the notes must know of the cluster and the workload to be true for them.
+type Cluster struct {
+	// Minor is the API server's Kubernetes minor version (1.Minor); 0 when unknown.
+	Minor int
+	// PullSecrets reports that the workload's pods pull with secrets: the pod template's
+	// imagePullSecrets or its service account's.
+	PullSecrets bool
+}
+
+// ensureSecretPulledMinor is the release from which the kubelet re-pulls, by default, an image
+// that the pod's credentials have not pulled on its node (KEP-2535,
+// KubeletEnsureSecretPulledImages, beta and on by default since 1.35).
+const ensureSecretPulledMinor = 35
+
+// RepullsForCredentials reports that, on this cluster, a new pod with pull secrets re-pulls an
+// IfNotPresent image its credentials have not pulled on its node before.
+func (c Cluster) RepullsForCredentials() bool {
+	return c.PullSecrets && c.Minor >= ensureSecretPulledMinor
 }
 
 // Evaluate decides the Verdict. Mixed wins over pinned and current because a rollout
 // in progress or a node with a stale cache is the first thing a user must know.
 func Evaluate(in VerdictInput) Verdict {
-	if in.RegistryErr != nil || in.RegistryDigest == "" {
+	if in.RegistryErr != nil || in.RegistryDigest == "" || in.Unplaced > 0 {
 		return VerdictUnknown
 	}
 	running := ""
@@ -97,15 +122,17 @@ func Evaluate(in VerdictInput) Verdict {
 }
 
 // Notes returns one-line hints on why pods may run other bytes than their tag
-// serves, given the image as written in the spec, its written imagePullPolicy and
-// what Evaluate compared.
-func Notes(ref Reference, writtenPolicy string, in VerdictInput) []string {
+// serves, given the image as written in the spec, its written imagePullPolicy,
+// what Evaluate compared and the cluster the pods run on.
+func Notes(ref Reference, writtenPolicy string, in VerdictInput, cl Cluster) []string {
 	var notes []string
 	pinned := in.SpecDigest != ""
 	switch policy := EffectivePullPolicy(ref, writtenPolicy); {
 	case policy == PullNever:
 		notes = append(notes, "imagePullPolicy Never: nodes run whatever they have cached; load the new image onto every node (kind load, minikube image load)")
 	case pinned:
+	case policy == PullIfNotPresent && cl.RepullsForCredentials():
+		notes = append(notes, fmt.Sprintf("mutable tag %q with imagePullPolicy IfNotPresent and pull secrets on Kubernetes 1.%d: a new pod whose credentials have not pulled the image on its node pulls the tag again (KEP-2535), so replicas can end up on different digests; pin the digest with refresh", ref.Tag, cl.Minor))
 	case policy == PullIfNotPresent:
 		notes = append(notes, fmt.Sprintf("mutable tag %q with imagePullPolicy IfNotPresent: a node that already has the image never pulls the moved tag; pin the digest with refresh", ref.Tag))
 	case policy == PullAlways:
@@ -113,7 +140,11 @@ func Notes(ref Reference, writtenPolicy string, in VerdictInput) []string {
 	}
 	switch Evaluate(in) {
 	case VerdictMixed:
-		notes = append(notes, "replicas run different digests: a rollout is in progress or nodes cached different images; pin the digest with refresh")
+		why := "a rollout is in progress or nodes cached different images"
+		if cl.RepullsForCredentials() && !pinned {
+			why = "a rollout is in progress, nodes cached different images, or pods whose pull credentials had not pulled the image pulled the moved tag again"
+		}
+		notes = append(notes, "replicas run different digests: "+why+"; pin the digest with refresh")
 	case VerdictStale:
 		if in.SpecDigest != "" && in.SpecDigest != in.RegistryDigest {
 			notes = append(notes, fmt.Sprintf("the spec pins %s but the tag now serves %s: run refresh to pin it", short(in.SpecDigest), short(in.RegistryDigest)))

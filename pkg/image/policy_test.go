@@ -72,6 +72,9 @@ func TestEvaluate(t *testing.T) {
 		{"pinned to an older digest", VerdictInput{SpecDigest: digestA, RegistryDigest: digestB, PodDigests: []string{digestA}}, VerdictStale},
 		{"pinned to an older digest, no pods", VerdictInput{SpecDigest: digestA, RegistryDigest: digestB}, VerdictStale},
 		{"pinned but pods lag", VerdictInput{SpecDigest: digestB, RegistryDigest: digestB, PodDigests: []string{digestA}}, VerdictStale},
+		// A running digest the registry cannot place is never called stale.
+		{"unplaced digest", VerdictInput{RegistryDigest: digestB, PodDigests: []string{digestA}, Unplaced: 1}, VerdictUnknown},
+		{"unplaced wins over mixed", VerdictInput{RegistryDigest: digestB, PodDigests: []string{digestA, digestB}, Unplaced: 1}, VerdictUnknown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,26 +89,38 @@ func TestNotes(t *testing.T) {
 	tests := []struct {
 		name, image, policy string
 		in                  VerdictInput
+		cl                  Cluster
 		want                []string // substrings, one per expected note, in order
 	}{
-		{"tag with IfNotPresent", "app:dev", "", VerdictInput{RegistryDigest: digestA, PodDigests: []string{digestA}},
+		{"tag with IfNotPresent", "app:dev", "", VerdictInput{RegistryDigest: digestA, PodDigests: []string{digestA}}, Cluster{},
 			[]string{`mutable tag "dev" with imagePullPolicy IfNotPresent`}},
-		{"implicit latest is Always", "app", "", VerdictInput{RegistryDigest: digestA, PodDigests: []string{digestA}},
+		{"implicit latest is Always", "app", "", VerdictInput{RegistryDigest: digestA, PodDigests: []string{digestA}}, Cluster{},
 			[]string{"imagePullPolicy Always on a mutable tag"}},
-		{"Never", "app:dev", PullNever, VerdictInput{RegistryDigest: digestA, PodDigests: []string{digestA}},
+		{"Never", "app:dev", PullNever, VerdictInput{RegistryDigest: digestA, PodDigests: []string{digestA}}, Cluster{},
 			[]string{"imagePullPolicy Never"}},
-		{"pinned and current: nothing to say", "app:dev@" + digestA, "", VerdictInput{SpecDigest: digestA, RegistryDigest: digestA, PodDigests: []string{digestA}},
+		{"pinned and current: nothing to say", "app:dev@" + digestA, "", VerdictInput{SpecDigest: digestA, RegistryDigest: digestA, PodDigests: []string{digestA}}, Cluster{},
 			nil},
-		{"pinned to an older digest", "app:dev@" + digestA, "", VerdictInput{SpecDigest: digestA, RegistryDigest: digestB, PodDigests: []string{digestA}},
+		{"pinned to an older digest", "app:dev@" + digestA, "", VerdictInput{SpecDigest: digestA, RegistryDigest: digestB, PodDigests: []string{digestA}}, Cluster{},
 			[]string{"the spec pins sha256:aaaaaaaaaaaa but the tag now serves sha256:bbbbbbbbbbbb"}},
-		{"pinned, rollout pending", "app:dev@" + digestB, "", VerdictInput{SpecDigest: digestB, RegistryDigest: digestB, PodDigests: []string{digestA}},
+		{"pinned, rollout pending", "app:dev@" + digestB, "", VerdictInput{SpecDigest: digestB, RegistryDigest: digestB, PodDigests: []string{digestA}}, Cluster{},
 			[]string{"wait for the rollout"}},
-		{"mixed", "app:dev", PullAlways, VerdictInput{RegistryDigest: digestA, PodDigests: []string{digestA, digestC}},
+		{"mixed", "app:dev", PullAlways, VerdictInput{RegistryDigest: digestA, PodDigests: []string{digestA, digestC}}, Cluster{},
 			[]string{"imagePullPolicy Always", "replicas run different digests"}},
+		// KEP-2535: from 1.35 a pod with pull secrets re-pulls what its credentials never pulled.
+		{"IfNotPresent with pull secrets on 1.37", "app:dev", "", VerdictInput{RegistryDigest: digestA, PodDigests: []string{digestA}}, Cluster{Minor: 37, PullSecrets: true},
+			[]string{"a new pod whose credentials have not pulled the image on its node pulls the tag again (KEP-2535)"}},
+		{"IfNotPresent with pull secrets on 1.34", "app:dev", "", VerdictInput{RegistryDigest: digestA, PodDigests: []string{digestA}}, Cluster{Minor: 34, PullSecrets: true},
+			[]string{"a node that already has the image never pulls the moved tag"}},
+		{"IfNotPresent without pull secrets on 1.37", "app:dev", "", VerdictInput{RegistryDigest: digestA, PodDigests: []string{digestA}}, Cluster{Minor: 37},
+			[]string{"a node that already has the image never pulls the moved tag"}},
+		{"mixed with pull secrets on 1.37", "app:dev", "", VerdictInput{RegistryDigest: digestA, PodDigests: []string{digestA, digestC}}, Cluster{Minor: 37, PullSecrets: true},
+			[]string{"KEP-2535", "pulled the moved tag again"}},
+		{"pinned with pull secrets: nothing to say", "app:dev@" + digestA, "", VerdictInput{SpecDigest: digestA, RegistryDigest: digestA, PodDigests: []string{digestA}}, Cluster{Minor: 37, PullSecrets: true},
+			nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Notes(mustParse(t, tt.image), tt.policy, tt.in)
+			got := Notes(mustParse(t, tt.image), tt.policy, tt.in, tt.cl)
 			ok := len(got) == len(tt.want)
 			for i := 0; ok && i < len(got); i++ {
 				ok = strings.Contains(got[i], tt.want[i])

@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	kauth "github.com/google/go-containerregistry/pkg/authn/kubernetes"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"k8s.io/client-go/kubernetes"
@@ -31,6 +33,7 @@ type Resolver struct {
 	insecure  map[string]bool // lower-case HOST or HOST:PORT
 	keychain  authn.Keychain  // local credentials; Kubernetes pull secrets are added on top
 	puller    *remote.Puller
+	indexes   sync.Map // digest -> true: Resolve found it to be a multi-platform index
 }
 
 // Option configures a Resolver.
@@ -161,12 +164,8 @@ func (r *Resolver) Resolve(ctx context.Context, ref Reference) (string, error) {
 			kind: ErrNoTag,
 		}
 	}
-	var opts []name.Option
-	if r.plainHTTPAllowed(ref.Registry) {
-		// go-containerregistry then tries HTTPS first and falls back to HTTP.
-		opts = append(opts, name.Insecure)
-	}
-	tag, err := name.NewTag(ref.Registry+"/"+ref.Repository+":"+ref.Tag, opts...)
+	// Where plain HTTP is allowed, go-containerregistry tries HTTPS first and falls back to HTTP.
+	tag, err := name.NewTag(ref.Registry+"/"+ref.Repository+":"+ref.Tag, r.nameOpts(ref)...)
 	if err != nil {
 		return "", fmt.Errorf("resolving %q: %w", ref.WithoutDigest(), err)
 	}
@@ -176,12 +175,12 @@ func (r *Resolver) Resolve(ctx context.Context, ref Reference) (string, error) {
 	// GET is the fallback for registries that refuse HEAD or omit the header.
 	desc, err := r.puller.Head(tctx, tag)
 	if err == nil {
-		return desc.Digest.String(), nil
+		return r.resolved(*desc), nil
 	}
 	if headFallback(err) {
 		d, gerr := r.puller.Get(tctx, tag)
 		if gerr == nil {
-			return d.Digest.String(), nil
+			return r.resolved(d.Descriptor), nil
 		}
 		err = gerr
 	}
@@ -189,6 +188,21 @@ func (r *Resolver) Resolve(ctx context.Context, ref Reference) (string, error) {
 		return "", fmt.Errorf("resolving %q: %w", ref.WithoutDigest(), ctx.Err())
 	}
 	return "", r.classify(ref, err)
+}
+
+// resolved notes whether a resolved digest is an index, for IsIndex.
+func (r *Resolver) resolved(d v1.Descriptor) string {
+	if d.MediaType.IsIndex() {
+		r.indexes.Store(d.Digest.String(), true)
+	}
+	return d.Digest.String()
+}
+
+// IsIndex reports whether Resolve found digest to be a multi-platform index, so that a pod
+// running it can be said to match the index rather than a platform manifest, at no cost.
+func (r *Resolver) IsIndex(digest string) bool {
+	_, ok := r.indexes.Load(digest)
+	return ok
 }
 
 // headFallback tells whether a failed HEAD is worth a GET: yes when the registry

@@ -20,6 +20,8 @@ import (
 const (
 	d1 = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 	d2 = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	// dGone is a digest the fake registry does not serve.
+	dGone = "sha256:9999999999999999999999999999999999999999999999999999999999999999"
 )
 
 type fakeResolver map[string]string
@@ -30,6 +32,25 @@ func (f fakeResolver) Resolve(_ context.Context, ref image.Reference) (string, e
 	}
 	return "", errors.New("tag not found")
 }
+
+// Describe serves single-platform images whose config digest is the manifest digest with its
+// first hex digit replaced by "c".
+func (f fakeResolver) Describe(ctx context.Context, ref image.Reference) (image.Digests, error) {
+	d, err := f.Resolve(ctx, ref)
+	if err != nil {
+		return image.Digests{}, err
+	}
+	return image.Digests{Manifests: []string{d}, Configs: []string{configOf(d)}}, nil
+}
+
+func configOf(d string) string { return "sha256:c" + d[len("sha256:")+1:] }
+
+// Serves: the fake registry keeps every digest but dGone.
+func (f fakeResolver) Serves(_ context.Context, _ image.Reference, digest string) (bool, error) {
+	return digest != dGone, nil
+}
+
+func (f fakeResolver) IsIndex(string) bool { return false }
 
 func pod(name, imageID string) *corev1.Pod {
 	return &corev1.Pod{
@@ -63,8 +84,8 @@ func build(t *testing.T, img string, pods ...*corev1.Pod) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, _ := w.Containers(nil)
-	rep, err := Build(context.Background(), client, fakeResolver{"127.0.0.1:5000/app:dev": d2}, w, cs)
+	cs, _ := w.Images(nil, nil)
+	rep, err := Build(context.Background(), client, fakeResolver{"127.0.0.1:5000/app:dev": d2}, w, cs, Options{ServerVersion: "v1.37.2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +169,137 @@ func TestTable(t *testing.T) {
 	for _, want := range []string{"deployment/web in namespace ns", "CONTAINER", "sha256:222222222222", "sha256:111111111111", "stale", "IfNotPresent", "original image 127.0.0.1:5000/app:dev"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestBuildImageVolumesMatchesAndPulls: an image volume is reported beside the container with
+// its imageRef; a running config digest matches the tag as "config"; a bare imageID the
+// registry cannot place is unknown with one line why; Pulled events say how each image got
+// there; pull secrets from the service account make the KEP-2535 note.
+func TestBuildImageVolumesMatchesAndPulls(t *testing.T) {
+	const vol = "127.0.0.1:5000/data:dev"
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Annotations: map[string]string{
+			workload.OriginalAnnotation: `{"volume/data":{"image":"127.0.0.1:5000/data:dev"}}`,
+		}},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				ServiceAccountName: "builder",
+				Containers:         []corev1.Container{{Name: "app", Image: dev, ImagePullPolicy: corev1.PullIfNotPresent}},
+				Volumes:            []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: vol + "@" + d1}}}},
+			}},
+		},
+	}
+	a := pod("a", configOf(d2)) // a bare config digest: what the tag serves, loaded into the node
+	b := pod("b", d1)           // a bare digest the registry cannot place
+	for _, p := range []*corev1.Pod{a, b} {
+		p.Status.ContainerStatuses[0].VolumeMounts = []corev1.VolumeMountStatus{{Name: "data", MountPath: "/data",
+			VolumeStatus: &corev1.VolumeStatus{Image: &corev1.ImageVolumeStatus{ImageRef: "127.0.0.1:5000/data@" + d1}}}}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	}
+	client := fake.NewClientset(
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "builder", Namespace: "ns"}, ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}}},
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e1", Namespace: "ns"}, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "a"}, Reason: "Pulled",
+			Message: `Successfully pulled image "` + dev + `" in 1.2s (1.2s including waiting). Image size: 123 bytes.`},
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e2", Namespace: "ns"}, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "b"}, Reason: "Pulled",
+			Message: `Container image "` + dev + `" already present on machine and can be accessed by the pod`},
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e3", Namespace: "ns"}, InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "a"}, Reason: "Pulled",
+			Message: `Container image "` + vol + "@" + d1 + `" already present on machine`},
+	)
+	for _, p := range []*corev1.Pod{a, b} {
+		if _, err := client.CoreV1().Pods("ns").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := workload.FromObject(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := w.Images(nil, nil)
+	if err != nil || len(imgs) != 2 || !imgs[1].Volume {
+		t.Fatalf("Images = %+v, %v; want the container and the image volume", imgs, err)
+	}
+	rep, err := Build(context.Background(), client, fakeResolver{dev: d2, vol: d1}, w, imgs, Options{ServerVersion: "v1.37.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Containers) != 1 || len(rep.ImageVolumes) != 1 || strings.Join(rep.PullSecrets, ",") != "regcred" {
+		t.Fatalf("report = %+v", rep)
+	}
+	c, v := rep.Containers[0], rep.ImageVolumes[0]
+	if got := []string{c.Pods[0].Match, c.Pods[1].Match}; got[0] != image.MatchConfig || got[1] != image.MatchNone {
+		t.Errorf("container matches = %v, want config, none", got)
+	}
+	if c.Verdict != image.VerdictUnknown || c.Stale() {
+		t.Errorf("container verdict %q stale %v, want unknown and not stale", c.Verdict, c.Stale())
+	}
+	notes := strings.Join(c.Notes, "\n")
+	for _, want := range []string{"pod b runs sha256:111111111111, an imageID that names no repository", "(KEP-2535)"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+	if c.Pods[0].Pull != "pulled" || c.Pods[1].Pull != "already present" {
+		t.Errorf("pulls = %q, %q", c.Pods[0].Pull, c.Pods[1].Pull)
+	}
+	if v.Name != "data" || v.Verdict != image.VerdictPinned || v.Pods[0].Digest != d1 || v.Pods[0].Match != image.MatchManifest ||
+		v.Pods[0].Pull != "already present" || v.Original == nil || v.Original.Image != vol {
+		t.Errorf("image volume = %+v", v)
+	}
+	var buf bytes.Buffer
+	if err := Print(&buf, FormatTable, []*Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"(pull secrets: regcred)", "data (volume)", "(config)", "(unknown)", "volume data: changed by livesync"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, buf.String())
+		}
+	}
+	buf.Reset()
+	if err := Print(&buf, FormatJSON, []*Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	vs, _ := m["imageVolumes"].([]any)
+	if len(vs) != 1 || m["serverVersion"] != "v1.37.2" {
+		t.Fatalf("json: imageVolumes %v, serverVersion %v", m["imageVolumes"], m["serverVersion"])
+	}
+	pod0 := m["containers"].([]any)[0].(map[string]any)["pods"].([]any)[0].(map[string]any)
+	if pod0["match"] != "config" || pod0["imageID"] != configOf(d2) || pod0["pull"] != "pulled" {
+		t.Errorf("json pod = %v", pod0)
+	}
+}
+
+func TestCheckPins(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{}}}
+	w, err := workload.FromObject(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := workload.Container{Name: "app", Image: dev}
+	ok := []workload.Change{{Container: app, Image: dev + "@" + d1}, {Container: app, PullPolicy: "Always"}, {Container: app, Image: dev}}
+	if err := CheckPins(context.Background(), fakeResolver{}, w, ok); err != nil {
+		t.Errorf("served pins: %v", err)
+	}
+	gone := []workload.Change{{Container: workload.Container{Name: "data", Volume: true}, Image: dev + "@" + dGone}}
+	err = CheckPins(context.Background(), fakeResolver{}, w, gone)
+	if !errors.Is(err, ErrPinGone) || strings.Contains(err.Error(), "\n") ||
+		!strings.Contains(err.Error(), `deployment/web: image volume "data": 127.0.0.1:5000/app@`+dGone+": the registry no longer serves this digest") ||
+		!strings.Contains(err.Error(), "nothing changed") || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("deleted pin: %v", err)
+	}
+}
+
+func TestMinorOf(t *testing.T) {
+	for v, want := range map[string]int{"v1.37.2": 37, "v1.35.0-gke.1": 35, "1.9": 9, "": 0, "v2": 0} {
+		if got := minorOf(v); got != want {
+			t.Errorf("minorOf(%q) = %d, want %d", v, got, want)
 		}
 	}
 }

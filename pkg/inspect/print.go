@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/yaml"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 )
 
 // Formats accepted by -o.
@@ -61,17 +63,28 @@ func Print(out io.Writer, format string, reports []*Report) error {
 	return nil
 }
 
-// printTable prints one row per container and pod; container columns appear on a
-// container's first row only, so the pods of one container read as a group.
+// printTable prints one row per container (then image volume) and pod; container columns
+// appear on a container's first row only, so the pods of one container read as a group.
 func printTable(out io.Writer, r *Report) error {
-	fmt.Fprintf(out, "%s/%s in namespace %s\n", strings.ToLower(r.Workload.Kind), r.Workload.Name, r.Workload.Namespace)
+	head := fmt.Sprintf("%s/%s in namespace %s", strings.ToLower(r.Workload.Kind), r.Workload.Name, r.Workload.Namespace)
+	if len(r.PullSecrets) > 0 {
+		head += fmt.Sprintf(" (pull secrets: %s)", strings.Join(r.PullSecrets, ", "))
+	}
+	fmt.Fprintln(out, head)
 	tw := printers.GetNewTabWriter(out)
-	fmt.Fprintln(tw, "CONTAINER\tIMAGE\tPULL POLICY\tREGISTRY DIGEST\tVERDICT\tPOD\tRUNNING DIGEST\tREADY\tRESTARTS\tNODE")
+	fmt.Fprintln(tw, "CONTAINER\tIMAGE\tPULL POLICY\tREGISTRY DIGEST\tVERDICT\tPOD\tRUNNING DIGEST\tREADY\tRESTARTS\tNODE\tPULL")
 	var notes []string
-	for _, c := range r.Containers {
+	for _, c := range r.All() {
 		name := c.Name
-		if c.Init {
+		switch {
+		case c.Spec.Volume:
+			name += " (volume)"
+		case c.Init:
 			name += " (init)"
+		}
+		label := c.Name
+		if c.Spec.Volume {
+			label = "volume " + c.Name
 		}
 		policy := c.EffectivePullPolicy
 		if c.PullPolicy == "" && policy != "" {
@@ -80,23 +93,34 @@ func printTable(out io.Writer, r *Report) error {
 		reg := Short(c.RegistryDigest)
 		if c.RegistryError != "" {
 			reg = "error"
-			notes = append(notes, fmt.Sprintf("%s: %s", c.Name, c.RegistryError))
+			notes = append(notes, fmt.Sprintf("%s: %s", label, c.RegistryError))
 		}
 		row := []string{name, c.Image, dash(policy), dash(reg), string(c.Verdict)}
 		if len(c.Pods) == 0 {
-			fmt.Fprintln(tw, strings.Join(append(row, "<none>", "-", "-", "-", "-"), "\t"))
+			fmt.Fprintln(tw, strings.Join(append(row, "<none>", "-", "-", "-", "-", "-"), "\t"))
 		}
 		for i, p := range c.Pods {
 			if i > 0 {
 				row = []string{"", "", "", "", ""}
 			}
-			fmt.Fprintln(tw, strings.Join(append(row, p.Name, dash(Short(p.Digest)), strconv.FormatBool(p.Ready), strconv.Itoa(int(p.Restarts)), dash(p.Node)), "\t"))
+			running := dash(Short(p.Digest))
+			switch p.Match {
+			case image.MatchConfig, image.MatchOlder:
+				running += " (" + p.Match + ")"
+			case image.MatchNone:
+				running += " (unknown)"
+			}
+			restarts := strconv.Itoa(int(p.Restarts))
+			if c.Spec.Volume {
+				restarts = "-"
+			}
+			fmt.Fprintln(tw, strings.Join(append(row, p.Name, running, strconv.FormatBool(p.Ready), restarts, dash(p.Node), dash(p.Pull)), "\t"))
 		}
 		for _, n := range c.Notes {
-			notes = append(notes, fmt.Sprintf("%s: %s", c.Name, n))
+			notes = append(notes, fmt.Sprintf("%s: %s", label, n))
 		}
 		if c.Original != nil {
-			notes = append(notes, fmt.Sprintf("%s: changed by livesync, original image %s (%s); undo with restore", c.Name, c.Original.Image, dash(c.Original.PullPolicy)))
+			notes = append(notes, fmt.Sprintf("%s: changed by livesync, original image %s (%s); undo with restore", label, c.Original.Image, dash(c.Original.PullPolicy)))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -109,12 +133,7 @@ func printTable(out io.Writer, r *Report) error {
 }
 
 // Short abbreviates a digest to 12 hex digits, as docker and crane print them.
-func Short(digest string) string {
-	if len(digest) > len("sha256:")+12 {
-		return digest[:len("sha256:")+12]
-	}
-	return digest
-}
+func Short(digest string) string { return image.Short(digest) }
 
 func dash(s string) string {
 	if s == "" {

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
 
@@ -22,8 +23,10 @@ const (
 	RefreshUntagged
 )
 
-// RefreshStep is refresh's decision for one container, with the line that tells the user.
+// RefreshStep is refresh's decision for one container or image volume, with the line that
+// tells the user.
 type RefreshStep struct {
+	// Container is the container's name, or "volume/NAME" for an image volume (its Key).
 	Container string
 	Action    RefreshAction
 	// Pin is the image refresh writes (repo:tag@sha256:…); "" when the spec already has it,
@@ -39,54 +42,65 @@ type RefreshPlan struct {
 	Steps    []RefreshStep
 	// Changes pin the moved containers whose spec does not pin the new digest yet.
 	Changes []workload.Change
-	// Digests maps each moved container to the digest its pods must end up running.
+	// Digests maps each moved container to the digest its pods must end up running (image
+	// volumes are not in it: a bare Pod's volumes cannot change).
 	Digests map[string]string
+	// moved reports that some container or image volume moved.
+	moved bool
 }
 
-// PlanRefresh resolves the tag of each named container (all when names is empty) with res and
-// decides what moved and what to pin. A registry error is an error: refresh must not pin on a
-// half answer. Naming only containers pinned to a bare digest is an error too: there is
-// nothing to follow.
-func PlanRefresh(ctx context.Context, client kubernetes.Interface, res Resolver, w *workload.Workload, names []string) (*RefreshPlan, error) {
-	cs, err := w.Containers(names)
+// PlanRefresh resolves the tag of each chosen container and image volume (workload.Images:
+// all when neither is named) with res and decides what moved and what to pin, all in one
+// patch, so one rollout. A registry error is an error: refresh must not pin on a half answer.
+// Naming only images pinned to a bare digest is an error too: there is nothing to follow.
+func PlanRefresh(ctx context.Context, client kubernetes.Interface, res Resolver, w *workload.Workload, containers, volumes []string) (*RefreshPlan, error) {
+	cs, err := w.Images(containers, volumes)
 	if err != nil {
 		return nil, err
 	}
 	if err := w.CanRollOut(); err != nil {
 		return nil, err
 	}
-	rep, err := Build(ctx, client, res, w, cs)
+	rep, err := Build(ctx, client, res, w, cs, Options{})
 	if err != nil {
 		return nil, err
 	}
 	p := &RefreshPlan{Workload: w, Digests: map[string]string{}}
-	untagged := 0
-	for _, c := range rep.Containers {
+	untagged, all := 0, rep.All()
+	for _, c := range all {
+		label := c.Spec.Label()
 		if c.RegistryErr != nil {
-			return nil, fmt.Errorf("%s: container %q: %w", w.Ref(), c.Name, c.RegistryErr)
+			return nil, fmt.Errorf("%s: %s: %w", w.Ref(), label, c.RegistryErr)
 		}
-		s := RefreshStep{Container: c.Name}
+		s := RefreshStep{Container: c.Spec.Key()}
 		switch {
 		case c.Ref.Tag == "":
 			untagged++
 			s.Action = RefreshUntagged
-			s.Message = fmt.Sprintf("%s: container %q: image %q is pinned to a digest with no tag to follow; nothing to refresh", w.Ref(), c.Name, c.Image)
+			s.Message = fmt.Sprintf("%s: %s: image %q is pinned to a digest with no tag to follow; nothing to refresh", w.Ref(), label, c.Image)
+		case !c.Stale() && c.unplaced() != "":
+			s.Message = fmt.Sprintf("%s: %s: pod %s runs a digest the registry cannot place (see inspect); nothing to pin", w.Ref(), label, c.unplaced())
 		case !c.Stale():
-			s.Message = fmt.Sprintf("%s: container %q: current, %s serves %s", w.Ref(), c.Name, c.Ref.WithoutDigest(), Short(c.RegistryDigest))
+			s.Message = fmt.Sprintf("%s: %s: current, %s serves %s", w.Ref(), label, c.Ref.WithoutDigest(), Short(c.RegistryDigest))
 		default:
+			if c.Spec.Volume && w.Kind == workload.KindPod {
+				return nil, fmt.Errorf("%s: %s: a Pod's volumes cannot be changed while it exists: refresh the workload that owns it (e.g. its Deployment)", w.Ref(), label)
+			}
 			s.Action = RefreshMoved
-			s.Message = fmt.Sprintf("%s: container %q: %s -> %s", w.Ref(), c.Name, strings.Join(c.oldDigests(), ", "), Short(c.RegistryDigest))
-			p.Digests[c.Name] = c.RegistryDigest
+			p.moved = true
+			s.Message = fmt.Sprintf("%s: %s: %s -> %s", w.Ref(), label, strings.Join(c.oldDigests(), ", "), Short(c.RegistryDigest))
+			if !c.Spec.Volume {
+				p.Digests[c.Name] = c.RegistryDigest
+			}
 			if want := c.Ref.WithDigest(c.RegistryDigest); want != c.Image {
 				s.Pin = want
-				ctr := workload.Container{Name: c.Name, Init: c.Init, Image: c.Image, PullPolicy: c.PullPolicy}
-				p.Changes = append(p.Changes, workload.Change{Container: ctr, Image: want})
+				p.Changes = append(p.Changes, workload.Change{Container: c.Spec, Image: want})
 			}
 		}
 		p.Steps = append(p.Steps, s)
 	}
-	if untagged > 0 && untagged == len(rep.Containers) && len(names) > 0 {
-		return nil, fmt.Errorf("%s: nothing to refresh: every chosen container is pinned to a digest without a tag", w.Ref())
+	if untagged > 0 && untagged == len(all) && (len(containers) > 0 || len(volumes) > 0) {
+		return nil, fmt.Errorf("%s: nothing to refresh: every chosen image is pinned to a digest without a tag", w.Ref())
 	}
 	return p, nil
 }
@@ -104,11 +118,24 @@ func (c *Container) oldDigests() []string {
 			out = append(out, Short(d))
 		}
 	}
+	if len(out) == 0 && c.unreported() {
+		out = append(out, "(digest not reported)")
+	}
 	return out
 }
 
+// unplaced names the first pod whose running digest the registry could not place, or "".
+func (c *Container) unplaced() string {
+	for _, p := range c.Pods {
+		if p.Match == image.MatchNone {
+			return p.Name
+		}
+	}
+	return ""
+}
+
 // Stale reports whether some container's tag moved.
-func (p *RefreshPlan) Stale() bool { return len(p.Digests) > 0 }
+func (p *RefreshPlan) Stale() bool { return p.moved }
 
 // RolloutBehind reports that a tag moved but the spec already pins its new digest: there is
 // nothing to patch, only a rollout to wait for.
@@ -128,7 +155,7 @@ func (p *RefreshPlan) Lines(quiet bool) []string {
 	}
 	for _, s := range p.Steps {
 		if s.Pin != "" {
-			out = append(out, fmt.Sprintf("%s: pinning container %q to %s", p.Workload.Ref(), s.Container, s.Pin))
+			out = append(out, fmt.Sprintf("%s: pinning %s to %s", p.Workload.Ref(), workload.LabelOfKey(s.Container), s.Pin))
 		}
 	}
 	return out

@@ -53,7 +53,8 @@ type SupervisorRecord struct {
 	Command []string `json:"command"`
 }
 
-// Originals maps container names to their recorded original state.
+// Originals maps container names (Container.Key: "volume/NAME" for an image volume) to their
+// recorded original state.
 type Originals map[string]Original
 
 // Originals reads the workload's OriginalAnnotation; a missing or empty one is an empty map.
@@ -201,7 +202,7 @@ func BuildPatch(w *Workload, changes []Change, restore bool) (*Patch, error) {
 	}
 	for _, c := range changes {
 		cur := State{Image: c.Container.Image, PullPolicy: c.Container.PullPolicy}
-		rec, ok := orig[c.Container.Name]
+		rec, ok := orig[c.Container.Key()]
 		if !ok {
 			rec = Original{Image: cur.Image, PullPolicy: cur.PullPolicy, Init: c.Container.Init}
 		} else {
@@ -221,7 +222,7 @@ func BuildPatch(w *Workload, changes []Change, restore bool) (*Patch, error) {
 			next.PullPolicy = c.PullPolicy
 		}
 		rec.Set = &next
-		orig[c.Container.Name] = rec
+		orig[c.Container.Key()] = rec
 	}
 	return buildPatch(w, changes, orig)
 }
@@ -229,8 +230,20 @@ func BuildPatch(w *Workload, changes []Change, restore bool) (*Patch, error) {
 // buildPatch builds the patch of changes that sets the annotation to orig, or removes it when
 // orig is empty.
 func buildPatch(w *Workload, changes []Change, orig Originals) (*Patch, error) {
-	var regular, init []map[string]any
+	var regular, init, volumes []map[string]any
 	for _, c := range changes {
+		if c.Container.Volume {
+			// spec.volumes merges by name; only the image source's fields change.
+			src := map[string]any{}
+			if c.Image != "" {
+				src["reference"] = c.Image
+			}
+			if c.PullPolicy != "" {
+				src["pullPolicy"] = c.PullPolicy
+			}
+			volumes = append(volumes, map[string]any{"name": c.Container.Name, "image": src})
+			continue
+		}
 		cp := map[string]any{"name": c.Container.Name}
 		if c.Image != "" {
 			cp["image"] = c.Image
@@ -253,6 +266,9 @@ func buildPatch(w *Workload, changes []Change, orig Originals) (*Patch, error) {
 	}
 	if len(init) > 0 {
 		spec["initContainers"] = init
+	}
+	if len(volumes) > 0 {
+		spec["volumes"] = volumes
 	}
 	var annotation any // nil removes the annotation
 	if len(orig) > 0 {
@@ -329,9 +345,9 @@ func (p *Patch) rebase(h *resource.Helper) error {
 		return errChanged
 	}
 	for _, c := range p.Changes {
-		now, err := fresh.Containers([]string{c.Container.Name})
-		if err != nil || now[0].Image != c.Container.Image || now[0].PullPolicy != c.Container.PullPolicy || now[0].Init != c.Container.Init ||
-			!slices.Equal(now[0].Command, c.Container.Command) {
+		now, ok := fresh.find(c.Container)
+		if !ok || now.Image != c.Container.Image || now.PullPolicy != c.Container.PullPolicy ||
+			!slices.Equal(now.Command, c.Container.Command) {
 			return errChanged
 		}
 	}

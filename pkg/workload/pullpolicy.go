@@ -7,18 +7,20 @@ import "fmt"
 type PullPolicyPlan struct {
 	Workload *Workload
 	Policy   string
-	// Containers are the chosen containers as the template has them now, in template order.
+	// Containers are the chosen containers and image volumes as the template has them now, in
+	// template order.
 	Containers []Container
 	// Changes are those of Containers whose policy is not Policy yet.
 	Changes []Change
 }
 
-// PlanPullPolicy decides which of the named containers (all when names is empty) get policy.
+// PlanPullPolicy decides which of the named containers and image volumes (Images: all when
+// neither is named) get policy.
 // It refuses, before anything changes: a Pod whose policy would change (the API server keeps
 // a Pod's imagePullPolicy as it was created), a kind whose pods a template change does not
 // replace, and a record livesync cannot read (see Originals).
-func PlanPullPolicy(w *Workload, names []string, policy string) (*PullPolicyPlan, error) {
-	cs, err := w.Containers(names)
+func PlanPullPolicy(w *Workload, containers, volumes []string, policy string) (*PullPolicyPlan, error) {
+	cs, err := w.Images(containers, volumes)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 
 func TestPlanPullPolicy(t *testing.T) {
 	w := mustWorkload(t, testDeployment())
-	p, err := PlanPullPolicy(w, nil, "Always")
+	p, err := PlanPullPolicy(w, nil, nil, "Always")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestPlanPullPolicy(t *testing.T) {
 	}
 
 	// No-op: nothing to patch.
-	p, err = PlanPullPolicy(w, []string{"sidecar"}, "Always")
+	p, err = PlanPullPolicy(w, []string{"sidecar"}, nil, "Always")
 	if err != nil || len(p.Changes) != 0 {
 		t.Fatalf("no-op plan = %+v, %v", p, err)
 	}
@@ -55,22 +55,22 @@ func TestPlanPullPolicyRefuses(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "y:1", ImagePullPolicy: corev1.PullIfNotPresent}}},
 	})
-	if _, err := PlanPullPolicy(pod, nil, "Always"); err == nil || err.Error() != "pod/p: a Pod's imagePullPolicy cannot be changed while it exists: change the workload that owns it (e.g. its Deployment)" {
+	if _, err := PlanPullPolicy(pod, nil, nil, "Always"); err == nil || err.Error() != "pod/p: a Pod's imagePullPolicy cannot be changed while it exists: change the workload that owns it (e.g. its Deployment)" {
 		t.Errorf("pod: %v", err)
 	}
 	// What would change nothing is no change to refuse.
-	if p, err := PlanPullPolicy(pod, nil, "IfNotPresent"); err != nil || len(p.Changes) != 0 {
+	if p, err := PlanPullPolicy(pod, nil, nil, "IfNotPresent"); err != nil || len(p.Changes) != 0 {
 		t.Errorf("pod, same policy: %+v, %v", p, err)
 	}
 	rs := mustWorkloadOf(t, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "r"}, Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{}}})
-	if _, err := PlanPullPolicy(rs, nil, "Always"); err == nil || !strings.Contains(err.Error(), "a ReplicaSet does not replace its pods") {
+	if _, err := PlanPullPolicy(rs, nil, nil, "Always"); err == nil || !strings.Contains(err.Error(), "a ReplicaSet does not replace its pods") {
 		t.Errorf("replicaset: %v", err)
 	}
 	bad := mustWorkload(t, annotated("null", nil))
-	if _, err := PlanPullPolicy(bad, nil, "Always"); !errors.Is(err, ErrBadOriginal) {
+	if _, err := PlanPullPolicy(bad, nil, nil, "Always"); !errors.Is(err, ErrBadOriginal) {
 		t.Errorf("malformed record: %v", err)
 	}
-	if _, err := PlanPullPolicy(mustWorkload(t, testDeployment()), []string{"nope"}, "Always"); err == nil || !strings.Contains(err.Error(), `container "nope" not found`) {
+	if _, err := PlanPullPolicy(mustWorkload(t, testDeployment()), []string{"nope"}, nil, "Always"); err == nil || !strings.Contains(err.Error(), `container "nope" not found`) {
 		t.Errorf("missing container: %v", err)
 	}
 }

@@ -45,18 +45,18 @@ func PlanRestore(w *Workload, force bool) (*RestorePlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	all, err := w.Containers(nil)
+	all, err := w.Images(nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	p := &RestorePlan{Workload: w}
 	seen := map[string]bool{}
 	for _, c := range all {
-		o, ok := orig[c.Name]
+		o, ok := orig[c.Key()]
 		if !ok {
 			continue
 		}
-		seen[c.Name] = true
+		seen[c.Key()] = true
 		p.Steps = append(p.Steps, planStep(c, o, force))
 	}
 	for name := range orig {
@@ -64,7 +64,7 @@ func PlanRestore(w *Workload, force bool) (*RestorePlan, error) {
 			p.Gone = append(p.Gone, name)
 		}
 	}
-	sort.Slice(p.Steps, func(i, j int) bool { return p.Steps[i].Container.Name < p.Steps[j].Container.Name })
+	sort.Slice(p.Steps, func(i, j int) bool { return p.Steps[i].Container.Key() < p.Steps[j].Container.Key() })
 	sort.Strings(p.Gone)
 	return p, nil
 }
@@ -150,7 +150,7 @@ func (p *RestorePlan) Kept() Originals {
 	out := Originals{}
 	for _, s := range p.Steps {
 		if s.Skipped {
-			out[s.Container.Name] = s.Original
+			out[s.Container.Key()] = s.Original
 		}
 	}
 	return out

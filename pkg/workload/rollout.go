@@ -141,7 +141,7 @@ func PodTargets(ctx context.Context, client kubernetes.Interface, w *Workload, c
 	}
 	var out []PodTarget
 	for _, ch := range changes {
-		if ch.Image != "" && ch.Image != ch.Container.Image {
+		if ch.Image != "" && ch.Image != ch.Container.Image && !ch.Container.Volume {
 			c := ch.Container
 			out = append(out, PodTarget{Container: c.Name, Init: c.Init, Digest: digests[c.Name], WantRunning: !c.Init})
 		}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -55,15 +56,48 @@ type Workload struct {
 // Ref returns the kubectl-style reference, e.g. "deployment/web".
 func (w *Workload) Ref() string { return strings.ToLower(w.Kind) + "/" + w.Name }
 
-// Container is one container of a workload's pod template.
+// Container is one image of a workload's pod template: a container, or an image volume
+// (spec.volumes[].image) when Volume is set. Inspect, refresh, pull-policy and restore treat
+// both through this one type: an image volume has an image (its reference) and a pull policy
+// like a container, and nothing else of one.
 type Container struct {
 	Name       string
 	Init       bool
+	Volume     bool
 	Image      string
 	PullPolicy string
 	// Command and Args are the template's; nil when it sets none (the image's
 	// entrypoint and cmd run).
 	Command, Args []string
+}
+
+// volumeKeyPrefix marks an image volume's record in the OriginalAnnotation. Container names are
+// DNS labels, so a key with a "/" is never a container's.
+const volumeKeyPrefix = "volume/"
+
+// Key names the container's record in the OriginalAnnotation: its name, or "volume/NAME" for an
+// image volume (which may share a name with a container).
+func (c Container) Key() string {
+	if c.Volume {
+		return volumeKeyPrefix + c.Name
+	}
+	return c.Name
+}
+
+// Label names the container for messages: `container "app"`, `image volume "data"`.
+func (c Container) Label() string {
+	if c.Volume {
+		return fmt.Sprintf("image volume %q", c.Name)
+	}
+	return fmt.Sprintf("container %q", c.Name)
+}
+
+// LabelOfKey names, for messages, the container or image volume a record key (Key) belongs to.
+func LabelOfKey(key string) string {
+	if name, ok := strings.CutPrefix(key, volumeKeyPrefix); ok {
+		return Container{Name: name, Volume: true}.Label()
+	}
+	return Container{Name: key}.Label()
 }
 
 func errNoPodTemplate(kind string) error {
@@ -153,6 +187,73 @@ func (w *Workload) Containers(names []string) ([]Container, error) {
 	return out, nil
 }
 
+// ImageVolumes returns the template's image volumes (spec.volumes[].image), all of them when
+// names is empty, else the named ones; a name that is not an image volume is an error listing
+// those that exist.
+func (w *Workload) ImageVolumes(names []string) ([]Container, error) {
+	var all []Container
+	for _, v := range w.Spec.Volumes {
+		if v.Image != nil {
+			all = append(all, Container{Name: v.Name, Volume: true, Image: v.Image.Reference, PullPolicy: string(v.Image.PullPolicy)})
+		}
+	}
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []Container
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		i := slices.IndexFunc(all, func(c Container) bool { return c.Name == n })
+		if i < 0 {
+			has := "none"
+			if len(all) > 0 {
+				has = containerNames(all)
+			}
+			return nil, fmt.Errorf("image volume %q not found in %s: its image volumes: %s", n, w.Ref(), has)
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// Images returns the images the selectors choose: with neither containers nor volumes named,
+// every container (init ones first) and every image volume; else the named containers and
+// the named image volumes.
+func (w *Workload) Images(containers, volumes []string) ([]Container, error) {
+	var cs, vs []Container
+	var err error
+	if len(containers) > 0 || len(volumes) == 0 {
+		if cs, err = w.Containers(containers); err != nil {
+			return nil, err
+		}
+	}
+	if len(volumes) > 0 || len(containers) == 0 {
+		if vs, err = w.ImageVolumes(volumes); err != nil {
+			return nil, err
+		}
+	}
+	return append(cs, vs...), nil
+}
+
+// find returns the template's current state of c (container or image volume), if it still has it.
+func (w *Workload) find(c Container) (Container, bool) {
+	var all []Container
+	if c.Volume {
+		all, _ = w.ImageVolumes(nil)
+	} else {
+		all, _ = w.Containers(nil)
+	}
+	i := slices.IndexFunc(all, func(x Container) bool { return x.Name == c.Name && x.Init == c.Init })
+	if i < 0 {
+		return Container{}, false
+	}
+	return all[i], true
+}
+
 func containerNames(cs []Container) string {
 	var names []string
 	for _, c := range cs {
@@ -200,6 +301,24 @@ func (w *Workload) PullSecrets() []string {
 	var out []string
 	for _, s := range w.Spec.ImagePullSecrets {
 		out = append(out, s.Name)
+	}
+	return out
+}
+
+// AllPullSecrets returns the secrets the workload's pods pull with: the template's
+// imagePullSecrets, then its service account's (the admission plugin copies those into every
+// pod). Reading the service account is optional (docs/rbac.yaml): when it fails, only the
+// template's are known.
+func (w *Workload) AllPullSecrets(ctx context.Context, client kubernetes.Interface) []string {
+	out := w.PullSecrets()
+	sa, err := client.CoreV1().ServiceAccounts(w.Namespace).Get(ctx, w.ServiceAccount(), metav1.GetOptions{})
+	if err != nil {
+		return out
+	}
+	for _, s := range sa.ImagePullSecrets {
+		if !slices.Contains(out, s.Name) {
+			out = append(out, s.Name)
+		}
 	}
 	return out
 }

@@ -194,3 +194,69 @@ func TestCanRollOut(t *testing.T) {
 		t.Error("a ReplicaSet template change does not roll out; want an error")
 	}
 }
+
+// TestImageVolumesPatchAndRestore: an image volume named like a container is a separate record
+// ("volume/app"); one patch pins the container and the volume together; restore puts back
+// exactly what changed, and an old annotation (container records only) still restores.
+func TestImageVolumesPatchAndRestore(t *testing.T) {
+	d := testDeployment()
+	d.Spec.Template.Spec.Volumes = []corev1.Volume{
+		{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "app", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "example.com/data:dev", PullPolicy: corev1.PullIfNotPresent}}},
+	}
+	w, _ := FromObject(d)
+	if _, err := w.ImageVolumes([]string{"cache"}); err == nil || !strings.Contains(err.Error(), `image volume "cache" not found in deployment/web: its image volumes: app`) {
+		t.Errorf("an emptyDir named as an image volume: %v", err)
+	}
+	if got, _ := w.Images([]string{"sidecar"}, nil); len(got) != 1 || got[0].Volume {
+		t.Errorf("Images(-c sidecar) = %+v, want the container only", got)
+	}
+	if got, _ := w.Images(nil, []string{"app"}); len(got) != 1 || !got[0].Volume || got[0].Key() != "volume/app" {
+		t.Errorf("Images(--volume app) = %+v, want the image volume only", got)
+	}
+	all, err := w.Images(nil, nil)
+	if err != nil || len(all) != 4 {
+		t.Fatalf("Images() = %+v, %v", all, err)
+	}
+	app, vol := all[1], all[3]
+	p, err := BuildPatch(w, []Change{{Container: app, Image: "example.com/app:dev@sha256:abc"}, {Container: vol, Image: "example.com/data:dev@sha256:def", PullPolicy: "Always"}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2 := applyPatch(t, d, p.Data)
+	vs := d2.Spec.Template.Spec.Volumes
+	if len(vs) != 2 || vs[0].EmptyDir == nil || vs[1].Image == nil || vs[1].Image.Reference != "example.com/data:dev@sha256:def" || vs[1].Image.PullPolicy != corev1.PullAlways ||
+		d2.Spec.Template.Spec.Containers[0].Image != "example.com/app:dev@sha256:abc" {
+		t.Fatalf("patched: volumes %+v containers %+v", vs, d2.Spec.Template.Spec.Containers)
+	}
+	w2, _ := FromObject(d2)
+	orig, err := w2.Originals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := orig["volume/app"]; o.Image != "example.com/data:dev" || o.PullPolicy != "IfNotPresent" || orig["app"].Image != "example.com/app:dev" {
+		t.Errorf("originals = %+v", orig)
+	}
+	plan, err := PlanRestore(w2, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p3, err := plan.Patch()
+	if err != nil || p3 == nil {
+		t.Fatalf("restore patch = %v, %v", p3, err)
+	}
+	if d3 := applyPatch(t, d2, p3.Data); !reflect.DeepEqual(d3.Spec, d.Spec) {
+		t.Errorf("restore did not return to the original spec:\n got %+v\nwant %+v", d3.Spec.Template.Spec, d.Spec.Template.Spec)
+	}
+
+	// A record written before image volumes existed names containers only, and restores them.
+	old := testDeployment()
+	old.Spec.Template.Spec.Volumes = d.Spec.Template.Spec.Volumes
+	old.Spec.Template.Spec.Containers[0].Image = "example.com/app:dev@sha256:abc"
+	old.Annotations = map[string]string{OriginalAnnotation: `{"app":{"image":"example.com/app:dev","imagePullPolicy":"IfNotPresent"}}`}
+	wo, _ := FromObject(old)
+	plan, err = PlanRestore(wo, false)
+	if err != nil || len(plan.Steps) != 1 || plan.Steps[0].Change.Image != "example.com/app:dev" || plan.Steps[0].Container.Volume {
+		t.Fatalf("old record: %+v, %v", plan, err)
+	}
+}
