@@ -393,6 +393,15 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 					// Sync-back's preconditions against the saved ancestor: a
 					// listed file the container changed in a way its stat did
 					// not show is left, a conflict, not replaced or deleted.
+					// A local edit of a file the container deleted goes up over
+					// nothing there (StartSend), not over the ancestor.
+					for rel, act := range decided {
+						if _, inL := l.entries[rel]; act == StartSend && !inL {
+							if a, ok := saved.Get(rel); ok && a.Type == TypeFile {
+								saved.DeleteTree(rel)
+							}
+						}
+					}
 					res, err = e.applyGuardedOn(tg, saved, i, m, p)
 				} else {
 					res, err = e.applyPlan(ctx, pe, tg.Target, m, p, compressInitial(l, p), pf)

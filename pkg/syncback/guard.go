@@ -164,11 +164,15 @@ func (r *Runner) checkDirs(v *filesync.Visit, st *state) error {
 	for n, u := range checks {
 		_, dir, ignored, ok := v.Mapping(u.Mapping)
 		anc, has, _ := v.Entry(u.Mapping, u.Rel)
-		if has && u.Ancestor.Type == remote.TypeFile && anc.Type == remote.TypeFile && anc.Sum != nil && u.Ancestor.Sum != nil && *anc.Sum == *u.Ancestor.Sum {
+		if u.Ancestor.Type == remote.TypeFile && (!has || anc.Type == remote.TypeFile && anc.Sum != nil && u.Ancestor.Sum != nil && *anc.Sum == *u.Ancestor.Sum) {
 			// A file the container deleted (see Changed): no side holds the
 			// ancestor any more. Forgotten, a local delete is done and a local
-			// edit goes up, checked against nothing being there.
-			v.Forget(u.Mapping, u.Rel)
+			// edit goes up, checked against nothing being there. (Not in the
+			// index at all: a start's upload, checked against the saved
+			// ancestor.)
+			if has {
+				v.Forget(u.Mapping, u.Rel)
+			}
 			if _, err := os.Lstat(u.Local); err == nil {
 				v.Replan(u.Mapping, u.Rel)
 			}

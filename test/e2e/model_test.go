@@ -32,7 +32,7 @@ import (
 
 var (
 	modelSteps = flag.Int("model.steps", 0, "TestModel: operations to run (default 120, or LIVESYNC_MODEL_STEPS)")
-	modelSeed  = flag.Uint64("model.seed", 0, "TestModel: the seed to replay (default random, or LIVESYNC_MODEL_SEED)")
+	modelSeed  = flag.Uint64("model.seed", 0, "TestModel: the seed to replay (default the fixed seeds 4 and 99; LIVESYNC_MODEL_SEED=N or random)")
 )
 
 // defaultModelSteps bounds the run of `make test`: about 80 s of operations on the local
@@ -88,17 +88,27 @@ func TestModel(t *testing.T) {
 	if steps == 0 {
 		steps = defaultModelSteps
 	}
-	seed := *modelSeed
-	if v := os.Getenv("LIVESYNC_MODEL_SEED"); seed == 0 && v != "" {
+	// make test runs fixed seeds, so that a run is the same sequence every time (one on
+	// busybox with --sync-back-deletes, one on GNU without); LIVESYNC_MODEL_SEED=random
+	// draws one, a number replays it.
+	seeds := []uint64{4, 99}
+	if *modelSeed != 0 {
+		seeds = []uint64{*modelSeed}
+	} else if v := os.Getenv("LIVESYNC_MODEL_SEED"); v == "random" {
+		seeds = []uint64{rand.Uint64()}
+	} else if v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("LIVESYNC_MODEL_SEED=%q: want a number", v)
+		if err != nil || n == 0 {
+			t.Fatalf("LIVESYNC_MODEL_SEED=%q: want a number, or random", v)
 		}
-		seed = n
+		seeds = []uint64{n}
 	}
-	if seed == 0 {
-		seed = rand.Uint64()
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runModel(t, seed, steps) })
 	}
+}
+
+func runModel(t *testing.T, seed uint64, steps int) {
 	m := &model{t: t, seed: seed, steps: steps, rng: rand.New(rand.NewPCG(seed, 0x6d6f64656c)), state: map[string]pair{},
 		keepGoing: os.Getenv("LIVESYNC_MODEL_KEEP_GOING") == "1"}
 	t.Cleanup(func() {
