@@ -90,16 +90,27 @@ func newLineWaiter() *lineWaiter {
 
 func (l *lineWaiter) Write(b []byte) (int, error) { return l.w.Write(b) }
 
-// next returns the next line containing want, skipping others.
+// next returns the next line containing want, skipping others. A line
+// that never comes fails the test with the lines skipped (a bound for a
+// lost line, not a timing assertion: the supervisor answers in milliseconds).
 func (l *lineWaiter) next(t *testing.T, want string) string {
 	t.Helper()
-	for line := range l.lines {
-		if strings.Contains(line, want) {
-			return line
+	var skipped []string
+	deadline := time.After(2 * time.Minute)
+	for {
+		select {
+		case line, ok := <-l.lines:
+			if !ok {
+				t.Fatalf("output ended before a line with %q; skipped %q", want, skipped)
+			}
+			if strings.Contains(line, want) {
+				return line
+			}
+			skipped = append(skipped, line)
+		case <-deadline:
+			t.Fatalf("no line with %q in 2m; skipped %q", want, skipped)
 		}
 	}
-	t.Fatalf("output ended before a line with %q", want)
-	return ""
 }
 
 // TestSupervisor runs scripts/supervisor.sh on this machine around a child
