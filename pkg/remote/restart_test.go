@@ -134,15 +134,16 @@ func TestSupervisor(t *testing.T) {
 			defer cancel()
 			ended := make(chan error, 1)
 			go func() { ended <- ex.Run(ctx, cmd, nil, io.Discard, stderr) }()
+			// The read end stays open for the whole test (O_RDWR: the open never
+			// waits for a writer, and the read never sees EOF between children).
+			// Reopened after each child's EOF, a new child's line written before
+			// the reader's Close was dropped with the pipe's buffer when the Close
+			// left the FIFO with neither end open: the test then waited forever.
+			f, err := os.OpenFile(fifo, os.O_RDWR, 0)
+			must(t, err)
 			started := newLineWaiter()
-			go func() {
-				f, err := os.Open(fifo) // blocks until a child opens it to write
-				for err == nil {
-					_, _ = io.Copy(started, f)
-					_ = f.Close()
-					f, err = os.Open(fifo)
-				}
-			}()
+			go func() { _, _ = io.Copy(started, f) }()
+			defer f.Close()
 			started.next(t, "started v1")
 
 			restart := func(want string) Restarted {
