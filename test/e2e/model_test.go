@@ -104,7 +104,7 @@ func TestModel(t *testing.T) {
 		seeds = []uint64{n}
 	}
 	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runModel(t, seed, steps) })
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { runModel(t, seed, steps) })
 	}
 }
 
