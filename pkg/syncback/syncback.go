@@ -142,7 +142,7 @@ type Runner struct {
 	source    *filesync.Target
 	states    map[string]*state          // by target and container ID
 	conflicts map[string]conflicted      // see Expect
-	dirChecks map[string]filesync.Upload // by conflictKey: directory deletes a pass looks at (see Changed)
+	dirChecks map[string]filesync.Upload // by conflictKey: directory deletes, and files the container deleted, a pass looks at (see Changed)
 	allow     map[string]allowance       // by conflictKey: what such a pass found (see checkDirs)
 	onSync    map[string]bool            // by target and container ID: an on-sync run ended (see OnSyncRan)
 
