@@ -163,6 +163,14 @@ func (w *Workload) Containers(names []string) ([]Container, error) {
 	for _, c := range w.Spec.Containers {
 		all = append(all, Container{Name: c.Name, Image: c.Image, PullPolicy: string(c.ImagePullPolicy), Command: c.Command, Args: c.Args})
 	}
+	return pick(all, names, func(n string) error {
+		return fmt.Errorf("container %q not found in %s: it has %s", n, w.Ref(), containerNames(all))
+	})
+}
+
+// pick returns all when names is empty, else the entries of all named, each name once, in
+// the order named; a name that matches none is notFound's error.
+func pick(all []Container, names []string, notFound func(name string) error) ([]Container, error) {
 	if len(names) == 0 {
 		return all, nil
 	}
@@ -181,7 +189,7 @@ func (w *Workload) Containers(names []string) ([]Container, error) {
 			}
 		}
 		if !found {
-			return nil, fmt.Errorf("container %q not found in %s: it has %s", n, w.Ref(), containerNames(all))
+			return nil, notFound(n)
 		}
 	}
 	return out, nil
@@ -197,27 +205,13 @@ func (w *Workload) ImageVolumes(names []string) ([]Container, error) {
 			all = append(all, Container{Name: v.Name, Volume: true, Image: v.Image.Reference, PullPolicy: string(v.Image.PullPolicy)})
 		}
 	}
-	if len(names) == 0 {
-		return all, nil
-	}
-	var out []Container
-	seen := map[string]bool{}
-	for _, n := range names {
-		if seen[n] {
-			continue
+	return pick(all, names, func(n string) error {
+		has := "none"
+		if len(all) > 0 {
+			has = containerNames(all)
 		}
-		seen[n] = true
-		i := slices.IndexFunc(all, func(c Container) bool { return c.Name == n })
-		if i < 0 {
-			has := "none"
-			if len(all) > 0 {
-				has = containerNames(all)
-			}
-			return nil, fmt.Errorf("image volume %q not found in %s: its image volumes: %s", n, w.Ref(), has)
-		}
-		out = append(out, all[i])
-	}
-	return out, nil
+		return fmt.Errorf("image volume %q not found in %s: its image volumes: %s", n, w.Ref(), has)
+	})
 }
 
 // Images returns the images the selectors choose: with neither containers nor volumes named,
