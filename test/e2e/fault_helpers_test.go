@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -410,89 +409,6 @@ func (c *localCluster) outage(t *testing.T, name string, pid int) {
 	waitFor(t, fmt.Sprintf("%s (pid %d) to exit", name, pid), 30*time.Second, func() (bool, error) {
 		return exited(pid), nil
 	})
-}
-
-// --- in-container tar freezing ---------------------------------------------------------------------
-
-// freezeScript stops (SIGSTOP) the first tar that extracts in the container and prints its pid;
-// $1 bounds how long it looks, in seconds. livesync's apply runs `tar -x…`; nothing else in the
-// app image runs a tar whose arguments hold an x. busybox ps shows "{exe} tar -x…" when the
-// process name differs from argv[0] (busybox sh running its own applet).
-const freezeScript = `echo "ready $$"
-end=$(($(date +%s) + $1))
-while [ "$(date +%s)" -lt "$end" ]; do
-  ps -o pid,args | { while read -r pid cmd args; do
-    case "$cmd" in "{"*"}") set -- $args; cmd=${1:-}; shift; args="$*" ;; esac
-    [ "$cmd" = tar ] || continue
-    case "$args" in -*x*) kill -STOP "$pid" && echo "frozen $pid" && exit 3 ;; esac
-  done; exit 0; }
-  [ $? -ne 3 ] || exit 0
-done
-echo "no extracting tar within $1s" >&2
-exit 1
-`
-
-// freezer runs freezeScript in a container through kubectl exec.
-type freezer struct {
-	cmd    *exec.Cmd
-	pid    string // of the script in the container
-	lines  chan string
-	stderr bytes.Buffer
-	cancel context.CancelFunc
-}
-
-// startFreezer starts freezeScript in pod and waits until it looks.
-func startFreezer(t *testing.T, ns, pod string) *freezer {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	f := &freezer{lines: make(chan string, 4), cancel: cancel}
-	f.cmd = exec.CommandContext(ctx, e.kubectl, "--kubeconfig", e.kubeconfig, "-n", ns, "exec", pod, "-c", "app", "--",
-		"sh", "-c", freezeScript, "freeze", "150")
-	f.cmd.Stderr = &f.stderr
-	out, err := f.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.cmd.Start(); err != nil {
-		t.Fatalf("starting the tar freezer in %s: %v", pod, err)
-	}
-	t.Cleanup(func() {
-		// Ending kubectl exec leaves the script running in the container, where it would
-		// freeze a later tar: kill it there first.
-		if f.pid != "" {
-			kexec(t, ns, pod, "kill", "-KILL", f.pid)
-		}
-		f.stop()
-	})
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			f.lines <- sc.Text()
-		}
-		close(f.lines)
-	}()
-	l, _ := f.next(30 * time.Second)
-	pid, ready := strings.CutPrefix(l, "ready ")
-	if !ready {
-		t.Fatalf("the tar freezer in %s did not start (%q): %s", pod, l, f.stderr.String())
-	}
-	f.pid = pid
-	return f
-}
-
-// next returns the freezer's next line; ok is false on timeout or when it ended.
-func (f *freezer) next(timeout time.Duration) (string, bool) {
-	select {
-	case l, ok := <-f.lines:
-		return l, ok
-	case <-time.After(timeout):
-		return "", false
-	}
-}
-
-func (f *freezer) stop() {
-	f.cancel()
-	_ = f.cmd.Wait()
 }
 
 // --- inotify ---------------------------------------------------------------------------------------

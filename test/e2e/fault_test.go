@@ -192,7 +192,7 @@ func TestFault(t *testing.T) {
 // fault is one fault of the suite.
 type fault struct {
 	name    string
-	cluster bool // kills daemons of hack/localcluster's cluster
+	cluster bool // kills daemons of hack/localcluster's cluster, or stops processes on its node
 	// can says why the fault cannot run on this machine; "" when it can.
 	can func() string
 	// timeout bounds the recovery; default faultTimeout.
@@ -303,37 +303,22 @@ func faultList() []fault {
 		}},
 		// The exec deadline scales with what the exec carries (5 MB here), then the target's
 		// retry waits out its backoff: more time than the other faults need.
-		{name: "tar-frozen", timeout: 3 * time.Minute, run: func(f *faultRun) {
+		{name: "tar-frozen", cluster: true, timeout: 3 * time.Minute, run: func(f *faultRun) {
 			t := f.t
 			p := f.pod()
 			f.firstHalf()
-			fz := startFreezer(t, f.ns, p.Name)
-			// A 5 MB file keeps tar busy long enough to be caught; should the freezer miss it,
-			// the next one.
-			pid := ""
-			for try := 0; try < 3 && pid == ""; try++ {
-				f.g.beginBurst()
-				if !f.g.do(func() string { return f.g.createSized(maxFileBytes) }) {
-					f.fatalf("the generator could not create a file")
-				}
-				if l, ok := fz.next(20 * time.Second); ok {
-					pid = strings.TrimPrefix(l, "frozen ")
-				}
+			fz := startTarFreezer(t, f.ns, p.Name, faultRemote)
+			f.g.beginBurst()
+			if !f.g.do(func() string { return f.g.createSized(maxFileBytes) }) {
+				f.fatalf("the generator could not create a file")
 			}
-			if pid == "" {
-				f.fatalf("no tar extracting in pod %s to freeze: %s", p.Name, fz.stderr.String())
+			pid, ok := fz.next(20 * time.Second)
+			if !ok {
+				f.fatalf("no tar extracting in pod %s to freeze: %s", p.Name, fz.why())
 			}
+			t.Cleanup(func() { killFrozen(t, pid) })
 			f.inject()
-			t.Logf("tar (pid %s) frozen in pod %s", pid, p.Name)
-			t.Cleanup(func() {
-				// Nothing may stay stopped: kill the tar (its exec has long been given up) and
-				// wait until it is gone.
-				kexec(t, f.ns, p.Name, "kill", "-KILL", pid)
-				waitFor(t, "the frozen tar (pid "+pid+") in pod "+p.Name+" to go", 30*time.Second, func() (bool, error) {
-					r := kexec(t, f.ns, p.Name, "sh", "-c", `! [ -e /proc/$1 ] || grep -q "^State:.*Z" /proc/$1/status`, "sh", pid)
-					return r.code == 0, nil
-				})
-			})
+			t.Logf("tar (pid %d on the node) frozen in pod %s", pid, p.Name)
 			f.secondHalf()
 		}},
 		{name: "kubelet-kill", cluster: true, run: func(f *faultRun) {
@@ -372,7 +357,7 @@ func faultList() []fault {
 			if err != nil {
 				f.fatalf("%v", err)
 			}
-			fz := startFreezer(t, f.ns, p.Name)
+			fz := startTarFreezer(t, f.ns, p.Name, faultRemote)
 			// The delete runs before the tar of its batch (or in a batch of its own before it);
 			// the tar of a 5 MB file is frozen, so its ack never comes.
 			b := filepath.Join(filepath.Dir(a), "outage-"+strconv.Itoa(f.g.rng.IntN(1e6))+".bin")
@@ -382,14 +367,11 @@ func faultList() []fault {
 			if err := os.WriteFile(b, f.g.content(maxFileBytes), 0o644); err != nil {
 				f.fatalf("%v", err)
 			}
-			l, ok := fz.next(20 * time.Second)
+			tarPid, ok := fz.next(20 * time.Second)
 			if !ok {
-				f.fatalf("no tar extracting in pod %s to freeze: %s", p.Name, fz.stderr.String())
+				f.fatalf("no tar extracting in pod %s to freeze: %s", p.Name, fz.why())
 			}
-			tarPid := strings.TrimPrefix(l, "frozen ")
-			t.Cleanup(func() {
-				kexec(t, f.ns, p.Name, "kill", "-KILL", tarPid)
-			})
+			t.Cleanup(func() { killFrozen(t, tarPid) })
 			f.inject()
 			f.lc.outage(t, "kube-apiserver", pid)
 			// The revert, while no try can reach the container: the file is back as it was
@@ -410,7 +392,7 @@ func faultList() []fault {
 			if !poll(30*time.Second, func() bool { return len(f.s.Events()) > n }) {
 				f.fatalf("the session said nothing about the revert:\n%s", f.s.Dump())
 			}
-			t.Logf("%s deleted and %s written in one burst, tar %s frozen in pod %s, kube-apiserver killed, both reverted",
+			t.Logf("%s deleted and %s written in one burst, tar %d frozen in pod %s, kube-apiserver killed, both reverted",
 				rel, filepath.Base(b), tarPid, p.Name)
 			if err := f.lc.restart("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"); err != nil {
 				f.fatalf("restarting kube-apiserver: %v", err)
