@@ -280,7 +280,7 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 			}
 		}
 		p, err := planWith(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty,
-			planOpts{kept: held.kept, again: held.again, early: tg.earlyNew[i]})
+			planOpts{kept: held.kept, again: held.again, early: tg.earlyNew[i], prior: tg.priorDeletes(i, e.clk.Now())})
 		if err != nil {
 			r.err = err
 			return r
@@ -288,9 +288,14 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 		tg.settleEarly(i, due[i], due[i].rescan || dirty)
 		e.hold(tg, i, p.Held)
 		e.warn(tg, p.Warnings)
+		deletes := 0
+		for _, d := range p.Deletes {
+			deletes += tg.idx[i].countTree(d)
+		}
 		if r.err = e.applyBatchPlan(tg, i, m, p, &r, &changed); r.err != nil {
 			return r
 		}
+		tg.ranDeletes(i, e.clk.Now(), deletes)
 	}
 	r.names = changed[:min(len(changed), 5)]
 	if len(changed) > 0 {

@@ -47,6 +47,11 @@ type Hold struct {
 // has the old entry there (a symlink tar would write through, a file in the
 // way of a directory).
 //
+// total counts what a delete burst already deleted (pl.prior, see
+// deleteBurst) with what the target holds, and the deletes are judged with
+// them: a delete cut into several batches (rm -rf under load, a slow
+// remover) is held as it would be in one.
+//
 // pl.released lifts the mass-delete verdict for a plan whose deletes are all
 // at or under it: the user let exactly those through (see Engine.Release).
 func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string) {
@@ -61,8 +66,11 @@ func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string
 	}
 	reason, hint := pl.rootProblem(total)
 	same, mass := reason, false
-	if reason == "" && !pl.m.allowMassDelete && !released && n > massDeleteMin && 2*n > total {
+	if burst := n + pl.prior; reason == "" && !pl.m.allowMassDelete && !released && burst > massDeleteMin && 2*burst > total {
 		reason = fmt.Sprintf("more than half of the %d entries the container has", total)
+		if pl.prior > 0 {
+			reason = fmt.Sprintf("with the %d deleted just before, more than half of the %d entries the container had", pl.prior, total)
+		}
 		hint = "if that is intended, " + allow
 		sum := sha256.Sum256([]byte(strings.Join(p.Deletes, "\x00")))
 		same, mass = string(sum[:]), true
@@ -191,4 +199,48 @@ func commonRel(rels []string) string {
 		}
 	}
 	return c
+}
+
+// deleteBurstGap is how long after a batch's deletes the next batch's count
+// with them (see deleteBurst): longer than a batch's cap, so that a remover
+// that never pauses is one burst, and short enough that deletes a user makes
+// one after the other are judged each on its own.
+const deleteBurstGap = 2 * time.Second
+
+// deleteBurst is the deletes a target ran for a mapping in batches that
+// followed each other by less than deleteBurstGap: the guard counts them
+// with the next batch's, so that how the watcher cut an rm -rf into batches
+// does not decide whether it is held. What a burst deleted before the guard
+// held it is gone (at most massDeleteMin entries, or half the mapping);
+// the rest is held and asked about as one set.
+type deleteBurst struct {
+	last    time.Time // when the last of its deletes ran
+	entries int       // the entries its deletes removed
+}
+
+// priorDeletes is what mapping i's delete burst under way in tg already
+// deleted, or 0 when the last deletes ran deleteBurstGap or more ago.
+func (tg *target) priorDeletes(i int, now time.Time) int {
+	b := tg.deleted[i]
+	if b == nil || now.Sub(b.last) >= deleteBurstGap {
+		return 0
+	}
+	return b.entries
+}
+
+// ranDeletes adds entries that mapping i's batch deleted in tg to its burst
+// (a new one after a gap).
+func (tg *target) ranDeletes(i int, now time.Time, entries int) {
+	if entries == 0 {
+		return
+	}
+	if tg.deleted == nil {
+		tg.deleted = map[int]*deleteBurst{}
+	}
+	b := tg.deleted[i]
+	if b == nil || now.Sub(b.last) >= deleteBurstGap {
+		b = &deleteBurst{}
+		tg.deleted[i] = b
+	}
+	b.last, b.entries = now, b.entries+entries
 }

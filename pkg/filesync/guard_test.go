@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 )
 
 // eventsOf returns the events of type T reported so far.
@@ -184,5 +186,63 @@ func TestEngineOnceHoldsMassDeletes(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(remote, "old")); err != nil {
 		t.Errorf("old/: %v", err)
+	}
+}
+
+// An rm -rf the watcher cut into two batches is judged as one delete: the
+// first batch's 30 entries go (no batch may hold fewer than the guard's
+// floor), the rest is held, although 31 entries alone are no mass delete.
+// The same two deletes further apart than deleteBurstGap are two decisions.
+func TestEngineHoldsMassDeleteCutIntoBatches(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		gap  time.Duration
+		held bool
+	}{
+		{name: "one burst", held: true},
+		{name: "two deletes", gap: deleteBurstGap},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newEngineFixture(t, Config{})
+			for i := range 60 {
+				writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "g"})
+			}
+			f.e.AddTarget(podTarget("web-1"))
+			f.run(t)
+			wait[InitialSync](t, f.rec)
+			gen := filepath.Join(f.local, "gen")
+			for i := range 30 {
+				must(t, os.Remove(filepath.Join(gen, fmt.Sprintf("f%03d", i))))
+			}
+			// The removals as the watcher reports them, one change each, in one batch.
+			for i := range 29 {
+				f.changes <- coalesce.Change{Root: f.local, Path: filepath.Join(gen, fmt.Sprintf("f%03d", i))}
+			}
+			b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(gen, "f029")}, 1)
+			if b.Deleted != 30 || len(eventsOf[Held](f.rec)) != 0 {
+				t.Fatalf("first half: batch %+v, held %+v", b, eventsOf[Held](f.rec))
+			}
+			f.fc.Step(tt.gap)
+			must(t, os.RemoveAll(gen))
+			// Other timers may wait on the clock now: the batch's is one more.
+			waiting := f.fc.Waiters()
+			for i := 30; i < 60; i++ {
+				f.changes <- coalesce.Change{Root: f.local, Path: filepath.Join(gen, fmt.Sprintf("f%03d", i))}
+			}
+			f.changes <- coalesce.Change{Root: f.local, Path: gen}
+			testwait.Waiters(t, f.fc, waiting+1)
+			f.fc.Step(coalesce.DefaultCap) // the batch after a batch may wait longer than DefaultQuiet
+			b = wait[Batch](t, f.rec)
+			_, err := os.Stat(filepath.Join(f.remote("web-1"), "gen", "f059"))
+			held := eventsOf[Held](f.rec)
+			if tt.held {
+				if len(held) != 1 || held[0].Deleted != 31 || !strings.Contains(held[0].Reason, "with the 30 deleted just before") || err != nil || b.Deleted != 0 {
+					t.Fatalf("second half: held %+v, remote gen/f059: %v, batch %+v", held, err, b)
+				}
+			} else if len(held) != 0 || err == nil || b.Deleted != 1 {
+				t.Fatalf("second half: held %+v, remote gen/f059: %v, batch %+v", held, err, b)
+			}
+			assertClean(t, f, "web-1")
+		})
 	}
 }

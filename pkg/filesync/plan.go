@@ -75,6 +75,8 @@ type planner struct {
 	deepUnder map[string]bool
 	// released lifts the mass-delete verdict for deletes at or under it (see guard).
 	released map[string]bool
+	// prior: entries the delete burst under way already deleted (see planOpts).
+	prior int
 	// err stops the plan: the root's type no longer fits the mapping.
 	err error
 }
@@ -114,6 +116,9 @@ type planOpts struct {
 	// and writes 60 under lib/ is held as one batch but runs when a peek sent
 	// lib/ first.
 	early map[string]bool
+	// prior is how many entries the delete burst under way already deleted
+	// (see deleteBurst): the guard judges the burst, not the batch.
+	prior int
 }
 
 // planWith is plan in a target, with what it holds and sent ahead (see
@@ -121,6 +126,7 @@ type planOpts struct {
 func planWith(m *mapping, idx *Index, hints []string, rescan bool, o planOpts) (*Plan, error) {
 	pl := newPlanner(m, idx)
 	pl.released = o.released
+	pl.prior = o.prior
 	if len(o.again) > 0 {
 		pl.deepUnder = map[string]bool{}
 		for _, a := range o.again {
@@ -159,7 +165,7 @@ func planWith(m *mapping, idx *Index, hints []string, rescan bool, o planOpts) (
 		}
 		size = func(rel string) int { return idx.countTree(rel) - under[rel] }
 	}
-	pl.guard(p, total, size, "restart with --initial=mirror --allow-mass-delete")
+	pl.guard(p, total+o.prior, size, "restart with --initial=mirror --allow-mass-delete")
 	return p, nil
 }
 

@@ -55,6 +55,8 @@ type target struct {
 	// earlyNew is, per mapping, what copies ahead of their batch added to
 	// the index until that batch is planned (see planOpts).
 	earlyNew map[int]map[string]bool
+	// deleted is, per mapping, the delete burst under way (see deleteBurst).
+	deleted map[int]*deleteBurst
 	// relist is, per mapping, whether a failed apply left so much of the
 	// index stale that the container is listed before the next compare.
 	relist map[int]bool
