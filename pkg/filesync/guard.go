@@ -66,10 +66,15 @@ func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string
 	}
 	reason, hint := pl.rootProblem(total)
 	same, mass := reason, false
-	if burst := n + pl.prior; reason == "" && !pl.m.allowMassDelete && !released && burst > massDeleteMin && 2*burst > total {
+	prior := pl.prior
+	if len(p.Copies) > 0 {
+		prior = 0 // only a delete-only batch continues a burst (see deleteBurst)
+	}
+	total -= pl.prior - prior
+	if burst := n + prior; reason == "" && !pl.m.allowMassDelete && !released && burst > massDeleteMin && 2*burst > total {
 		reason = fmt.Sprintf("more than half of the %d entries the container has", total)
-		if pl.prior > 0 {
-			reason = fmt.Sprintf("with the %d deleted just before, more than half of the %d entries the container had", pl.prior, total)
+		if prior > 0 {
+			reason = fmt.Sprintf("with the %d deleted just before, more than half of the %d entries the container had", prior, total)
 		}
 		hint = "if that is intended, " + allow
 		sum := sha256.Sum256([]byte(strings.Join(p.Deletes, "\x00")))
@@ -207,14 +212,18 @@ func commonRel(rels []string) string {
 // one after the other are judged each on its own.
 const deleteBurstGap = 2 * time.Second
 
-// deleteBurst is the deletes a target ran for a mapping in batches that
-// followed each other by less than deleteBurstGap: the guard counts them
-// with the next batch's, so that how the watcher cut an rm -rf into batches
-// does not decide whether it is held. What a burst deleted before the guard
-// held it is gone (at most massDeleteMin entries, or half the mapping);
-// the rest is held and asked about as one set.
+// deleteBurst is the deletes a target ran for a mapping in delete-only
+// batches that followed each other by less than deleteBurstGap, as a remover
+// (rm -rf, find -delete, git clean) cut into batches makes them: the guard
+// counts them with the next delete-only batch's, so that how the watcher cut
+// it does not decide whether it is held, and a slow remover whose every
+// batch takes less than half of what is left is still held once the burst
+// passes the line. What a burst deleted before that is gone (at most
+// massDeleteMin entries, or half the mapping); the rest is held and asked
+// about. A batch that also copies (an edit, a rename, a branch switch) ends
+// the burst and is judged on its own, as before.
 type deleteBurst struct {
-	last    time.Time // when the last of its deletes ran
+	last    time.Time // when the last of its deletes ran or was held
 	entries int       // the entries its deletes removed
 }
 
@@ -228,10 +237,17 @@ func (tg *target) priorDeletes(i int, now time.Time) int {
 	return b.entries
 }
 
-// ranDeletes adds entries that mapping i's batch deleted in tg to its burst
-// (a new one after a gap).
-func (tg *target) ranDeletes(i int, now time.Time, entries int) {
-	if entries == 0 {
+// ranDeletes records a batch plan of mapping i in tg's delete burst: a
+// delete-only plan adds the entries its deletes removed (a new burst after
+// a gap), or keeps the burst going when the guard held it (held); a plan
+// that copies ends the burst. copies is what the plan copied, counted as
+// the guard saw it (before moves and patches were found).
+func (tg *target) ranDeletes(i int, now time.Time, copies, entries int, held bool) {
+	if copies > 0 {
+		delete(tg.deleted, i)
+		return
+	}
+	if entries == 0 && !held {
 		return
 	}
 	if tg.deleted == nil {

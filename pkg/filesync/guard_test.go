@@ -192,15 +192,19 @@ func TestEngineOnceHoldsMassDeletes(t *testing.T) {
 // An rm -rf the watcher cut into two batches is judged as one delete: the
 // first batch's 30 entries go (no batch may hold fewer than the guard's
 // floor), the rest is held, although 31 entries alone are no mass delete.
-// The same two deletes further apart than deleteBurstGap are two decisions.
+// The same two deletes further apart than deleteBurstGap are two decisions,
+// and so is a second batch that also copies (an edit saved meanwhile): only
+// delete-only batches, as a remover makes them, continue a burst.
 func TestEngineHoldsMassDeleteCutIntoBatches(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		gap  time.Duration
+		edit bool
 		held bool
 	}{
 		{name: "one burst", held: true},
 		{name: "two deletes", gap: deleteBurstGap},
+		{name: "with an edit", edit: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newEngineFixture(t, Config{})
@@ -224,6 +228,10 @@ func TestEngineHoldsMassDeleteCutIntoBatches(t *testing.T) {
 			}
 			f.fc.Step(tt.gap)
 			must(t, os.RemoveAll(gen))
+			if tt.edit {
+				writeTree(t, f.local, map[string]string{"a": "edited"})
+				f.changes <- coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "a")}
+			}
 			// Other timers may wait on the clock now: the batch's is one more.
 			waiting := f.fc.Waiters()
 			for i := 30; i < 60; i++ {
@@ -239,7 +247,7 @@ func TestEngineHoldsMassDeleteCutIntoBatches(t *testing.T) {
 				if len(held) != 1 || held[0].Deleted != 31 || !strings.Contains(held[0].Reason, "with the 30 deleted just before") || err != nil || b.Deleted != 0 {
 					t.Fatalf("second half: held %+v, remote gen/f059: %v, batch %+v", held, err, b)
 				}
-			} else if len(held) != 0 || err == nil || b.Deleted != 1 {
+			} else if len(held) != 0 || err == nil || b.Deleted != 1 || tt.edit != (b.Changed == 1) {
 				t.Fatalf("second half: held %+v, remote gen/f059: %v, batch %+v", held, err, b)
 			}
 			assertClean(t, f, "web-1")

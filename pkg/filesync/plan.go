@@ -126,7 +126,6 @@ type planOpts struct {
 func planWith(m *mapping, idx *Index, hints []string, rescan bool, o planOpts) (*Plan, error) {
 	pl := newPlanner(m, idx)
 	pl.released = o.released
-	pl.prior = o.prior
 	if len(o.again) > 0 {
 		pl.deepUnder = map[string]bool{}
 		for _, a := range o.again {
@@ -165,6 +164,11 @@ func planWith(m *mapping, idx *Index, hints []string, rescan bool, o planOpts) (
 		}
 		size = func(rel string) int { return idx.countTree(rel) - under[rel] }
 	}
+	if len(o.early) > 0 {
+		// Its batch also added files (sent ahead): no remover's batch (see deleteBurst).
+		o.prior = 0
+	}
+	pl.prior = o.prior
 	pl.guard(p, total+o.prior, size, "restart with --initial=mirror --allow-mass-delete")
 	return p, nil
 }

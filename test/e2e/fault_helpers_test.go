@@ -604,6 +604,26 @@ func (g *fsGen) burst(n int) {
 	for range n {
 		g.step()
 	}
+	g.endBurst()
+}
+
+// endBurst ends a burst that took something away with a new file. The mass-delete guard counts
+// together the deletes of delete-only batches less than 2 s apart (a remover cut into batches),
+// and bursts follow each other faster than that; a batch that adds a file ends such a run, so
+// what the guard counts never spans two bursts, and staying under maxBurstRemoves per burst
+// still keeps every count under its first bound. The new file comes after every removal of the
+// burst, so its batch (or the one it shares with them) is planned after theirs.
+func (g *fsGen) endBurst() {
+	if g.removed == 0 {
+		return
+	}
+	for range 100 {
+		if d := g.createSized(1 + g.rng.IntN(4096)); d != "" {
+			g.done(d)
+			return
+		}
+	}
+	g.t.Fatalf("the generator could not create a file to end a burst")
 }
 
 // step does one random operation.

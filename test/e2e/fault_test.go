@@ -132,6 +132,7 @@ func TestFault(t *testing.T) {
 			}()
 			nerr := len(s.Events())
 			fl.run(fr)
+			g.endBurst()
 			err := conv(t, cmp.Or(fl.timeout, faultTimeout))
 			rec.SessionErrors = len(errorsSince(s, nerr))
 			if err != nil {
