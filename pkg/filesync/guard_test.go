@@ -218,11 +218,9 @@ func TestEngineHoldsMassDeleteCutIntoBatches(t *testing.T) {
 			for i := range 30 {
 				must(t, os.Remove(filepath.Join(gen, fmt.Sprintf("f%03d", i))))
 			}
-			// The removals as the watcher reports them, one change each, in one batch.
-			for i := range 29 {
-				f.changes <- coalesce.Change{Root: f.local, Path: filepath.Join(gen, fmt.Sprintf("f%03d", i))}
-			}
-			b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(gen, "f029")}, 1)
+			// One change per batch (a rescan: the plan walks the tree), so that the clock is stepped
+			// only once the coalescer armed its timer for all of it.
+			b := f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1)
 			if b.Deleted != 30 || len(eventsOf[Held](f.rec)) != 0 {
 				t.Fatalf("first half: batch %+v, held %+v", b, eventsOf[Held](f.rec))
 			}
@@ -230,14 +228,10 @@ func TestEngineHoldsMassDeleteCutIntoBatches(t *testing.T) {
 			must(t, os.RemoveAll(gen))
 			if tt.edit {
 				writeTree(t, f.local, map[string]string{"a": "edited"})
-				f.changes <- coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "a")}
 			}
 			// Other timers may wait on the clock now: the batch's is one more.
 			waiting := f.fc.Waiters()
-			for i := 30; i < 60; i++ {
-				f.changes <- coalesce.Change{Root: f.local, Path: filepath.Join(gen, fmt.Sprintf("f%03d", i))}
-			}
-			f.changes <- coalesce.Change{Root: f.local, Path: gen}
+			f.changes <- coalesce.Change{Root: f.local, Rescan: true}
 			testwait.Waiters(t, f.fc, waiting+1)
 			f.fc.Step(coalesce.DefaultCap) // the batch after a batch may wait longer than DefaultQuiet
 			b = wait[Batch](t, f.rec)
