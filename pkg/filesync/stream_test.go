@@ -201,12 +201,20 @@ func (k *killableLoops) Exec(ctx context.Context, t Target, argv []string, stdin
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
 		in := stdin
+		// Checked again once a read returns: armed while the loop's reader waited in Read, the
+		// next frame would otherwise go through whole (a small batch is one write) and the
+		// stream die only after its batch was applied.
 		stdin = readerFunc(func(p []byte) (int, error) {
 			if k.armed.CompareAndSwap(true, false) {
 				cancel()
 				return 0, io.ErrClosedPipe
 			}
-			return in.Read(p)
+			n, err := in.Read(p)
+			if n > 0 && k.armed.CompareAndSwap(true, false) {
+				cancel()
+				return 0, io.ErrClosedPipe
+			}
+			return n, err
 		})
 	}
 	return k.localExecutor.Exec(ctx, t, argv, stdin, stdout, stderr)
