@@ -12,6 +12,9 @@ type item struct {
 	path string // absolute, under the root as the user named it
 	eventFlags
 	checked bool // Skip was already consulted (walks do it themselves)
+	// recheck counts the writer checks of a path that said Writing without
+	// an event since (see recheckLater).
+	recheck uint8
 }
 
 type itemKind uint8
@@ -22,6 +25,7 @@ const (
 	kindRewalk                    // walk the new directory at path once more
 	kindRewatch                   // rebuild the root's notify watch
 	kindCheckRoot                 // is the root's watched directory still the one watched?
+	kindRecheck                   // key of a path's writer check to come (see recheckLater)
 )
 
 type itemKey struct {

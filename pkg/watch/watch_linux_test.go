@@ -368,3 +368,71 @@ func TestProgressOf(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterRecheckedAfterClose: a writer check that still finds a writer
+// (the kernel queues IN_CLOSE_WRITE before it drops the file's count of
+// writers) is made again soon, so the path does not wait as Writing for an
+// event that never comes. Here the writer is a descriptor opened through a
+// hard link outside the tree, so neither its open nor its close is an event
+// of the tree; a chmod is the one event, and its check finds the writer.
+// Before the recheck, f.txt was never Complete again.
+func TestWriterRecheckedAfterClose(t *testing.T) {
+	root := evalDir(t, t.TempDir())
+	outside := t.TempDir()
+	fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	be := notifyBackend()
+	be.clock = fc
+	w, err := newWatcher([]string{root}, Options{}, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	file := filepath.Join(root, "f.txt")
+	is := func(p Progress) func(Event) bool {
+		return func(ev Event) bool { return ev.Path == file && !ev.Rescan && ev.Progress == p }
+	}
+	writeFile(t, file, "one")
+	waitFor(t, w, "f.txt Complete", is(Complete))
+	for quiet := time.After(200 * time.Millisecond); ; { // the write's other events, handed out in any order
+		select {
+		case <-w.Events():
+			continue
+		case <-quiet:
+		}
+		break
+	}
+
+	link := filepath.Join(outside, "link")
+	if err := os.Link(file, link); err != nil {
+		t.Fatal(err)
+	}
+	writer, err := os.OpenFile(link, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	if err := os.Chmod(file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, w, "f.txt Writing", is(Writing))
+	if err := writer.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Step the clock until a recheck hands f.txt out Complete.
+	end := time.Now().Add(deadline)
+	for {
+		select {
+		case ev := <-w.Events():
+			if is(Complete)(ev) {
+				return
+			}
+		case err := <-w.Errors():
+			t.Fatal(err)
+		case <-time.After(10 * time.Millisecond):
+			if time.Now().After(end) {
+				t.Fatal("f.txt never Complete after its last writer closed")
+			}
+			fc.Step(recheckDelays[len(recheckDelays)-1])
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/utils/clock"
 )
@@ -470,7 +471,9 @@ func (w *watcher) nextEvent() (Event, bool) {
 			}
 		}
 		if it.progress != Unknown && !it.isDir {
-			it.progress = writerCheck(it.path, it.progress)
+			if it.progress = writerCheck(it.path, it.progress); it.progress == Writing {
+				w.recheckLater(it)
+			}
 		}
 		return Event{Root: r.path, Path: it.path, Progress: it.progress}, true
 	}
@@ -552,6 +555,38 @@ func (w *watcher) rewalkLater(r *watchRoot, dir string) {
 	}
 	w.laterMu.Unlock()
 	w.afterSettling(item{kind: kindRewalk, root: r.idx, path: dir, checked: true})
+}
+
+// recheckDelays are when a path whose writer check said Writing is checked
+// again, each after the one before, while no event of it came meanwhile.
+var recheckDelays = []time.Duration{time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond}
+
+// recheckLater checks the writer of it's path again soon, and hands the
+// path out once more with the answer. The kernel queues a writer's
+// IN_CLOSE_WRITE before it drops the file's count of writers, so a check
+// made as the event arrives can still find the writer there: no event
+// follows, and the path would wait as Writing for the coalescer's cap (1 s;
+// one or two files of every 50-file burst did). A writer that is really
+// still there says Writing to each check, and its close sends an event of
+// its own.
+func (w *watcher) recheckLater(it item) {
+	if int(it.recheck) >= len(recheckDelays) {
+		return
+	}
+	w.laterMu.Lock()
+	defer w.laterMu.Unlock()
+	k := itemKey{kindRecheck, it.root, it.path}
+	if _, ok := w.later[k]; ok {
+		return
+	}
+	again := item{kind: kindPath, root: it.root, path: it.path, checked: true, recheck: it.recheck + 1,
+		eventFlags: eventFlags{dirKnown: true, progress: Writing}}
+	w.later[k] = w.be.clock.AfterFunc(recheckDelays[it.recheck], func() {
+		w.laterMu.Lock()
+		delete(w.later, k)
+		w.laterMu.Unlock()
+		w.q.push(again)
+	})
 }
 
 // afterSettling queues it once the settle time has passed, unless the same
