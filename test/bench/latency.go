@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
@@ -83,6 +84,13 @@ func (l *latencyRun) save(rels []string, files map[string][]byte) (time.Duration
 	l.s.Drain()
 	return at.Sub(start), nil
 }
+
+// idle waits until the session's coalescer counts as idle again (coalesce.MaxAdaptiveQuiet
+// after its last batch), so that each burst is measured as a user's formatter run or build
+// after a pause is: saves that follow a batch sooner are taken for one long operation, whose
+// windows widen on purpose. Without it the rounds, 100–150 ms apart once the tar baseline took
+// ~50 ms on containerd 2, read 23, 36, 64, 101, 113… ms: each a window twice the last.
+func (l *latencyRun) idle() { time.Sleep(coalesce.MaxAdaptiveQuiet + 50*time.Millisecond) }
 
 func (l *latencyRun) text(n int) []byte {
 	l.seed++
@@ -188,6 +196,7 @@ func (b *bench) measureLatency(ctx context.Context) error {
 	}
 	var bursts, burstBase []time.Duration
 	for i := range b.reps * 5 {
+		l.idle()
 		files := map[string][]byte{}
 		var rels []string
 		for j := range 50 {
@@ -208,6 +217,7 @@ func (b *bench) measureLatency(ctx context.Context) error {
 	// One 5 MB file, paired with tar -x of it.
 	var bigs, bigBase []time.Duration
 	for i := range b.reps * 3 {
+		l.idle()
 		data := content(l.seed+uint64(i)*7919, 5<<20)
 		rels, files := []string{"big.bin"}, map[string][]byte{"big.bin": data}
 		s, base, err := alternate(i, func() (time.Duration, error) { return l.save(rels, files) },
