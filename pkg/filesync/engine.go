@@ -301,7 +301,7 @@ func (e *Engine) Once(ctx context.Context) (bool, error) {
 			if e.process(tg) != nil || tg.holding() {
 				ok.Store(false)
 			}
-			e.save(tg)
+			e.save(tg, true)
 		})
 	}
 	wg.Wait()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
@@ -291,6 +292,7 @@ type fakeAncestry struct {
 	mu     sync.Mutex
 	saved  map[string][][]Record // by container ID
 	starts []string
+	n      int // Confirmed calls
 }
 
 func (a *fakeAncestry) Start(t Target) Start {
@@ -308,6 +310,58 @@ func (a *fakeAncestry) Confirmed(t Target, ms [][]Record) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.saved[t.ContainerID] = ms
+	a.n++
+}
+
+// confirmed returns how many times Confirmed was called, and whether the
+// last index handed over holds rel.
+func (a *fakeAncestry) confirmed(id, rel string) (int, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range a.saved[id] {
+		for _, r := range m {
+			if r.Path == rel {
+				return a.n, true
+			}
+		}
+	}
+	return a.n, false
+}
+
+// A worker hands its index over after the initial sync, then at most every
+// saveEvery: batches in between cost no copy of the whole index, and what
+// the last of them confirmed is handed over when the interval ends, without
+// another batch to wake the worker.
+func TestEngineSavesAtMostEverySaveEvery(t *testing.T) {
+	anc := &fakeAncestry{saved: map[string][][]Record{}}
+	f := newEngineFixture(t, Config{}, WithAncestry(anc))
+	tg := podTarget("web-1")
+	f.e.AddTarget(tg)
+	f.run(t)
+	wait[InitialSync](t, f.rec)
+	start := time.Now()
+	poll := func(what string, ok func() bool) {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: %d hand-overs", what, anc.n)
+			}
+		}
+	}
+	poll("the initial sync's index", func() bool { n, ok := anc.confirmed(tg.ContainerID, "a"); return n == 1 && ok })
+	for _, name := range []string{"b1", "b2", "b3"} {
+		writeTree(t, f.local, map[string]string{name: name})
+		if b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, name)}, 1); b.Changed != 1 {
+			t.Fatalf("batch %s = %+v", name, b)
+		}
+	}
+	if n, _ := anc.confirmed(tg.ContainerID, "b3"); n != 1 && time.Since(start) < saveEvery {
+		t.Fatalf("%d hand-overs within %v of the first, want 1", n, time.Since(start))
+	}
+	poll("b3 handed over once the interval ended", func() bool { _, ok := anc.confirmed(tg.ContainerID, "b3"); return ok })
+	if n, _ := anc.confirmed(tg.ContainerID, "b3"); n > 3 {
+		t.Errorf("%d hand-overs for three batches in %v, want at most one per %v after the first", n, time.Since(start), saveEvery)
+	}
 }
 
 // An engine hands its confirmed index to its Ancestry, and the next

@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
@@ -71,6 +72,10 @@ type target struct {
 	// savedGen is, per mapping, the index generation last handed to the
 	// engine's Ancestry (see save).
 	savedGen []uint64
+	// savedAt is when the index was last handed over; saveWake, whether a
+	// timer will wake the worker to hand over what changed since (see save).
+	savedAt  time.Time
+	saveWake atomic.Bool
 
 	mu      sync.Mutex
 	due     []pending // per mapping, merged from the batches up to seqHi
@@ -120,12 +125,12 @@ func (e *Engine) work(tg *target) {
 		}
 		if visit != nil {
 			visit()
-			e.save(tg)
+			e.save(tg, false)
 			continue
 		}
 		if tg.ctx.Err() != nil {
 			if e.runCtx.Err() != nil {
-				e.save(tg) // the session ends: what was confirmed last
+				e.save(tg, true) // the session ends: what was confirmed last
 			}
 			return
 		}
@@ -133,7 +138,7 @@ func (e *Engine) work(tg *target) {
 		closing := e.closing
 		e.mu.Unlock()
 		_ = e.process(tg) // reported by process; a failure is retried on backoff
-		e.save(tg)
+		e.save(tg, closing) // the last pass of a closing engine saves what it confirmed
 		if closing {
 			return
 		}
@@ -243,11 +248,22 @@ type listed struct {
 	err error
 }
 
+// saveEvery is how often at most a worker hands its index to the Ancestry
+// while the session runs: each hand-over copies the whole index, which for
+// a tree of 100,000 entries cost a 10,000-file burst 250 ms more and the
+// process 45 MiB more at its peak when it came after every pass (run J in
+// test/bench/PERFORMANCE.md). The Ancestry writes no more often anyway.
+const saveEvery = 2 * time.Second
+
 // save hands tg's index to the engine's Ancestry when it changed since
 // the last time; on tg's worker, between passes, so every entry is what
 // the container confirmed (see Index). Never in a dry run, nor before the
-// initial sync converged.
-func (e *Engine) save(tg *target) {
+// initial sync converged. Unless final (the session or Once ends), at most
+// every saveEvery: a change in between is handed over when a timer wakes
+// the worker at the end of the interval. A saved ancestor older than the
+// last pass is safe: the next start finds more paths changed on a side,
+// which it sends, keeps or calls a conflict, never deletes on its word.
+func (e *Engine) save(tg *target, final bool) {
 	if e.anc == nil || e.cfg.DryRun || tg.idx == nil {
 		return
 	}
@@ -258,6 +274,18 @@ func (e *Engine) save(tg *target) {
 	if same {
 		return
 	}
+	if wait := saveEvery - time.Since(tg.savedAt); !final && !tg.savedAt.IsZero() && wait > 0 {
+		// Real time, not the engine's clock: a resource bound, not part of
+		// what a test steps.
+		if tg.saveWake.CompareAndSwap(false, true) {
+			time.AfterFunc(wait, func() {
+				tg.saveWake.Store(false)
+				tg.signal()
+			})
+		}
+		return
+	}
+	tg.savedAt = time.Now()
 	recs := make([][]Record, len(tg.idx))
 	tg.savedGen = make([]uint64, len(tg.idx))
 	for i, x := range tg.idx {
