@@ -137,7 +137,7 @@ func (e *Engine) work(tg *target) {
 		e.mu.Lock()
 		closing := e.closing
 		e.mu.Unlock()
-		_ = e.process(tg) // reported by process; a failure is retried on backoff
+		_ = e.process(tg)   // reported by process; a failure is retried on backoff
 		e.save(tg, closing) // the last pass of a closing engine saves what it confirmed
 		if closing {
 			return
