@@ -285,17 +285,13 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 			r.err = err
 			return r
 		}
-		copies, deletes := len(p.Copies)+len(tg.earlyNew[i]), 0
 		tg.settleEarly(i, due[i], due[i].rescan || dirty)
 		e.hold(tg, i, p.Held)
 		e.warn(tg, p.Warnings)
-		for _, d := range p.Deletes {
-			deletes += tg.idx[i].countTree(d)
-		}
 		if r.err = e.applyBatchPlan(tg, i, m, p, &r, &changed); r.err != nil {
 			return r
 		}
-		tg.ranDeletes(i, e.clk.Now(), copies, deletes, p.Held != nil && p.Held.mass)
+		tg.ranDeletes(i, e.clk.Now(), p)
 	}
 	r.names = changed[:min(len(changed), 5)]
 	if len(changed) > 0 {

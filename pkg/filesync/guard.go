@@ -66,21 +66,17 @@ func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string
 	}
 	reason, hint := pl.rootProblem(total)
 	same, mass := reason, false
-	prior := pl.prior
-	if len(p.Copies) > 0 {
-		prior = 0 // only a delete-only batch continues a burst (see deleteBurst)
-	}
-	total -= pl.prior - prior
-	if burst := n + prior; reason == "" && !pl.m.allowMassDelete && !released && burst > massDeleteMin && 2*burst > total {
+	if burst := n + pl.prior; reason == "" && !pl.m.allowMassDelete && !released && burst > massDeleteMin && 2*burst > total {
 		reason = fmt.Sprintf("more than half of the %d entries the container has", total)
-		if prior > 0 {
-			reason = fmt.Sprintf("with the %d deleted just before, more than half of the %d entries the container had", prior, total)
+		if pl.prior > 0 {
+			reason = fmt.Sprintf("with the %d deleted just before, more than half of the %d entries the container had", pl.prior, total)
 		}
 		hint = "if that is intended, " + allow
 		sum := sha256.Sum256([]byte(strings.Join(p.Deletes, "\x00")))
 		same, mass = string(sum[:]), true
 	}
 	if reason == "" {
+		p.deleted = n
 		return
 	}
 	h := &Hold{Reason: reason, Hint: hint, Deletes: p.Deletes, Entries: n, same: same, mass: mass}
@@ -237,17 +233,16 @@ func (tg *target) priorDeletes(i int, now time.Time) int {
 	return b.entries
 }
 
-// ranDeletes records a batch plan of mapping i in tg's delete burst: a
-// delete-only plan adds the entries its deletes removed (a new burst after
-// a gap), or keeps the burst going when the guard held it (held); a plan
-// that copies ends the burst. copies is what the plan copied, counted as
-// the guard saw it (before moves and patches were found).
-func (tg *target) ranDeletes(i int, now time.Time, copies, entries int, held bool) {
-	if copies > 0 {
+// ranDeletes records mapping i's batch plan p, once applied, in tg's delete
+// burst: a delete-only plan adds the entries its deletes removed (a new
+// burst after a gap), or keeps the burst going when the guard held it as a
+// mass delete; a plan that copies ends the burst.
+func (tg *target) ranDeletes(i int, now time.Time, p *Plan) {
+	if !p.deleteOnly {
 		delete(tg.deleted, i)
 		return
 	}
-	if entries == 0 && !held {
+	if p.deleted == 0 && (p.Held == nil || !p.Held.mass) {
 		return
 	}
 	if tg.deleted == nil {
@@ -258,5 +253,5 @@ func (tg *target) ranDeletes(i int, now time.Time, copies, entries int, held boo
 		b = &deleteBurst{}
 		tg.deleted[i] = b
 	}
-	b.last, b.entries = now, b.entries+entries
+	b.last, b.entries = now, b.entries+p.deleted
 }

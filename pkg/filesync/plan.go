@@ -27,6 +27,11 @@ type Plan struct {
 	Touched  map[string]Entry // content unchanged (same hash): only the index is refreshed
 	Warnings []error          // paths that could not be read and were left alone
 	Held     *Hold            // deletes not safe to run now (see guard); nil if none
+	// deleteOnly: the batch copies nothing, here or ahead of it (a
+	// remover's batch, see deleteBurst); deleted, the entries its deletes
+	// remove, as the guard counted them.
+	deleteOnly bool
+	deleted    int
 	// Rmdirs are remote-only directories that held entries to keep (ignored
 	// ones) when listed: their other entries are in Deletes, and they are
 	// removed after those only if nothing is left in them. Deepest first.
@@ -164,9 +169,9 @@ func planWith(m *mapping, idx *Index, hints []string, rescan bool, o planOpts) (
 		}
 		size = func(rel string) int { return idx.countTree(rel) - under[rel] }
 	}
-	if len(o.early) > 0 {
-		// Its batch also added files (sent ahead): no remover's batch (see deleteBurst).
-		o.prior = 0
+	p.deleteOnly = len(o.early) == 0 && len(p.Copies) == 0
+	if !p.deleteOnly {
+		o.prior = 0 // only a remover's batch continues a burst (see deleteBurst)
 	}
 	pl.prior = o.prior
 	pl.guard(p, total+o.prior, size, "restart with --initial=mirror --allow-mass-delete")
