@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
@@ -204,6 +206,25 @@ func TestExitCodes(t *testing.T) {
 	} {
 		if got := ExitCode(tc.err); got != tc.want {
 			t.Errorf("ExitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestWorkloadNotFoundNamesNearOnes(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+	}{
+		{"deployment/wbe", `deployment "wbe" not found in namespace "apps": check the name, or pass -n NAMESPACE; did you mean web?`},
+		{"deployment/zzzzzz", `deployment "zzzzzz" not found in namespace "apps": check the name, or pass -n NAMESPACE`},
+	} {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "apps"}}
+		c := newImageCluster(d)
+		err := c.execute(t, "refresh", tc.name)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("refresh %s: error %v, want %s", tc.name, err, tc.want)
+		}
+		if code := ExitCode(err); code != ExitFailed {
+			t.Errorf("refresh %s: exit code %d, want %d", tc.name, code, ExitFailed)
 		}
 	}
 }

@@ -208,7 +208,8 @@ func (o *SyncOptions) deps(restCfg *rest.Config, cfg session.Config, reporter se
 		PortForward: &forward.PodDialer{Config: restCfg, Client: o.g.client},
 		Logs:        logs.ClientOpener{Client: o.g.client},
 		Resolve: func() (*workload.Workload, error) {
-			return workload.ResolveTarget(o.g.builder(), namespace, args, selector)
+			w, err := workload.ResolveTarget(o.g.builder(), namespace, args, selector)
+			return w, o.g.withNearNames(err)
 		},
 		Client:   o.g.client,
 		Executor: helperExecutor(pods, cfg, reporter),
