@@ -120,6 +120,7 @@ func newCmdRoot(g *globalOptions) *cobra.Command {
 
 	cmd.AddCommand(
 		newCmdInit(g),
+		newCmdCheck(g),
 		newCmdInspect(g),
 		newCmdRefresh(g),
 		newCmdPullPolicy(g),
