@@ -21,6 +21,6 @@ func main() {
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		stop()
-		os.Exit(1)
+		os.Exit(cmd.ExitCode(err))
 	}
 }

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -35,7 +36,17 @@ func (t *targetOptions) addFlags(fs *pflag.FlagSet, containerHelp string) {
 
 // resolve reads the workloads named by args and -l.
 func (t *targetOptions) resolve(g *globalOptions, args []string) ([]*workload.Workload, error) {
-	return workload.Resolve(g.builder(), g.namespace, args, t.selector)
+	ws, err := workload.Resolve(g.builder(), g.namespace, args, t.selector)
+	return ws, g.withNearNames(err)
+}
+
+// withNearNames adds the names a workload that is not found may have meant.
+func (g *globalOptions) withNearNames(err error) error {
+	var nf *workload.NotFoundError
+	if errors.As(err, &nf) {
+		nf.Near = suggest(nf.Name, nf.Names(g.builder()))
+	}
+	return err
 }
 
 // registryOptions configure registry access for the image commands.

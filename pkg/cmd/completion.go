@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -16,6 +17,9 @@ const binaryName = "kubectl-livesync"
 // completionTimeout bounds each API request made while the user waits on <TAB>, unless
 // --request-timeout says otherwise.
 const completionTimeout = "5s"
+
+// completionProbeTimeout bounds the API server's first answer while completing.
+const completionProbeTimeout = 2 * time.Second
 
 func newCmdCompletion() *cobra.Command {
 	return &cobra.Command{

@@ -133,7 +133,10 @@ func (g *globalOptions) clientsForCompletion() bool {
 	if t := g.configFlags.Timeout; t != nil && (*t == "" || *t == "0") {
 		*t = completionTimeout
 	}
-	if err := g.complete(); err != nil {
+	// The probe gets the smaller part of the 5 s the shell waits: a server that accepts the
+	// connection and never answers fails it, and the requests after it get the rest.
+	g.connectTimeout = min(g.connectTimeout, completionProbeTimeout)
+	if err := g.complete(context.Background()); err != nil {
 		cobra.CompErrorln(err.Error())
 		return false
 	}

@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -47,6 +49,9 @@ the workload that owns it instead.`,
 
 // Validate checks the policy before anything talks to the cluster.
 func (o *PullPolicyOptions) Validate() error {
+	if len(o.args) == 0 && o.target.selector == "" && strings.ContainsAny(o.policy, "/.") {
+		return fmt.Errorf("no pull policy after %s: kubectl livesync pull-policy %s Always|IfNotPresent|Never", o.policy, o.policy)
+	}
 	if err := image.ValidPullPolicy(o.policy); err != nil {
 		return err
 	}

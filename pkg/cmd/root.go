@@ -6,6 +6,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -19,6 +23,8 @@ type globalOptions struct {
 	configFlags *genericclioptions.ConfigFlags
 	genericiooptions.IOStreams
 	verbosity int
+	// connectTimeout bounds the API server's first answer (--connect-timeout).
+	connectTimeout time.Duration
 
 	// Seams filled by complete; tests may set them first.
 	namespace string
@@ -26,23 +32,28 @@ type globalOptions struct {
 	builder   func() *resource.Builder
 }
 
-// complete reads the namespace and builds the clients from the kubeconfig flags.
-func (g *globalOptions) complete() error {
+// complete reads the namespace and builds the clients from the kubeconfig flags. A real
+// cluster is asked for its version first (bounded by --connect-timeout): one that is missing,
+// refuses, is silent or rejects the credentials fails here in one line.
+func (g *globalOptions) complete(ctx context.Context) error {
+	if g.client == nil {
+		cfg, err := g.restConfig()
+		if err != nil {
+			return err
+		}
+		if err := g.probe(ctx, cfg, g.connectTimeout); err != nil {
+			return err
+		}
+		if g.client, err = kubernetes.NewForConfig(cfg); err != nil {
+			return fmt.Errorf("creating a Kubernetes client: %w", err)
+		}
+	}
 	ns, _, err := g.configFlags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return fmt.Errorf("reading kubeconfig: %w", err)
 	}
 	if g.namespace == "" {
 		g.namespace = ns
-	}
-	if g.client == nil {
-		cfg, err := g.configFlags.ToRESTConfig()
-		if err != nil {
-			return fmt.Errorf("reading kubeconfig: %w", err)
-		}
-		if g.client, err = kubernetes.NewForConfig(cfg); err != nil {
-			return fmt.Errorf("creating a Kubernetes client: %w", err)
-		}
 	}
 	if g.builder == nil {
 		g.builder = func() *resource.Builder { return resource.NewBuilder(g.configFlags) }
@@ -60,9 +71,9 @@ type runner interface {
 // anything reaches the cluster.
 func (g *globalOptions) run(cmd *cobra.Command, r runner) error {
 	if err := r.Validate(); err != nil {
-		return err
+		return usageError{err}
 	}
-	if err := g.complete(); err != nil {
+	if err := g.complete(cmd.Context()); err != nil {
 		return err
 	}
 	return r.Run(cmd.Context())
@@ -96,10 +107,20 @@ func newCmdRoot(g *globalOptions) *cobra.Command {
 
 	flags := cmd.PersistentFlags()
 	g.configFlags.AddFlags(flags)
-	flags.IntVarP(&g.verbosity, "v", "v", 0, "log level: 1 shows why registry auth fell back to local credentials")
+	flags.IntVarP(&g.verbosity, "v", "v", 0, "log level: 1 shows why registry auth fell back to local credentials and the client library's own log lines")
+	flags.DurationVar(&g.connectTimeout, "connect-timeout", DefaultConnectTimeout, "how long to wait for the API server's first answer; a cluster that does not answer in time fails in one line")
+	cmd.PersistentPreRun = func(*cobra.Command, []string) {
+		if g.verbosity < 1 {
+			// client-go's own log lines (discovery retries, dropped watches) are noise beside
+			// the one line that says what failed; -v 1 shows them.
+			klog.SetLogger(logr.Discard())
+		}
+	}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{flagTypoError(c, err)} })
 
 	cmd.AddCommand(
 		newCmdInit(g),
+		newCmdCheck(g),
 		newCmdInspect(g),
 		newCmdRefresh(g),
 		newCmdPullPolicy(g),
@@ -107,6 +128,7 @@ func newCmdRoot(g *globalOptions) *cobra.Command {
 		newCmdVersion(g),
 		newCmdCompletion(),
 	)
+	markUsageErrors(cmd)
 	registerCompletions(cmd, g)
 	addDocsToHelp(cmd)
 	return cmd

@@ -44,7 +44,10 @@ type SyncOptions struct {
 	trustFile bool
 	only      string
 	entries   []entry
-	flags     *pflag.FlagSet
+	// near are the names a mistyped first argument may have meant: the subcommands and the
+	// entries of the nearest livesync.yaml.
+	near  []string
+	flags *pflag.FlagSet
 }
 
 func newCmdSync(g *globalOptions) *cobra.Command { return newCmdSyncFor(&SyncOptions{g: g}) }
@@ -93,7 +96,10 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 				return err
 			}
 			if o.project == nil && len(args) == 0 && o.target.selector == "" {
-				return cmd.Help()
+				return errNothingToSync
+			}
+			for _, c := range cmd.Commands() {
+				o.near = append(o.near, c.Name())
 			}
 			return o.g.run(cmd, o)
 		},
@@ -163,7 +169,12 @@ func (o *SyncOptions) Validate() error {
 	}
 	o.args = wargs
 	if len(ms) == 0 {
-		return fmt.Errorf("%q is not a command, and no LOCAL:REMOTE mapping was given: e.g. kubectl livesync deploy/my-app ./src:/app, or see kubectl livesync --help", strings.Join(wargs, " "))
+		if len(wargs) == 1 {
+			if hint := didYouMean(wargs[0], o.near); hint != "" {
+				return usageError{fmt.Errorf("%q is not a command, an entry of livesync.yaml, or a workload with a LOCAL:REMOTE mapping%s", wargs[0], hint)}
+			}
+		}
+		return usageError{fmt.Errorf("%q is not a command, and no LOCAL:REMOTE mapping was given: e.g. kubectl livesync deploy/my-app ./src:/app, or see kubectl livesync --help", strings.Join(wargs, " "))}
 	}
 	o.cfg.Containers = o.target.containers
 	return o.check(&o.cfg, ms, o.initial)
@@ -197,7 +208,8 @@ func (o *SyncOptions) deps(restCfg *rest.Config, cfg session.Config, reporter se
 		PortForward: &forward.PodDialer{Config: restCfg, Client: o.g.client},
 		Logs:        logs.ClientOpener{Client: o.g.client},
 		Resolve: func() (*workload.Workload, error) {
-			return workload.ResolveTarget(o.g.builder(), namespace, args, selector)
+			w, err := workload.ResolveTarget(o.g.builder(), namespace, args, selector)
+			return w, o.g.withNearNames(err)
 		},
 		Client:   o.g.client,
 		Executor: helperExecutor(pods, cfg, reporter),

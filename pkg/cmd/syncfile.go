@@ -58,7 +58,12 @@ func (o *SyncOptions) findProject() error {
 			if o.file != "" {
 				return err
 			}
-			return nil // not an entry: a pod name, and mappings are missing (Validate says so)
+			// Not an entry: a pod name whose mappings are missing, or a typo of an entry's
+			// name (Validate says which is near).
+			for _, s := range f.Syncs {
+				o.near = append(o.near, s.Name)
+			}
+			return nil
 		}
 		o.only = o.args[0]
 	}

@@ -34,7 +34,7 @@ func TestFileNeedsTrustToReachOut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const kubeconfig = "reading kubeconfig" // Validate passed: the run got as far as the kubeconfig
+	const kubeconfig = "no cluster to talk to" // Validate passed: the run got as far as the kubeconfig
 	for _, tc := range []struct {
 		name, fields string
 		args         []string
@@ -155,9 +155,9 @@ func TestForwardFlagWithSeveralEntries(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "reading kubeconfig"},
+		{nil, "no cluster to talk to"},
 		{[]string{"--forward", "8080:80"}, "--forward would listen once for each of the 2 entries of " + file + ": name the entry to forward to (kubectl livesync ENTRY --forward ...), or put forward: in it"},
-		{[]string{"web", "--forward", "8080:80"}, "reading kubeconfig"},
+		{[]string{"web", "--forward", "8080:80"}, "no cluster to talk to"},
 	} {
 		_, _, err := execute(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

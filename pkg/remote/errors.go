@@ -138,6 +138,12 @@ func Classify(err error, t Target, op string, dir string, stderr string) error {
 		se.Kind, se.transient = ErrTimeout, true
 		se.Msg = fmt.Sprintf("%s in %s %v", op, where, err)
 		se.Hint = "the container may be frozen or overloaded; livesync will retry and re-sync"
+	case (apierrors.IsForbidden(err) || strings.Contains(msg, "forbidden")) && containsAny(msg, "admission", "denied request", "denied the request"):
+		// RBAC allowed the exec and an admission policy (a ValidatingAdmissionPolicy, a
+		// webhook: Kyverno, Gatekeeper) refused its CONNECT: no Role fixes that.
+		se.Kind = ErrExecForbidden
+		se.Msg = fmt.Sprintf("%s: an admission policy denies exec into pod %q in namespace %q: %s", op, t.Pod, t.Namespace, admissionMessage(msg))
+		se.Hint = "ask for an exception to the policy, or use a namespace that allows exec"
 	case apierrors.IsForbidden(err) || strings.Contains(msg, "forbidden") && strings.Contains(msg, "exec"):
 		se.Kind = ErrExecForbidden
 		se.Msg = fmt.Sprintf("%s: not allowed to exec into pod %q in namespace %q", op, t.Pod, t.Namespace)
@@ -178,6 +184,16 @@ func Classify(err error, t Target, op string, dir string, stderr string) error {
 		se.Msg = fmt.Sprintf("%s in %s: %v", op, where, err)
 	}
 	return se
+}
+
+// admissionMessage is the policy's own words from an admission denial: what follows the last
+// "denied request: " (or the whole first line).
+func admissionMessage(msg string) string {
+	msg = strings.SplitN(msg, "\n", 2)[0]
+	if i := strings.LastIndex(msg, "denied request: "); i >= 0 {
+		return msg[i+len("denied request: "):]
+	}
+	return msg
 }
 
 // PermissionHint says what to do about a remote directory its user may not write.

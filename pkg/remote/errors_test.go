@@ -39,6 +39,8 @@ func TestClassify(t *testing.T) {
 			kind: ErrReadOnly, msg: `mount an emptyDir volume at "/app"`},
 		{name: "exec forbidden", err: apierrors.NewForbidden(podsExec, "web-1", errors.New(`User "dev" cannot create resource "pods/exec"`)),
 			kind: ErrExecForbidden, msg: `grant the RBAC verbs "create" and "get" on "pods/exec"`},
+		{name: "exec denied by an admission policy", err: errors.New(`unable to upgrade connection: pods "web-1" is forbidden: ValidatingAdmissionPolicy 'deny-exec' with binding 'deny-exec' denied request: no exec in this namespace`),
+			kind: ErrExecForbidden, msg: `copying files: an admission policy denies exec into pod "web-1" in namespace "ns": no exec in this namespace: ask for an exception to the policy, or use a namespace that allows exec`},
 		{name: "pod gone", err: apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "web-1"),
 			kind: ErrTargetGone, transient: true, msg: "is gone"},
 		{name: "container gone", err: errors.New(`container not found ("app")`), kind: ErrTargetGone, transient: true},

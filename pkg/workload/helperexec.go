@@ -347,7 +347,9 @@ func (x *HelperExecutor) execLacksTar(ctx context.Context, t remote.Target) (boo
 		strings.Contains(err.Error(), "executable file not found"), strings.Contains(err.Error(), "no such file or directory"):
 		return true, nil
 	}
-	return false, err
+	// The first exec into the container: RBAC or an admission policy refusing it is said
+	// here as everywhere else (and as `check` says it).
+	return false, remote.Classify(err, t, "checking the container", "", errb.String())
 }
 
 // probe finds t's process from helper h and whether h may reach its files.

@@ -84,6 +84,38 @@ func Resolve(b *resource.Builder, namespace string, args []string, selector stri
 	return out, nil
 }
 
+// NotFoundError is a named workload that is not in its namespace. Near, when the caller
+// filled it (NearNames), holds the names it may have meant.
+type NotFoundError struct {
+	Resource, Kind, Name, Namespace string
+	Near                            []string
+}
+
+func (e *NotFoundError) Error() string {
+	msg := fmt.Sprintf("%s %q not found in namespace %q: check the name, or pass -n NAMESPACE", e.Kind, e.Name, e.Namespace)
+	if len(e.Near) > 0 {
+		msg += "; did you mean " + strings.Join(e.Near, " or ") + "?"
+	}
+	return msg
+}
+
+// Names lists the names of e's resource in its namespace, for a "did you mean"; nil when they
+// can't be read.
+func (e *NotFoundError) Names(b *resource.Builder) []string {
+	infos, err := b.WithScheme(scheme.Scheme, scheme.Scheme.PrioritizedVersionsAllGroups()...).
+		NamespaceParam(e.Namespace).DefaultNamespace().
+		ResourceTypeOrNameArgs(true, e.Resource).
+		Flatten().Do().Infos()
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(infos))
+	for _, info := range infos {
+		names = append(names, info.Name)
+	}
+	return names
+}
+
 func explainGetError(err error, namespace string) error {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) && apierrors.IsNotFound(err) {
@@ -93,7 +125,7 @@ func explainGetError(err error, namespace string) error {
 				// The API server reports a missing namespace as the object not found.
 				return fmt.Errorf("namespace %q not found: check -n, or list them with kubectl get namespaces", d.Name)
 			}
-			return fmt.Errorf("%s %q not found in namespace %q: check the name, or pass -n NAMESPACE", kind, d.Name, namespace)
+			return &NotFoundError{Resource: d.Kind, Kind: kind, Name: d.Name, Namespace: namespace}
 		}
 	}
 	if apierrors.IsForbidden(err) {
