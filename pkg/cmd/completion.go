@@ -86,6 +86,9 @@ func registerCompletions(root *cobra.Command, g *globalOptions) {
 			c.ValidArgsFunction = g.completeTarget(cobra.NoFileCompletions)
 		case "pull-policy":
 			c.ValidArgsFunction = g.completeTarget(fixedValues(pullPolicies))
+		case "check":
+			// As the root: a workload, then LOCAL:REMOTE mappings.
+			c.ValidArgsFunction = root.ValidArgsFunction
 		}
 	}
 
@@ -100,6 +103,7 @@ func registerCompletions(root *cobra.Command, g *globalOptions) {
 	}
 	outputs := map[string][]string{
 		"livesync": {"text", "json"},
+		"check":    {"text", "json"},
 		"inspect":  {"table", "json", "yaml"},
 		"version":  {"json"},
 	}

@@ -20,6 +20,7 @@ const DocsBase = "https://github.com/livesync-dev/kubectl-livesync/blob/main/"
 var docsPages = map[string]string{
 	"livesync":    "docs/sync.md",
 	"init":        "docs/livesync-yaml.md",
+	"check":       "docs/troubleshooting.md#check-before-you-sync",
 	"inspect":     "docs/images.md#inspect",
 	"refresh":     "docs/images.md#refresh",
 	"pull-policy": "docs/images.md#pull-policy",

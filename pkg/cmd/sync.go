@@ -46,8 +46,10 @@ type SyncOptions struct {
 	entries   []entry
 	// near are the names a mistyped first argument may have meant: the subcommands and the
 	// entries of the nearest livesync.yaml.
-	near  []string
-	flags *pflag.FlagSet
+	near []string
+	// fromFile are the entry fields the entry being checked took from livesync.yaml.
+	fromFile map[string]bool
+	flags    *pflag.FlagSet
 }
 
 func newCmdSync(g *globalOptions) *cobra.Command { return newCmdSyncFor(&SyncOptions{g: g}) }

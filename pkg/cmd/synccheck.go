@@ -63,7 +63,7 @@ func (o *SyncOptions) check(c *session.Config, ms []filesync.Mapping, initial st
 	if err := validateHelper(c); err != nil {
 		return err
 	}
-	if err := checkLive(c, o.mutate.dryRun); err != nil {
+	if err := checkLive(c, o.mutate.dryRun, o.flagName); err != nil {
 		return err
 	}
 	if c.PullPolicy != "" {

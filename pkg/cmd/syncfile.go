@@ -71,6 +71,15 @@ func (o *SyncOptions) findProject() error {
 	return nil
 }
 
+// flagName words a flag as the user gave it: "--forward" on the command line, "forward: in
+// livesync.yaml" for the field of the entry being checked.
+func (o *SyncOptions) flagName(flag string) string {
+	if o.fromFile[flag] {
+		return flag + ": in " + project.FileName
+	}
+	return "--" + flag
+}
+
 // validateEntries makes each entry (or the one named) a session config and checks it as the
 // command line's would be: any bad entry stops the run before anything talks to the cluster.
 func (o *SyncOptions) validateEntries() error {
@@ -93,9 +102,12 @@ func (o *SyncOptions) validateEntries() error {
 func (o *SyncOptions) entryConfig(s *project.Sync) (entry, error) {
 	c, initial := o.cfg, o.initial
 	c.Containers = o.target.containers
+	o.fromFile = map[string]bool{}
+	defer func() { o.fromFile = nil }()
 	for _, f := range entryFields {
 		if !o.flags.Changed(f.flag) {
 			f.fromFile(s, &c, &initial)
+			o.fromFile[f.flag] = true
 		}
 	}
 	ms, err := s.ParseMappings(o.project.Dir())

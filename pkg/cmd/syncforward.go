@@ -43,17 +43,18 @@ func addLogsFlags(f *pflag.FlagSet, c *logs.Config) {
 	f.DurationVar(&c.Since, "logs-since", 0, "with --logs, show only the lines of the containers already running younger than this, e.g. 5m (as kubectl logs --since)")
 }
 
-// checkLive checks what needs a running session: --forward and --logs.
-func checkLive(c *session.Config, dryRun bool) error {
+// checkLive checks what needs a running session: --forward and --logs. name words a flag as
+// the user gave it: "--forward", or "forward: (livesync.yaml)" for an entry's field.
+func checkLive(c *session.Config, dryRun bool, name func(flag string) string) error {
 	if len(c.Forward) == 0 && !c.Logs {
 		return nil
 	}
 	var what []string
 	if len(c.Forward) > 0 {
-		what = append(what, "--forward")
+		what = append(what, name("forward"))
 	}
 	if c.Logs {
-		what = append(what, "--logs")
+		what = append(what, name("logs"))
 	}
 	need := "needs"
 	if len(what) > 1 {

@@ -71,7 +71,7 @@ func TestFileNeedsTrustToReachOut(t *testing.T) {
 		{name: "forward on every address, given", fields: "mappings: [.:/app]\n  forward: ['0.0.0.0:8081:80']", args: []string{"--forward", "0.0.0.0:8081:80"}},
 		{name: "forward on every address, trusted", fields: "mappings: [.:/app]\n  forward: ['0.0.0.0:8081:80']", args: []string{"--trust-file"}},
 		{name: "forward with --once", fields: "mappings: [.:/app]\n  forward: ['8080:80']", args: []string{"--once"},
-			want: `entry "api": --forward needs a running session and --once ends after the initial sync: drop one of them`},
+			want: `entry "api": forward: in livesync.yaml needs a running session and --once ends after the initial sync: drop one of them`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := filepath.Join(web, project.FileName)
