@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -353,6 +354,10 @@ func (k *keeper) flush() {
 		return // nothing confirmed in this session: what was saved stays
 	}
 	if err := k.store.Save(k.key, snap); err != nil {
+		if errors.Is(err, syncstate.ErrOldKept) {
+			k.warn(fmt.Errorf("%w: the next start may decide against it; delete %s or start with --forget-state", err, k.store.Path(k.key)))
+			return
+		}
 		k.warn(fmt.Errorf("%w: the next start will not use saved state", err))
 	}
 }

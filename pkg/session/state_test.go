@@ -201,3 +201,23 @@ func TestKeeperRefusesStateInTree(t *testing.T) {
 		t.Errorf("warnings: %v", w.got)
 	}
 }
+
+// A save that fails says what the next start will find: nothing (the old
+// file is gone), or the older file when it could not be removed either.
+func TestKeeperFailedSaveWarns(t *testing.T) {
+	cfg := stateConfig(t, t.TempDir())
+	w := &warnings{}
+	ns := map[string]string{"c1": "mnt:[1]"}
+	t1 := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
+	k := newTestKeeper(t, cfg, w, ns)
+	k.add(t1)
+	// Where the file goes stands a directory that cannot be replaced nor removed.
+	if err := os.MkdirAll(filepath.Join(k.store.Path(k.key), "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	k.Confirmed(t1, [][]syncstate.Entry{{{Path: "a", Type: 1}}})
+	k.flush()
+	if len(w.got) != 1 || !strings.Contains(w.got[0].Error(), "could not be removed") || !strings.Contains(w.got[0].Error(), "--forget-state") {
+		t.Fatalf("warnings: %v", w.got)
+	}
+}

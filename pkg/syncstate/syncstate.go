@@ -142,6 +142,9 @@ type Store struct {
 	MaxFile, MaxTotal int64
 	MaxAge            time.Duration
 	Now               func() time.Time // the clock pruning reads; nil: time.Now
+
+	// write replaces a file whole; nil: writeAtomic. Tests make it fail.
+	write func(dir, name string, write func(io.Writer) error) error
 }
 
 // DefaultDir returns where state lives: $XDG_STATE_HOME/kubectl-livesync
@@ -217,37 +220,53 @@ func (s *Store) Load(k Key) (*Snapshot, string) {
 }
 
 // Save writes snap under k atomically (Key is set from k), then prunes the
-// directory. A snapshot larger than MaxFile is not written and the old
-// file is removed (an old ancestor must not outlive newer confirmations).
+// directory. A snapshot that is not written (larger than MaxFile, or the
+// write failed) removes the old file: an old ancestor must not outlive
+// newer confirmations. When that removal fails too, the error wraps
+// ErrOldKept.
 func (s *Store) Save(k Key, snap *Snapshot) error {
 	snap.Key = k.String()
 	if snap.Saved.IsZero() {
 		snap.Saved = s.now()
 	}
+	name := s.Path(k)
 	var body bytes.Buffer
 	if err := gob.NewEncoder(&body).Encode(snap); err != nil {
-		return fmt.Errorf("encoding sync state: %w", err)
+		return s.dropOld(name, fmt.Errorf("encoding sync state: %w", err))
 	}
-	name := s.Path(k)
 	if int64(len(magic)+sha256.Size*2+1+body.Len()) > s.maxFile() {
-		_ = os.Remove(name)
-		return fmt.Errorf("saving sync state %s: %w (%d bytes)", name, ErrTooLarge, body.Len())
+		return s.dropOld(name, fmt.Errorf("saving sync state %s: %w (%d bytes)", name, ErrTooLarge, body.Len()))
 	}
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("saving sync state: %w", err)
+		return s.dropOld(name, fmt.Errorf("saving sync state: %w", err))
 	}
 	sum := sha256.Sum256(body.Bytes())
-	if err := writeAtomic(s.Dir, name, func(w io.Writer) error {
+	write := s.write
+	if write == nil {
+		write = writeAtomic
+	}
+	if err := write(s.Dir, name, func(w io.Writer) error {
 		if _, err := io.WriteString(w, magic+hex.EncodeToString(sum[:])+"\n"); err != nil {
 			return err
 		}
 		_, err := w.Write(body.Bytes())
 		return err
 	}); err != nil {
-		return fmt.Errorf("saving sync state %s: %w", name, err)
+		return s.dropOld(name, fmt.Errorf("saving sync state %s: %w", name, err))
 	}
 	s.Prune(name)
 	return nil
+}
+
+// dropOld removes the file a failed save was to replace: what it holds is
+// older than what both sides have confirmed since, and a start must not
+// decide against it. err is why the save failed; ErrOldKept joins it when
+// the old file stays.
+func (s *Store) dropOld(name string, err error) error {
+	if rerr := os.Remove(name); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		return fmt.Errorf("%w; %w (%v)", err, ErrOldKept, rerr)
+	}
+	return err
 }
 
 // Forget removes what is saved under k; nothing saved is no error.
@@ -396,3 +415,7 @@ func writeAtomic(dir, name string, write func(io.Writer) error) (err error) {
 	}
 	return nil
 }
+
+// ErrOldKept: a save failed and the file it was to replace could not be
+// removed either; a start may still read that older ancestor.
+var ErrOldKept = errors.New("the older sync state could not be removed")
