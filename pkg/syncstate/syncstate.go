@@ -263,10 +263,16 @@ func (s *Store) Save(k Key, snap *Snapshot) error {
 // decide against it. err is why the save failed; ErrOldKept joins it when
 // the old file stays.
 func (s *Store) dropOld(name string, err error) error {
-	if rerr := os.Remove(name); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-		return fmt.Errorf("%w; %w (%v)", err, ErrOldKept, rerr)
+	rerr := os.Remove(name)
+	if rerr == nil || errors.Is(rerr, fs.ErrNotExist) {
+		return err
 	}
-	return err
+	// Without its claim the file is never trusted (see Acquire).
+	cerr := os.Remove(strings.TrimSuffix(name, suffix) + claimSuffix)
+	if cerr == nil || errors.Is(cerr, fs.ErrNotExist) {
+		return err
+	}
+	return fmt.Errorf("%w; %w (%v)", err, ErrOldKept, rerr)
 }
 
 // Forget removes what is saved under k; nothing saved is no error.
@@ -277,8 +283,8 @@ func (s *Store) Forget(k Key) error {
 	return nil
 }
 
-// ForgetAll removes every file the store owns in its directory, and
-// returns how many it removed.
+// ForgetAll removes every file the store owns in its directory (states,
+// claims, temp files), and returns how many it removed.
 func (s *Store) ForgetAll() (int, error) {
 	files, err := s.files()
 	n := 0
@@ -311,7 +317,7 @@ func (s *Store) files() ([]stateFile, error) {
 	var out []stateFile
 	for _, de := range des {
 		n := de.Name()
-		if !de.Type().IsRegular() || !strings.HasSuffix(n, suffix) && !strings.HasPrefix(n, tempPrefix) {
+		if !de.Type().IsRegular() || !strings.HasSuffix(n, suffix) && !strings.HasSuffix(n, claimSuffix) && !strings.HasPrefix(n, tempPrefix) {
 			continue
 		}
 		fi, err := de.Info()
@@ -326,15 +332,16 @@ func (s *Store) files() ([]stateFile, error) {
 
 // Prune removes the store's files older than MaxAge, temp files left by a
 // crash (older than a minute), and the oldest files beyond MaxTotal; keep
-// (a path) is never removed.
+// (a state file's path) and its claim are never removed.
 func (s *Store) Prune(keep string) {
 	files, _ := s.files()
 	now := s.now()
+	keepClaim := strings.TrimSuffix(keep, suffix) + claimSuffix
 	var total int64
 	for _, f := range files {
 		temp := strings.HasPrefix(filepath.Base(f.name), tempPrefix)
 		switch {
-		case f.name == keep:
+		case f.name == keep, f.name == keepClaim:
 			total += f.size
 			continue
 		case temp && now.Sub(f.mod) > time.Minute,

@@ -259,8 +259,20 @@ func TestFailedSaveRemovesOld(t *testing.T) {
 		t.Fatalf("the old state outlived a failed save: %v %q", snap != nil, note)
 	}
 
-	// The old one cannot go: a directory with something in it stands in its place.
+	// The old one cannot go, but its claim can: without it the old one is
+	// never trusted.
 	if err := os.MkdirAll(filepath.Join(s.Path(k), "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(k, []string{"/app"}); err == nil {
+		t.Fatal("a state without a claim that cannot be removed: no error")
+	}
+	err = s.Save(k, testSnap(4))
+	if !errors.Is(err, disk) || errors.Is(err, ErrOldKept) || s.Claimed(k) {
+		t.Fatalf("failed save, claim removed: %v", err)
+	}
+	// Neither can go: a directory with something in it stands in each place.
+	if err := os.MkdirAll(filepath.Join(s.claimPath(k.ID()), "x"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	err = s.Save(k, testSnap(4))
