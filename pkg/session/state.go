@@ -447,6 +447,11 @@ func (k *keeper) flush() {
 	if err == nil && !k.held() {
 		return // taken while it was written: drop removed it
 	}
+	if err == nil && k.lease != nil {
+		if err := k.lease.Saved(); err != nil {
+			k.warn(err)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, syncstate.ErrOldKept) {
 			k.warn(fmt.Errorf("%w: the next start may decide against it; delete %s or start with --forget-state", err, k.store.Path(k.key)))

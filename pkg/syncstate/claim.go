@@ -49,8 +49,9 @@ type Lease struct {
 	k     Key
 	token string
 
-	mu sync.Mutex
-	c  claim
+	mu      sync.Mutex
+	c       claim
+	entered []string // the places this session entered; c.Places adds those of the state it started with
 }
 
 // ErrUnclaimed: a state file had no claim and could not be removed.
@@ -100,6 +101,9 @@ func (s *Store) Acquire(k Key, roots []string) (*Lease, error) {
 // (see the top of this file). Call it before anything is sent there.
 func (l *Lease) Enter(place string) error {
 	l.mu.Lock()
+	if !slices.Contains(l.entered, place) {
+		l.entered = append(l.entered, place)
+	}
 	if !slices.Contains(l.c.Places, place) {
 		l.c.Places = append(l.c.Places, place)
 	}
@@ -124,13 +128,30 @@ func (l *Lease) Held() bool {
 	return true
 }
 
+// Saved tells the lease that a save under its key succeeded: the state
+// holds only this session's halves now, so the claim names only the places
+// this session entered (it does not grow with every pod ever synced).
+func (l *Lease) Saved() error {
+	l.mu.Lock()
+	if len(l.c.Places) == len(l.entered) {
+		l.mu.Unlock()
+		return nil
+	}
+	l.c.Places = slices.Clone(l.entered)
+	l.mu.Unlock()
+	if !l.Held() {
+		return nil
+	}
+	return l.write()
+}
+
 // Yield gives the key up after Held said it was taken: its state and claim
-// are removed, and so is the state of every other key overlapping its
-// places, which this session may have written behind that one's back.
+// are removed, and so is the state of every other key that claims a place
+// this session entered, which it may have written behind that one's back.
 func (l *Lease) Yield() error {
 	err := l.s.remove(l.k.ID())
 	l.mu.Lock()
-	places := slices.Clone(l.c.Places)
+	places := slices.Clone(l.entered)
 	l.mu.Unlock()
 	return errors.Join(err, l.invalidate(places))
 }

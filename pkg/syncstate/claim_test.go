@@ -3,6 +3,7 @@ package syncstate
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -114,6 +115,14 @@ func TestHeldAndYield(t *testing.T) {
 	lc, err := s.Acquire(c, []string{"/app"})
 	if err != nil || !exists(t, s.Path(c)) || len(lc.c.Places) != 1 {
 		t.Fatalf("claimed state: %v %v", err, lc.c.Places)
+	}
+	// A save holds only this session's halves: the claim names only where it wrote.
+	_ = lc.Enter("c4")
+	if err := lc.Saved(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.readClaim(c.ID()); !slices.Equal(got.Places, []string{"c4"}) {
+		t.Fatalf("places after a save: %v", got.Places)
 	}
 	if n, err := s.ForgetAll(); err != nil || exists(t, filepath.Join(s.Dir, c.ID()+claimSuffix)) {
 		t.Fatalf("forget all: %d %v", n, err)
