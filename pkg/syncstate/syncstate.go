@@ -13,7 +13,9 @@
 // What it never does: trust a file it cannot verify. A file that is cut
 // short, fails its checksum, was written by another version, or holds
 // another key is ignored with a note (Load's second result), exactly as if
-// no state had been saved; it is overwritten by the next Save.
+// no state had been saved; it is overwritten by the next Save. Nor does it
+// keep a state that sessions of other keys have written behind: see the
+// claims (claim.go).
 package syncstate
 
 import (
