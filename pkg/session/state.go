@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -103,6 +104,10 @@ type keeper struct {
 	inc    func(filesync.Target) string
 	warn   func(error)
 	dryRun bool
+	// lease is this key's claim on the containers it writes (see
+	// syncstate.Lease); nil under --dry-run, which writes nothing.
+	lease   *syncstate.Lease
+	cluster string
 
 	mu     sync.Mutex
 	snap   *syncstate.Snapshot // what was loaded; nil: none
@@ -113,6 +118,9 @@ type keeper struct {
 	kick   chan struct{}
 	loaded chan struct{}             // closed once snap is read; nil: nothing to read
 	gone   map[string]syncstate.Half // removed targets' last halves, not saved
+	// off: a session of an overlapping key wrote into this session's
+	// containers while it ran; nothing more is saved or started from.
+	off bool
 }
 
 // newKeeper loads the saved state for the session, forgetting it first
@@ -136,7 +144,7 @@ func newKeeperWith(cfg Config, cluster string, w *workload.Workload, containers 
 	}
 	k := &keeper{
 		store: &syncstate.Store{Dir: cfg.State.Dir}, key: stateKey(cfg, cluster, w, containers), clk: clock.RealClock{},
-		inc: inc, warn: warn, dryRun: cfg.Sync.DryRun,
+		inc: inc, warn: warn, dryRun: cfg.Sync.DryRun, cluster: cluster,
 		live: map[string]string{}, halves: map[string]syncstate.Half{}, gone: map[string]syncstate.Half{}, kick: make(chan struct{}, 1),
 	}
 	for _, m := range cfg.Sync.Mappings {
@@ -153,6 +161,11 @@ func newKeeperWith(cfg Config, cluster string, w *workload.Workload, containers 
 			k.warn(err)
 		}
 		k.why = "--forget-state: the saved state was forgotten"
+		k.acquire(cfg)
+	case cfg.Sync.DryRun && !k.store.Claimed(k.key):
+		k.why = "the saved state has no claim (saved by an older version, or a save failed): it would not be used"
+	case !cfg.Sync.DryRun && !k.acquire(cfg):
+		// Its history is unknown: not read.
 	default:
 		// Read while the watches are set up: only the first initial sync
 		// needs it (see Start).
@@ -169,6 +182,69 @@ func newKeeperWith(cfg Config, cluster string, w *workload.Workload, containers 
 		}()
 	}
 	return k
+}
+
+// acquire claims the key for this session (syncstate.Store.Acquire); false
+// when the saved state must not be read: it had no claim and could not be
+// removed, or no claim could be written.
+func (k *keeper) acquire(cfg Config) bool {
+	roots := make([]string, 0, len(cfg.Sync.Mappings))
+	for _, m := range cfg.Sync.Mappings {
+		roots = append(roots, string(m.Remote))
+	}
+	l, err := k.store.Acquire(k.key, roots)
+	if l == nil {
+		// Without a claim other keys' sessions could not tell this one's
+		// state stale: keep none.
+		k.warn(fmt.Errorf("%w: no state is kept for this session", err))
+		k.off, k.why = true, "the saved state could not be claimed"
+		return false
+	}
+	k.lease = l
+	if err != nil {
+		k.warn(fmt.Errorf("%w: it is not used; delete it or start with --forget-state", err))
+		k.why = "the saved state has no claim and could not be removed"
+		return false
+	}
+	return true
+}
+
+// place names a container for claims: the cluster and the pod's
+// container, whatever its incarnation (a container ID alone would miss the
+// target whose ID is not known yet).
+func (k *keeper) place(t filesync.Target) string { return k.cluster + " " + t.String() }
+
+// drop gives the saved state up for the rest of the session: a session of
+// an overlapping key took the claim, so what this one would save is older
+// than what the other wrote, and the other's misses what this one wrote.
+func (k *keeper) drop() {
+	k.mu.Lock()
+	if k.off {
+		k.mu.Unlock()
+		return
+	}
+	k.off, k.snap, k.why = true, nil, "another sync wrote into these containers while this session ran: the saved state was dropped"
+	clear(k.halves)
+	clear(k.gone)
+	k.mu.Unlock()
+	err := k.lease.Yield()
+	k.warn(errors.Join(errors.New("another session wrote into the same containers while this one ran (other options or roots over them, or this sync started again): neither's saved state is kept, the next start of each is one without saved state"), err))
+}
+
+// held reports whether the session may still save and start from saved
+// state, dropping it when another session took the claim.
+func (k *keeper) held() bool {
+	k.mu.Lock()
+	off := k.off
+	k.mu.Unlock()
+	if off {
+		return false
+	}
+	if k.lease != nil && !k.lease.Held() {
+		k.drop()
+		return false
+	}
+	return true
 }
 
 // inTree reports whether dir is root or under it, as written or with
@@ -202,8 +278,15 @@ func stamp(t filesync.Target, ns string) string {
 	return t.ContainerID + " " + ns
 }
 
-// add records t's incarnation, read before the engine hears of t.
+// add records t's incarnation, read before the engine hears of t, and
+// enters t in the claim before anything is sent to it: the saved state of
+// other keys writing there under overlapping roots is removed.
 func (k *keeper) add(t filesync.Target) {
+	if k.lease != nil {
+		if err := k.lease.Enter(k.place(t)); err != nil {
+			k.warn(fmt.Errorf("%w: a later start of another sync over %s may use an older ancestor", err, t))
+		}
+	}
 	s := stamp(t, k.inc(t))
 	k.mu.Lock()
 	k.live[targetKey(t)] = s
@@ -242,6 +325,11 @@ func (k *keeper) Start(t filesync.Target) filesync.Start {
 	h, ok := recent.Half(s)
 	if !ok {
 		h, ok = snap.Half(s)
+	}
+	if ok && !k.held() {
+		k.mu.Lock()
+		ok, snap, why = false, nil, k.why
+		k.mu.Unlock()
 	}
 	if ok {
 		st.From, st.Saved, st.SavedAt = filesync.StartSaved, h.Mappings, h.Saved
@@ -301,7 +389,7 @@ func (k *keeper) Confirmed(t filesync.Target, ms [][]syncstate.Entry) {
 	}
 	k.mu.Lock()
 	s, ok := k.live[targetKey(t)]
-	if ok && s != "" {
+	if ok && s != "" && !k.off {
 		for key, h := range k.halves {
 			if h.Name == t.String() && key != targetKey(t) {
 				delete(k.halves, key) // the container before a restart: never an ancestor again
@@ -352,7 +440,23 @@ func (k *keeper) flush() {
 	if len(snap.Halves) == 0 {
 		return // nothing confirmed in this session: what was saved stays
 	}
-	if err := k.store.Save(k.key, snap); err != nil {
+	if !k.held() {
+		return
+	}
+	err := k.store.Save(k.key, snap)
+	if err == nil && !k.held() {
+		return // taken while it was written: drop removed it
+	}
+	if err == nil && k.lease != nil {
+		if err := k.lease.Saved(); err != nil {
+			k.warn(err)
+		}
+	}
+	if err != nil {
+		if errors.Is(err, syncstate.ErrOldKept) {
+			k.warn(fmt.Errorf("%w: the next start may decide against it; delete %s or start with --forget-state", err, k.store.Path(k.key)))
+			return
+		}
 		k.warn(fmt.Errorf("%w: the next start will not use saved state", err))
 	}
 }

@@ -201,3 +201,145 @@ func TestKeeperRefusesStateInTree(t *testing.T) {
 		t.Errorf("warnings: %v", w.got)
 	}
 }
+
+// A save that fails says what the next start will find: nothing (the old
+// file is gone, or its claim is, without which it is not read), or the
+// older file when neither could be removed (syncstate's
+// TestFailedSaveRemovesOld).
+func TestKeeperFailedSaveWarns(t *testing.T) {
+	cfg := stateConfig(t, t.TempDir())
+	w := &warnings{}
+	ns := map[string]string{"c1": "mnt:[1]"}
+	t1 := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
+	k := newTestKeeper(t, cfg, w, ns)
+	k.add(t1)
+	// Where the file goes stands a directory that cannot be replaced nor removed.
+	if err := os.MkdirAll(filepath.Join(k.store.Path(k.key), "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	k.Confirmed(t1, [][]syncstate.Entry{{{Path: "a", Type: 1}}})
+	k.flush()
+	if len(w.got) != 1 || !strings.Contains(w.got[0].Error(), "the next start will not use saved state") {
+		t.Fatalf("warnings: %v", w.got)
+	}
+	w.got = nil
+	k = newTestKeeper(t, cfg, w, ns)
+	k.add(t1)
+	if st := k.Start(t1); st.From != filesync.StartNone {
+		t.Fatalf("after a failed save: %+v", st)
+	}
+	if len(w.got) != 1 || !strings.Contains(w.got[0].Error(), "--forget-state") {
+		t.Fatalf("warnings: %v", w.got)
+	}
+
+}
+
+// saveOnce is one session of cfg that confirms recs for t and ends.
+func saveOnce(t *testing.T, cfg Config, w *warnings, ns map[string]string, tg filesync.Target) {
+	t.Helper()
+	k := newTestKeeper(t, cfg, w, ns)
+	k.add(tg)
+	k.Start(tg)
+	k.Confirmed(tg, [][]syncstate.Entry{{{Path: "a", Type: 1, Size: 1}}})
+	k.flush()
+	if _, err := os.Stat(k.store.Path(k.key)); err != nil {
+		t.Fatalf("nothing saved: %v", err)
+	}
+}
+
+// A session of another key that writes into the same container under an
+// overlapping root makes this key's ancestor older than what both sides
+// agreed on last: the next start of this key does not use it. It is
+// invalidated when the other session adds the container, before anything
+// is sent, so a session that crashed right after invalidates it too.
+// Sessions that cannot have written what this key's ancestor describes
+// leave it alone.
+func TestKeeperAnotherKeyBetween(t *testing.T) {
+	local := t.TempDir()
+	ns := map[string]string{"c1": "mnt:[1]", "c2": "mnt:[2]"}
+	t1 := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
+	t2 := filesync.Target{Namespace: "ns", Pod: "web-2", Container: "app", ContainerID: "c2"}
+	for _, tc := range []struct {
+		name  string
+		other func(Config) Config
+		tg    filesync.Target
+		kept  bool
+	}{
+		{"no sync-back", func(c Config) Config { c.SyncBack.Globs = nil; return c }, t1, false},
+		{"another exclude", func(c Config) Config { c.Excludes = []string{"*.log"}; return c }, t1, false},
+		{"a root inside", func(c Config) Config {
+			c.Sync.Mappings = []filesync.Mapping{{Local: filesync.LocalPath(filepath.Join(local, "static")), Remote: "/app/static"}}
+			return c
+		}, t1, false},
+		{"a root around", func(c Config) Config {
+			c.Sync.Mappings = []filesync.Mapping{{Local: filesync.LocalPath(local), Remote: "/"}}
+			return c
+		}, t1, false},
+		{"another pod", func(c Config) Config { c.Excludes = []string{"*.log"}; return c }, t2, true},
+		{"another root", func(c Config) Config {
+			c.Sync.Mappings = []filesync.Mapping{{Local: filesync.LocalPath(local), Remote: "/application"}}
+			return c
+		}, t1, true},
+		{"a dry run", func(c Config) Config { c.Excludes = []string{"*.log"}; c.Sync.DryRun = true; return c }, t1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := stateConfig(t, local)
+			cfg.SyncBack.Globs = []string{"gen/"}
+			w := &warnings{}
+			saveOnce(t, cfg, w, ns, t1)
+
+			b := newTestKeeper(t, tc.other(cfg), w, ns)
+			if b.key.ID() == stateKey(cfg, "https://c:6443 ca:1", &workload.Workload{Kind: "Deployment", Namespace: "ns", Name: "web"}, []string{"app"}).ID() {
+				t.Fatal("the same key")
+			}
+			b.add(tc.tg) // and it crashes: nothing confirmed, nothing saved
+
+			k := newTestKeeper(t, cfg, w, ns)
+			k.add(t1)
+			st := k.Start(t1)
+			if kept := st.From == filesync.StartSaved; kept != tc.kept {
+				t.Fatalf("start after a session of another key: %s (%s), want saved=%v", st.From, st.Why, tc.kept)
+			}
+			if len(w.got) != 0 {
+				t.Errorf("warnings: %v", w.got)
+			}
+		})
+	}
+}
+
+// Two sessions of overlapping keys that run at the same time write the
+// same container behind each other's back: neither's ancestor holds what
+// the other wrote, so neither is saved.
+func TestKeeperAnotherKeyAtTheSameTime(t *testing.T) {
+	cfg := stateConfig(t, t.TempDir())
+	w := &warnings{}
+	ns := map[string]string{"c1": "mnt:[1]"}
+	t1 := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
+	recs := [][]syncstate.Entry{{{Path: "a", Type: 1, Size: 1}}}
+	a := newTestKeeper(t, cfg, w, ns)
+	a.add(t1)
+	a.Start(t1)
+	a.Confirmed(t1, recs)
+	a.flush()
+
+	other := cfg
+	other.Excludes = []string{"*.log"}
+	b := newTestKeeper(t, other, w, ns)
+	b.add(t1)
+	b.Start(t1)
+	b.Confirmed(t1, recs)
+	b.flush() // a still runs
+
+	a.Confirmed(t1, recs)
+	a.flush()
+	b.Confirmed(t1, recs)
+	b.flush()
+	for _, k := range []*keeper{a, b} {
+		if _, err := os.Stat(k.store.Path(k.key)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s saved: %v", k.key[len(k.key)-3].Value, err)
+		}
+	}
+	if len(w.got) == 0 || !strings.Contains(w.got[0].Error(), "another session wrote into the same containers") {
+		t.Errorf("warnings: %v", w.got)
+	}
+}

@@ -13,7 +13,9 @@
 // What it never does: trust a file it cannot verify. A file that is cut
 // short, fails its checksum, was written by another version, or holds
 // another key is ignored with a note (Load's second result), exactly as if
-// no state had been saved; it is overwritten by the next Save.
+// no state had been saved; it is overwritten by the next Save. Nor does it
+// keep a state that sessions of other keys have written behind: see the
+// claims (claim.go).
 package syncstate
 
 import (
@@ -142,6 +144,9 @@ type Store struct {
 	MaxFile, MaxTotal int64
 	MaxAge            time.Duration
 	Now               func() time.Time // the clock pruning reads; nil: time.Now
+
+	// write replaces a file whole; nil: writeAtomic. Tests make it fail.
+	write func(dir, name string, write func(io.Writer) error) error
 }
 
 // DefaultDir returns where state lives: $XDG_STATE_HOME/kubectl-livesync
@@ -217,37 +222,59 @@ func (s *Store) Load(k Key) (*Snapshot, string) {
 }
 
 // Save writes snap under k atomically (Key is set from k), then prunes the
-// directory. A snapshot larger than MaxFile is not written and the old
-// file is removed (an old ancestor must not outlive newer confirmations).
+// directory. A snapshot that is not written (larger than MaxFile, or the
+// write failed) removes the old file: an old ancestor must not outlive
+// newer confirmations. When that removal fails too, the error wraps
+// ErrOldKept.
 func (s *Store) Save(k Key, snap *Snapshot) error {
 	snap.Key = k.String()
 	if snap.Saved.IsZero() {
 		snap.Saved = s.now()
 	}
+	name := s.Path(k)
 	var body bytes.Buffer
 	if err := gob.NewEncoder(&body).Encode(snap); err != nil {
-		return fmt.Errorf("encoding sync state: %w", err)
+		return s.dropOld(name, fmt.Errorf("encoding sync state: %w", err))
 	}
-	name := s.Path(k)
 	if int64(len(magic)+sha256.Size*2+1+body.Len()) > s.maxFile() {
-		_ = os.Remove(name)
-		return fmt.Errorf("saving sync state %s: %w (%d bytes)", name, ErrTooLarge, body.Len())
+		return s.dropOld(name, fmt.Errorf("saving sync state %s: %w (%d bytes)", name, ErrTooLarge, body.Len()))
 	}
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("saving sync state: %w", err)
+		return s.dropOld(name, fmt.Errorf("saving sync state: %w", err))
 	}
 	sum := sha256.Sum256(body.Bytes())
-	if err := writeAtomic(s.Dir, name, func(w io.Writer) error {
+	write := s.write
+	if write == nil {
+		write = writeAtomic
+	}
+	if err := write(s.Dir, name, func(w io.Writer) error {
 		if _, err := io.WriteString(w, magic+hex.EncodeToString(sum[:])+"\n"); err != nil {
 			return err
 		}
 		_, err := w.Write(body.Bytes())
 		return err
 	}); err != nil {
-		return fmt.Errorf("saving sync state %s: %w", name, err)
+		return s.dropOld(name, fmt.Errorf("saving sync state %s: %w", name, err))
 	}
 	s.Prune(name)
 	return nil
+}
+
+// dropOld removes the file a failed save was to replace: what it holds is
+// older than what both sides have confirmed since, and a start must not
+// decide against it. err is why the save failed; ErrOldKept joins it when
+// the old file stays.
+func (s *Store) dropOld(name string, err error) error {
+	rerr := os.Remove(name)
+	if rerr == nil || errors.Is(rerr, fs.ErrNotExist) {
+		return err
+	}
+	// Without its claim the file is never trusted (see Acquire).
+	cerr := os.Remove(strings.TrimSuffix(name, suffix) + claimSuffix)
+	if cerr == nil || errors.Is(cerr, fs.ErrNotExist) {
+		return err
+	}
+	return fmt.Errorf("%w; %w (%v)", err, ErrOldKept, rerr)
 }
 
 // Forget removes what is saved under k; nothing saved is no error.
@@ -258,8 +285,8 @@ func (s *Store) Forget(k Key) error {
 	return nil
 }
 
-// ForgetAll removes every file the store owns in its directory, and
-// returns how many it removed.
+// ForgetAll removes every file the store owns in its directory (states,
+// claims, temp files), and returns how many it removed.
 func (s *Store) ForgetAll() (int, error) {
 	files, err := s.files()
 	n := 0
@@ -292,7 +319,7 @@ func (s *Store) files() ([]stateFile, error) {
 	var out []stateFile
 	for _, de := range des {
 		n := de.Name()
-		if !de.Type().IsRegular() || !strings.HasSuffix(n, suffix) && !strings.HasPrefix(n, tempPrefix) {
+		if !de.Type().IsRegular() || !strings.HasSuffix(n, suffix) && !strings.HasSuffix(n, claimSuffix) && !strings.HasPrefix(n, tempPrefix) {
 			continue
 		}
 		fi, err := de.Info()
@@ -307,15 +334,16 @@ func (s *Store) files() ([]stateFile, error) {
 
 // Prune removes the store's files older than MaxAge, temp files left by a
 // crash (older than a minute), and the oldest files beyond MaxTotal; keep
-// (a path) is never removed.
+// (a state file's path) and its claim are never removed.
 func (s *Store) Prune(keep string) {
 	files, _ := s.files()
 	now := s.now()
+	keepClaim := strings.TrimSuffix(keep, suffix) + claimSuffix
 	var total int64
 	for _, f := range files {
 		temp := strings.HasPrefix(filepath.Base(f.name), tempPrefix)
 		switch {
-		case f.name == keep:
+		case f.name == keep, f.name == keepClaim:
 			total += f.size
 			continue
 		case temp && now.Sub(f.mod) > time.Minute,
@@ -396,3 +424,7 @@ func writeAtomic(dir, name string, write func(io.Writer) error) (err error) {
 	}
 	return nil
 }
+
+// ErrOldKept: a save failed and the file it was to replace could not be
+// removed either; a start may still read that older ancestor.
+var ErrOldKept = errors.New("the older sync state could not be removed")

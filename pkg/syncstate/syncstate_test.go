@@ -1,6 +1,8 @@
 package syncstate
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -235,5 +237,46 @@ func TestDefaultDir(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", "/xdg/cache")
 	if d, _ := DefaultDir(); d != filepath.Join("/xdg/cache", "kubectl-livesync", "state") && !strings.HasSuffix(d, filepath.Join("kubectl-livesync", "state")) {
 		t.Fatal(d)
+	}
+}
+
+// A save that fails leaves no older ancestor behind: the warning says the
+// next start will not use saved state, and it must not. When the old file
+// cannot be removed either, the error says so.
+func TestFailedSaveRemovesOld(t *testing.T) {
+	s := &Store{Dir: t.TempDir()}
+	k := testKey("/src")
+	if err := s.Save(k, testSnap(3)); err != nil {
+		t.Fatal(err)
+	}
+	disk := errors.New("no space left on device")
+	s.write = func(string, string, func(io.Writer) error) error { return disk }
+	err := s.Save(k, testSnap(4))
+	if !errors.Is(err, disk) || errors.Is(err, ErrOldKept) {
+		t.Fatalf("failed save: %v", err)
+	}
+	if snap, note := s.Load(k); snap != nil || note != "" {
+		t.Fatalf("the old state outlived a failed save: %v %q", snap != nil, note)
+	}
+
+	// The old one cannot go, but its claim can: without it the old one is
+	// never trusted.
+	if err := os.MkdirAll(filepath.Join(s.Path(k), "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(k, []string{"/app"}); err == nil {
+		t.Fatal("a state without a claim that cannot be removed: no error")
+	}
+	err = s.Save(k, testSnap(4))
+	if !errors.Is(err, disk) || errors.Is(err, ErrOldKept) || s.Claimed(k) {
+		t.Fatalf("failed save, claim removed: %v", err)
+	}
+	// Neither can go: a directory with something in it stands in each place.
+	if err := os.MkdirAll(filepath.Join(s.claimPath(k.ID()), "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Save(k, testSnap(4))
+	if !errors.Is(err, disk) || !errors.Is(err, ErrOldKept) {
+		t.Fatalf("failed save and removal: %v", err)
 	}
 }

@@ -144,3 +144,54 @@ func TestStateRestart(t *testing.T) {
 	noConflicts(s)
 	s.Stop()
 }
+
+// TestStateAnotherKeyBetween: a session of another sync (here: without --sync-back) that wrote
+// into the same container makes the first sync's saved ancestor older than what both sides
+// agreed on last; the first sync's next start does not use it. With it, a local revert made
+// after the other session was undone: the other session's upload looked like a container edit
+// of a listed file and came home.
+func TestStateAnotherKeyBetween(t *testing.T) {
+	ns := namespace(t)
+	repo := "state-key-" + ns
+	pushImage(t, repo, "dev", "app")
+	deploymentWith(t, ns, "web", image(repo, "dev"), func(*corev1.PodSpec) {})
+	local := t.TempDir()
+	write(t, filepath.Join(local, "gen/f.txt"), "v0")
+	write(t, filepath.Join(local, "keep.txt"), "keep")
+	state := t.TempDir()
+	const sel, root = "app=web", "/app"
+	pod := runningPods(t, ns, sel)[0].Name
+	withBack := func() (*sessiontest.Session, sessiontest.Event) {
+		s := newSession(t, ns).StateDir(state).Args("deploy/web", "--sync-back", "gen/**").Map(local, root).Start().WaitSynced()
+		return s, s.WaitMatch("the ancestor event", func(ev sessiontest.Event) bool { return ev.Type == "ancestor" })
+	}
+	remoteFile := func(name string) string {
+		r := kexec(t, ns, pod, "cat", "/app/"+name)
+		return r.stdout
+	}
+
+	a, _ := withBack()
+	waitConverged(t, ns, sel, 1, local, root, 2*time.Minute)
+	a.Stop()
+
+	// Another sync of the same container: a local edit goes up, and the session ends.
+	b := newSession(t, ns).StateDir(state).Args("deploy/web").Map(local, root).Start().WaitSynced()
+	write(t, filepath.Join(local, "gen/f.txt"), "v1")
+	waitFor(t, "the edit in the container", time.Minute, func() (bool, error) { return remoteFile("gen/f.txt") == "v1", nil })
+	b.Stop()
+
+	// The user reverts the edit while no session runs.
+	write(t, filepath.Join(local, "gen/f.txt"), "v0")
+
+	a, ev := withBack()
+	if ev.From == "saved" {
+		t.Fatalf("the first sync started from an ancestor older than the other session's writes: %s", ev.Line)
+	}
+	if _, err := a.Settle(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "gen/f.txt")); string(b) != "v0" {
+		t.Fatalf("the local revert was undone: gen/f.txt %q\n%s", b, a.Dump())
+	}
+	a.Stop()
+}
