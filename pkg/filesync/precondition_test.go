@@ -2,8 +2,11 @@ package filesync
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // expectGuard is an UploadGuard that checks every upload against what the
@@ -175,6 +179,112 @@ func TestMoveChecksPrecondition(t *testing.T) {
 			if b.Failed != 0 || b.Changed != 0 {
 				t.Fatalf("a refused move: batch = %+v, want nothing changed", b)
 			}
+		})
+	}
+}
+
+// A patch applied before a conflict elsewhere in its batch stays applied,
+// and the batch's next try neither patches nor checks it again: only the
+// other file is a conflict.
+func TestPatchBesideConflict(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			g := &expectGuard{}
+			f := variantFixture(t, ex, g)
+			v1 := randomBytes(6, 2<<20)
+			writeTree(t, f.local, map[string]string{"data/app.db": string(v1), "data/conf.json": "{}"})
+			f.e.AddTarget(podTarget("web-1"))
+			f.run(t)
+			if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+				t.Fatal(ev.Err)
+			}
+			waitSig(t, f.e, v1)
+			theirs := `{"from": "the app"}`
+			must(t, os.WriteFile(filepath.Join(f.remote("web-1"), "data", "conf.json"), []byte(theirs), 0o644))
+			v2 := bytes.Clone(v1)
+			copy(v2[9*deltaBlock:], "saved locally")
+			must(t, os.WriteFile(filepath.Join(f.local, "data", "app.db"), v2, 0o644))
+			must(t, os.WriteFile(filepath.Join(f.local, "data", "conf.json"), []byte(`{"saved": "locally"}`), 0o644))
+			b := f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1)
+			if b.Failed != 0 || b.Changed != 1 || b.Bytes > 2*deltaBlock {
+				t.Errorf("batch = %+v, want the patch alone changed", b)
+			}
+			if c := g.take(); len(c) != 1 || c[0].Name != "./data/conf.json" {
+				t.Errorf("conflicts %+v, want ./data/conf.json alone", c)
+			}
+			if got, _ := os.ReadFile(filepath.Join(f.remote("web-1"), "data", "app.db")); !bytes.Equal(got, v2) {
+				t.Errorf("the patched file holds %d bytes, sha256 %s; want the local one", len(got), hexSum(got))
+			}
+			if got, _ := os.ReadFile(filepath.Join(f.remote("web-1"), "data", "conf.json")); string(got) != theirs {
+				t.Errorf("the container's change was replaced: %q", got)
+			}
+		})
+	}
+}
+
+// failOnce fails the first apply that is not a patch, after the patches of
+// its plan ran: a connection lost between the two.
+type failOnce struct {
+	Executor
+	patches int
+	failed  bool
+}
+
+func (f *failOnce) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if isApply(argv) && argv[5] == "p" {
+		f.patches++
+	} else if isApply(argv) && !f.failed {
+		f.failed = true
+		return errors.New("connection reset")
+	}
+	return f.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// The retry of a plan whose patch was applied before its other exec
+// failed sends the rest alone: not the patch again, nor its precondition,
+// which the container no longer meets.
+func TestPatchRetry(t *testing.T) {
+	local, remoteDir := t.TempDir(), filepath.Join(t.TempDir(), "app")
+	v1 := randomBytes(7, 2<<20)
+	v2 := bytes.Clone(v1)
+	copy(v2[deltaBlock*3:], "changed")
+	m := testMapping(t, local, remoteDir, nil)
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			writeTree(t, local, map[string]string{"server": string(v2), "conf": "new"})
+			writeTree(t, remoteDir, map[string]string{"server": string(v1), "conf": "old"})
+			var copies []Copy
+			for _, rel := range []string{"conf", "server"} {
+				fi, err := os.Stat(filepath.Join(local, rel))
+				must(t, err)
+				e, _ := entryOf(fi)
+				copies = append(copies, Copy{Rel: rel, Name: rel, Src: filepath.Join(local, rel), Entry: e})
+			}
+			old, conf := sha256.Sum256(v1), sha256.Sum256([]byte("old"))
+			ops, lit := deltaOf(v2, signatureOf(v1))
+			p := &Plan{
+				Copies:  copies,
+				Patches: map[string]*patch{"server": {old: old, new: sha256.Sum256(v2), ops: ops, lit: lit}},
+				expect: []precondition{
+					{"conf", remote.ExpectFile("./conf", &conf, 3, 0)},
+					{"server", remote.ExpectFile("./server", &old, int64(len(v1)), 0)},
+				},
+			}
+			fo := &failOnce{Executor: ex}
+			if _, err := apply(context.Background(), fo, testTarget, m, p, tarstream.Options{}); err == nil {
+				t.Fatal("the first try succeeded")
+			}
+			res, err := apply(context.Background(), fo, testTarget, m, p, tarstream.Options{})
+			if err != nil {
+				t.Fatalf("the retry: %v", err)
+			}
+			if fo.patches != 1 {
+				t.Errorf("%d patch execs, want 1", fo.patches)
+			}
+			if res.Files != 2 || res.Sums["server"] == nil || *res.Sums["server"] != sha256.Sum256(v2) {
+				t.Errorf("result: %d files, sums %v; want both, the patch's among them", res.Files, res.Sums)
+			}
+			assertSameTree(t, local, remoteDir)
 		})
 	}
 }
