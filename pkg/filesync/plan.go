@@ -42,7 +42,26 @@ type Plan struct {
 	// Patches are copies, by rel, sent as deltas of the file the container
 	// holds there (see findPatches).
 	Patches map[string]*patch
-	expect  []string // preconditions (see applyGuarded)
+	// patched are the patches the container applied, by rel: a later try
+	// of the plan (a retry, the guard's after a conflict) neither patches
+	// nor checks them again.
+	patched map[string]patched
+	expect  []precondition // sync-back's (see applyGuarded)
+}
+
+// precondition is apply.sh's check (remote.ExpectFile and the like) of
+// what the container must hold at rel before the plan replaces or deletes
+// it.
+type precondition struct{ rel, check string }
+
+// expectAt returns p's precondition for rel, if any.
+func (p *Plan) expectAt(rel string) []string {
+	for _, pc := range p.expect {
+		if pc.rel == rel {
+			return []string{pc.check}
+		}
+	}
+	return nil
 }
 
 // Empty reports whether the plan changes nothing in the container.
