@@ -102,6 +102,9 @@ func (m *mutateOptions) apply(ctx context.Context, g *globalOptions, out io.Writ
 	if err := workload.Apply(p, m.dryRun); err != nil {
 		return err
 	}
+	for _, g := range p.HandedBack {
+		writeln(out, "%s: ownership handed back: %s", w.Ref(), g)
+	}
 	if m.dryRun {
 		writeln(out, "%s: dry run, nothing changed; the API server accepted the patch: %s", w.Ref(), p.Data)
 		return nil

@@ -1,0 +1,236 @@
+package workload
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/resource"
+	restfake "k8s.io/client-go/rest/fake"
+	"k8s.io/kubectl/pkg/scheme"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// entry is a managedFields entry of apps/v1 owning the given fields of container "app" (and,
+// with "replicas", spec.replicas: every chart sets something besides the image).
+func entry(manager, op string, fields ...string) metav1.ManagedFieldsEntry {
+	app := map[string]any{}
+	spec := map[string]any{"f:template": map[string]any{"f:spec": map[string]any{"f:containers": map[string]any{`k:{"name":"app"}`: app}}}}
+	for _, f := range fields {
+		if f == "replicas" {
+			spec["f:replicas"] = map[string]any{}
+			continue
+		}
+		app["f:"+f] = map[string]any{}
+	}
+	if len(app) == 0 {
+		delete(spec, "f:template")
+	}
+	raw, _ := json.Marshal(map[string]any{"f:spec": spec})
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationType(op), APIVersion: "apps/v1",
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}}
+}
+
+// owned returns who owns container "app"'s field in entries, as "manager/Operation". It reads
+// the sets itself, apart from the code under test.
+func owned(t *testing.T, entries []metav1.ManagedFieldsEntry, field string) []string {
+	t.Helper()
+	p := fieldpath.MakePathOrDie("spec", "template", "spec", "containers", fieldpath.KeyByFields("name", "app"), field)
+	var out []string
+	for _, e := range entries {
+		if len(e.FieldsV1.Raw) == 0 || string(e.FieldsV1.Raw) == "{}" {
+			t.Errorf("entry %s/%s owns nothing; the API server drops such entries", e.Manager, e.Operation)
+		}
+		var s fieldpath.Set
+		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+			t.Fatalf("entry %s: %v", e.Manager, err)
+		}
+		if s.Has(p) {
+			out = append(out, e.Manager+"/"+string(e.Operation))
+		}
+	}
+	return out
+}
+
+// TestDescribeGiven: one line per owner, each container's fields together.
+func TestDescribeGiven(t *testing.T) {
+	got := describeGiven(map[string][][2]string{
+		"helm (Apply)":               {{`container "app"`, FieldImage}, {`container "app"`, FieldPullPolicy}, {`image volume "data"`, FieldImage}},
+		"argocd-controller (Update)": {{`container "web"`, FieldImage}},
+	})
+	want := []string{`container "app" image and imagePullPolicy, image volume "data" image to helm (Apply)`, `container "web" image to argocd-controller (Update)`}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("describeGiven = %q, want %q", got, want)
+	}
+}
+
+// TestBuildPatchRecordsOwners: the first change of a field records who owned it then (Helm,
+// by server-side apply); a later change of the same field keeps that record, though livesync
+// owns the field by then, and a change of another field records that field's owners.
+func TestBuildPatchRecordsOwners(t *testing.T) {
+	d := testDeployment()
+	d.ManagedFields = []metav1.ManagedFieldsEntry{entry("helm", "Apply", "replicas", "image", "imagePullPolicy"), entry("kube-controller-manager", "Update", "replicas")}
+	w := mustWorkload(t, d)
+	cs, _ := w.Containers([]string{"app"})
+	p, err := BuildPatch(w, []Change{{Container: cs[0], Image: "example.com/app:dev@sha256:abc"}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = applyPatch(t, d, p.Data)
+	want := `"owners":{"image":[{"manager":"helm","operation":"Apply","apiVersion":"apps/v1"}]}`
+	if got := d.Annotations[OriginalAnnotation]; !strings.Contains(got, want) {
+		t.Fatalf("record after refresh = %s, want it to hold %s", got, want)
+	}
+	// What the API server did to the owners: livesync's update took the image from Helm.
+	d.ManagedFields = []metav1.ManagedFieldsEntry{entry("helm", "Apply", "replicas", "imagePullPolicy"), entry(FieldManager, "Update", "image")}
+	w = mustWorkload(t, d)
+	cs, _ = w.Containers([]string{"app"})
+	p, err = BuildPatch(w, []Change{{Container: cs[0], Image: "example.com/app:dev@sha256:def", PullPolicy: "Always"}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = applyPatch(t, d, p.Data)
+	want = `"owners":{"image":[{"manager":"helm","operation":"Apply","apiVersion":"apps/v1"}],"imagePullPolicy":[{"manager":"helm","operation":"Apply","apiVersion":"apps/v1"}]}`
+	if got := d.Annotations[OriginalAnnotation]; !strings.Contains(got, want) {
+		t.Fatalf("record after a second refresh and pull-policy = %s, want it to hold %s", got, want)
+	}
+}
+
+// TestRestoreHandsOwnershipBack: after the restore patch (which, like every update, makes
+// livesync the owner of what it changed), restore edits managedFields so that livesync owns
+// none of the fields it put back: each goes to the owners recorded before livesync's first
+// write, or to nobody for a record kept by a release that recorded none, and a field livesync
+// owned before stays its. Without this, Helm 4's next upgrade fails with `conflict with
+// "kubectl-livesync"`.
+func TestRestoreHandsOwnershipBack(t *testing.T) {
+	const (
+		dev    = "example.com/app:dev"
+		pinned = "example.com/app:dev@sha256:abc"
+		helm   = `{"manager":"helm","operation":"Apply","apiVersion":"apps/v1"}`
+		self   = `{"manager":"kubectl-livesync","operation":"Update","apiVersion":"apps/v1"}`
+	)
+	record := func(owners string) string {
+		return `{"app":{"image":"` + dev + `","imagePullPolicy":"IfNotPresent","set":{"image":"` + pinned + `","imagePullPolicy":"Always"}` + owners + `}}`
+	}
+	// after is who owns what once the restore patch went through.
+	after := func() []metav1.ManagedFieldsEntry {
+		return []metav1.ManagedFieldsEntry{entry("helm", "Apply", "replicas"), entry(FieldManager, "Update", "image", "imagePullPolicy"), entry("kube-controller-manager", "Update", "replicas")}
+	}
+	for _, tc := range []struct {
+		name            string
+		owners          string
+		after           []metav1.ManagedFieldsEntry
+		image, policy   []string
+		conflicts       int
+		wantNoHandBack  bool
+		wantNewHelmTime bool
+	}{
+		{name: "back to helm", owners: `,"owners":{"image":[` + helm + `],"imagePullPolicy":[` + helm + `]}`, after: after(),
+			image: []string{"helm/Apply"}, policy: []string{"helm/Apply"}},
+		{name: "a writer in between", owners: `,"owners":{"image":[` + helm + `],"imagePullPolicy":[` + helm + `]}`, after: after(), conflicts: 1,
+			image: []string{"helm/Apply"}, policy: []string{"helm/Apply"}},
+		{name: "helm's entry gone", owners: `,"owners":{"image":[` + helm + `],"imagePullPolicy":[` + helm + `]}`,
+			after: []metav1.ManagedFieldsEntry{entry(FieldManager, "Update", "image", "imagePullPolicy"), entry("kube-controller-manager", "Update", "replicas")},
+			image: []string{"helm/Apply"}, policy: []string{"helm/Apply"}, wantNewHelmTime: true},
+		{name: "policy owned by nobody before", owners: `,"owners":{"image":[` + helm + `],"imagePullPolicy":[]}`, after: after(),
+			image: []string{"helm/Apply"}},
+		// Only a write of livesync's own can have left it the owner (a release before this
+		// bookkeeping): that is handed back too.
+		{name: "livesync recorded as an owner", owners: `,"owners":{"image":[` + helm + `],"imagePullPolicy":[` + helm + `,` + self + `]}`, after: after(),
+			image: []string{"helm/Apply"}, policy: []string{"helm/Apply"}},
+		{name: "record without owners", owners: "", after: after()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := annotated(record(tc.owners), map[string]State{"app": {pinned, "Always"}})
+			w := mustWorkload(t, d)
+			server := testDeployment()
+			server.ResourceVersion, server.ManagedFields = "43", tc.after
+			gv := schema.GroupVersion{Group: "apps", Version: "v1"}
+			var jsonPatches []string
+			conflicts := tc.conflicts
+			client := &restfake.RESTClient{
+				GroupVersion:         gv,
+				NegotiatedSerializer: scheme.Codecs.WithoutConversion(),
+				Client: restfake.CreateHTTPClient(func(req *http.Request) (*http.Response, error) {
+					h := http.Header{"Content-Type": []string{runtime.ContentTypeJSON}}
+					reply := func(code int, obj runtime.Object) (*http.Response, error) {
+						out, err := runtime.Encode(scheme.Codecs.LegacyCodec(gv), obj)
+						return &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(strings.NewReader(string(out)))}, err
+					}
+					if req.Method == http.MethodGet {
+						return reply(http.StatusOK, server)
+					}
+					b, _ := io.ReadAll(req.Body)
+					if req.Header.Get("Content-Type") != string("application/json-patch+json") {
+						return reply(http.StatusOK, server) // the restore patch
+					}
+					jsonPatches = append(jsonPatches, string(b))
+					if conflicts > 0 {
+						conflicts--
+						server.ResourceVersion = "44"
+						return &http.Response{StatusCode: http.StatusConflict, Header: h, Body: io.NopCloser(strings.NewReader(
+							`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","message":"the object has been modified","code":409}`))}, nil
+					}
+					var ops []struct {
+						Op, Path string
+						Value    json.RawMessage
+					}
+					if err := json.Unmarshal(b, &ops); err != nil || len(ops) != 2 {
+						t.Fatalf("json patch %s: %v", b, err)
+					}
+					var rv string
+					_ = json.Unmarshal(ops[1].Value, &rv)
+					if ops[0].Path != "/metadata/managedFields" || ops[1].Path != "/metadata/resourceVersion" || rv != server.ResourceVersion {
+						t.Fatalf("json patch %s against resourceVersion %s", b, server.ResourceVersion)
+					}
+					if err := json.Unmarshal(ops[0].Value, &server.ManagedFields); err != nil {
+						t.Fatal(err)
+					}
+					return reply(http.StatusOK, server)
+				}),
+			}
+			w.Info = &resource.Info{Client: client, Namespace: "ns", Name: "web", Object: w.Object,
+				Mapping: &meta.RESTMapping{Resource: gv.WithResource("deployments"), GroupVersionKind: gv.WithKind("Deployment"), Scope: meta.RESTScopeNamespace}}
+			plan, err := PlanRestore(w, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := plan.Patch()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Apply(p, false); err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			if len(jsonPatches) != 1+tc.conflicts {
+				t.Fatalf("%d managedFields patches sent, want %d: %q", len(jsonPatches), 1+tc.conflicts, jsonPatches)
+			}
+			mf := server.ManagedFields
+			if got := owned(t, mf, "image"); strings.Join(got, " ") != strings.Join(tc.image, " ") {
+				t.Errorf("image owned by %v after restore, want %v", got, tc.image)
+			}
+			if got := owned(t, mf, "imagePullPolicy"); strings.Join(got, " ") != strings.Join(tc.policy, " ") {
+				t.Errorf("imagePullPolicy owned by %v after restore, want %v", got, tc.policy)
+			}
+			for _, e := range mf {
+				if e.Manager == FieldManager {
+					t.Errorf("an entry of %s is left: %s", FieldManager, e.FieldsV1.Raw)
+				}
+			}
+			for _, e := range mf {
+				if e.Manager == "helm" && (e.Time != nil) != tc.wantNewHelmTime {
+					t.Errorf("helm's entry time %v, want one only for a new entry", e.Time)
+				}
+			}
+		})
+	}
+}
