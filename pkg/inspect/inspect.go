@@ -47,6 +47,9 @@ type Report struct {
 	// PullSecrets are the secrets the pods pull with: the template's imagePullSecrets, then its
 	// service account's.
 	PullSecrets []string `json:"pullSecrets,omitempty"`
+	// Owner is the tool that manages the workload (Helm, Argo CD, Flux), what it does to a
+	// field livesync changes and how to hold it; absent when no tool's mark or manager says.
+	Owner *workload.Owner `json:"owner,omitempty"`
 }
 
 // Ref names a workload.
@@ -72,7 +75,10 @@ type Container struct {
 	Pods                []Pod              `json:"pods"`
 	Verdict             image.Verdict      `json:"verdict"`
 	Original            *workload.Original `json:"original"`
-	Notes               []string           `json:"notes"`
+	// Managers are, per field livesync writes ("image", "imagePullPolicy"), the managedFields
+	// entries that own it: the writers the next server-side apply of the field must agree with.
+	Managers map[string][]workload.FieldOwner `json:"managers,omitempty"`
+	Notes    []string                         `json:"notes"`
 	// RegistryDigests are the tag's index, platform manifest and config digests, read when a
 	// pod runs a digest other than RegistryDigest.
 	RegistryDigests *image.Digests `json:"registryDigests,omitempty"`
@@ -122,6 +128,7 @@ func Build(ctx context.Context, client kubernetes.Interface, res Resolver, w *wo
 	}
 	rep := &Report{Workload: Ref{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name}, Containers: []Container{}, ServerVersion: opts.ServerVersion}
 	rep.PullSecrets = w.AllPullSecrets(ctx, client)
+	rep.Owner = w.Owner(images)
 	cluster := image.Cluster{Minor: minorOf(opts.ServerVersion), PullSecrets: len(rep.PullSecrets) > 0}
 	pulls := pullEvents(ctx, client, w.Namespace, pods)
 
@@ -155,6 +162,14 @@ func Build(ctx context.Context, client kubernetes.Interface, res Resolver, w *wo
 		}
 		if o, ok := orig[c.Key()]; ok {
 			cr.Original = &o
+		}
+		for _, f := range []string{workload.FieldImage, workload.FieldPullPolicy} {
+			if owners := w.FieldOwners(c, f); len(owners) > 0 {
+				if cr.Managers == nil {
+					cr.Managers = map[string][]workload.FieldOwner{}
+				}
+				cr.Managers[f] = owners
+			}
 		}
 		for i := range pods {
 			p := &pods[i]

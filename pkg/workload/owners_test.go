@@ -3,12 +3,14 @@ package workload
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -230,6 +232,91 @@ func TestRestoreHandsOwnershipBack(t *testing.T) {
 				if e.Manager == "helm" && (e.Time != nil) != tc.wantNewHelmTime {
 					t.Errorf("helm's entry time %v, want one only for a new entry", e.Time)
 				}
+			}
+		})
+	}
+}
+
+// TestOwner: the owner of eight kinds of workload, from their marks and the managers of the
+// image, and what refresh and pull-policy do about each: a reconciler (Flux, Argo CD) is
+// refused without --force, Helm and hand edits are not.
+func TestOwner(t *testing.T) {
+	helmMarks := func(d *appsv1.Deployment) {
+		d.Labels = map[string]string{"app.kubernetes.io/managed-by": "Helm"}
+		d.Annotations = map[string]string{"meta.helm.sh/release-name": "web", "meta.helm.sh/release-namespace": "ns"}
+	}
+	for _, tc := range []struct {
+		name     string
+		dress    func(d *appsv1.Deployment)
+		managers []metav1.ManagedFieldsEntry
+		want     string // Describe, or "" for no owner
+		line     string
+		refused  string
+	}{
+		{name: "helm 4", dress: helmMarks, managers: []metav1.ManagedFieldsEntry{entry("helm", "Apply", "image")},
+			want: "Helm (helm, release ns/web)",
+			line: "deployment/web: Helm (helm, release ns/web) sets this field again at the next helm upgrade; nothing reverts it before, and restore hands it back"},
+		{name: "helm 3", dress: helmMarks, managers: []metav1.ManagedFieldsEntry{entry("helm", "Update", "image")},
+			want: "Helm (helm, release ns/web)",
+			line: "deployment/web: Helm (helm, release ns/web) sets this field again at the next helm upgrade; nothing reverts it before, and restore hands it back"},
+		{name: "argo cd tracking annotation", dress: func(d *appsv1.Deployment) {
+			helmMarks(d) // a chart Argo CD renders carries Helm's marks too
+			d.Annotations["argocd.argoproj.io/tracking-id"] = "shop:apps/Deployment:ns/web"
+		}, managers: []metav1.ManagedFieldsEntry{entry("argocd-controller", "Apply", "image")},
+			want:    "Argo CD (argocd-controller, Application shop)",
+			line:    `deployment/web: Argo CD (argocd-controller, Application shop) reverts this field at its next sync when the Application self-heals; hold it with "argocd app set shop --self-heal=false" (and "argocd app set shop --self-heal" after restore)`,
+			refused: `deployment/web: Argo CD (argocd-controller, Application shop) re-applies what it owns: hold it first with "argocd app set shop --self-heal=false", then run again with --force`},
+		{name: "argo cd instance label", dress: func(d *appsv1.Deployment) {
+			d.Labels = map[string]string{"argocd.argoproj.io/instance": "shop"}
+		}, want: "Argo CD (argocd-controller, Application shop)", refused: "re-applies what it owns"},
+		{name: "flux kustomization", dress: func(d *appsv1.Deployment) {
+			d.Labels = map[string]string{"kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}
+		}, managers: []metav1.ManagedFieldsEntry{entry("kustomize-controller", "Apply", "image")},
+			want:    "Flux (kustomize-controller, Kustomization flux-system/apps)",
+			line:    `deployment/web: Flux (kustomize-controller, Kustomization flux-system/apps) re-applies this field: the pin lasts until its next reconcile; hold it with "flux suspend kustomization apps -n flux-system" (and "flux resume kustomization apps -n flux-system" after restore)`,
+			refused: "re-applies what it owns"},
+		{name: "flux helmrelease", dress: func(d *appsv1.Deployment) {
+			helmMarks(d)
+			d.Labels["helm.toolkit.fluxcd.io/name"], d.Labels["helm.toolkit.fluxcd.io/namespace"] = "web", "flux-system"
+		}, managers: []metav1.ManagedFieldsEntry{entry("helm-controller", "Update", "image")},
+			want: "Flux (helm-controller, HelmRelease flux-system/web)", refused: "re-applies what it owns"},
+		{name: "unmarked, image managed by kustomize-controller", managers: []metav1.ManagedFieldsEntry{entry("kustomize-controller", "Apply", "image")},
+			want: "Flux (kustomize-controller, Kustomization)", refused: "re-applies what it owns"},
+		{name: "helm marks, image applied by kustomize-controller", dress: helmMarks, managers: []metav1.ManagedFieldsEntry{entry("kustomize-controller", "Apply", "image")},
+			want: "Flux (kustomize-controller, Kustomization)", refused: "re-applies what it owns"},
+		{name: "kubectl by hand", managers: []metav1.ManagedFieldsEntry{entry("kubectl-patch", "Update", "image")}},
+		{name: "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := testDeployment()
+			if tc.dress != nil {
+				tc.dress(d)
+			}
+			d.ManagedFields = tc.managers
+			w := mustWorkload(t, d)
+			cs, _ := w.Containers([]string{"app"})
+			got := ""
+			if o := w.Owner(cs); o != nil {
+				got = o.Describe()
+			}
+			if got != tc.want {
+				t.Fatalf("owner %q, want %q", got, tc.want)
+			}
+			line, err := w.CheckOwner([]Change{{Container: cs[0], Image: "example.com/app:dev@sha256:abc"}}, false)
+			if tc.line != "" && line != tc.line {
+				t.Errorf("line\n%s\nwant\n%s", line, tc.line)
+			}
+			if (line == "") != (tc.want == "") {
+				t.Errorf("line %q for owner %q", line, tc.want)
+			}
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refused != "" && (err == nil || !errors.Is(err, ErrReconciled) || !strings.Contains(err.Error(), tc.refused)):
+				t.Errorf("err %v, want ErrReconciled with %q", err, tc.refused)
+			}
+			if _, err := w.CheckOwner([]Change{{Container: cs[0], Image: "example.com/app:dev@sha256:abc"}}, true); err != nil {
+				t.Errorf("refused with force: %v", err)
 			}
 		})
 	}

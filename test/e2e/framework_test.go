@@ -342,7 +342,16 @@ type inspectReport struct {
 			Image           string `json:"image"`
 			ImagePullPolicy string `json:"imagePullPolicy"`
 		} `json:"original"`
+		Managers map[string][]struct {
+			Manager   string `json:"manager"`
+			Operation string `json:"operation"`
+		} `json:"managers"`
 	} `json:"containers"`
+	Owner *struct {
+		Tool       string `json:"tool"`
+		Manager    string `json:"manager"`
+		Reconciles bool   `json:"reconciles"`
+	} `json:"owner"`
 }
 
 func inspectJSON(t *testing.T, args ...string) inspectReport {

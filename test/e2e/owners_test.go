@@ -15,19 +15,32 @@ import (
 	metaapply "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
+// helmMarks are the labels and annotations Helm puts on what it installs.
+func helmMarks(ns string) (map[string]string, map[string]string) {
+	return map[string]string{"app.kubernetes.io/managed-by": "Helm"}, map[string]string{"meta.helm.sh/release-name": "web", "meta.helm.sh/release-namespace": ns}
+}
+
 // applyAs server-side applies a one-container Deployment "web" running img as manager, the
-// way Helm 4 installs and upgrades a chart (field manager "helm", conflicts not forced), and
-// returns the apply's error.
+// way Helm 4 installs and upgrades a chart (field manager "helm", conflicts not forced), with
+// Helm's marks, and returns the apply's error.
 func applyAs(t *testing.T, ns, manager, img string, force bool) error {
 	t.Helper()
-	d := appsapply.Deployment("web", ns).
-		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "Helm"}).
-		WithAnnotations(map[string]string{"meta.helm.sh/release-name": "web", "meta.helm.sh/release-namespace": ns}).
+	labels, annotations := helmMarks(ns)
+	return applyWeb(t, ns, "web", manager, img, labels, annotations, force)
+}
+
+// applyWeb server-side applies a one-container Deployment running img as manager, with the
+// given labels and annotations on the Deployment.
+func applyWeb(t *testing.T, ns, name, manager, img string, labels, annotations map[string]string, force bool) error {
+	t.Helper()
+	d := appsapply.Deployment(name, ns).
+		WithLabels(labels).
+		WithAnnotations(annotations).
 		WithSpec(appsapply.DeploymentSpec().
 			WithReplicas(1).
-			WithSelector(metaapply.LabelSelector().WithMatchLabels(labelsFor("web"))).
+			WithSelector(metaapply.LabelSelector().WithMatchLabels(labelsFor(name))).
 			WithTemplate(coreapply.PodTemplateSpec().
-				WithLabels(labelsFor("web")).
+				WithLabels(labelsFor(name)).
 				WithSpec(coreapply.PodSpec().
 					WithTerminationGracePeriodSeconds(1).
 					WithContainers(coreapply.Container().WithName("app").WithImage(img).WithImagePullPolicy(corev1.PullIfNotPresent)))))
@@ -105,4 +118,66 @@ func TestOwnersHandBack(t *testing.T) {
 			t.Fatalf("the owner's apply after a hand patch and its undo: %v, want a conflict with \"kubectl-patch\"", err)
 		}
 	})
+}
+
+// TestOwnersNamed: inspect names the tool that owns a Helm-, a Flux- and an Argo CD-managed
+// Deployment, and the managers of its image; refresh and pull-policy say first what the owner
+// will do, go ahead on Helm's, and refuse Flux's and Argo CD's (which re-apply on their own)
+// without --force, changing nothing, --dry-run included.
+func TestOwnersNamed(t *testing.T) {
+	ns := namespace(t)
+	repo := "owners-" + ns
+	pushImage(t, repo, "dev", "app")
+	dev := image(repo, "dev")
+	helmLabels, helmAnnotations := helmMarks(ns)
+	for _, w := range []struct {
+		name, manager       string
+		labels, annotations map[string]string
+		tool                string
+	}{
+		{"helm", "helm", helmLabels, helmAnnotations, "Helm"},
+		{"flux", "kustomize-controller", map[string]string{"kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}, nil, "Flux"},
+		{"argo", "argocd-controller", nil, map[string]string{"argocd.argoproj.io/tracking-id": "shop:apps/Deployment:" + ns + "/argo"}, "Argo CD"},
+	} {
+		if err := applyWeb(t, ns, w.name, w.manager, dev, w.labels, w.annotations, true); err != nil {
+			t.Fatal(err)
+		}
+		waitDeploymentReady(t, ns, w.name)
+		rep := inspectJSON(t, "-n", ns, "deploy/"+w.name)
+		if rep.Owner == nil || rep.Owner.Tool != w.tool || rep.Owner.Manager != w.manager {
+			t.Errorf("%s: inspect owner = %+v, want %s (%s)", w.name, rep.Owner, w.tool, w.manager)
+		}
+		if m := rep.Containers[0].Managers["image"]; len(m) != 1 || m[0].Manager != w.manager || m[0].Operation != "Apply" {
+			t.Errorf("%s: managers of the image = %+v", w.name, rep.Containers[0].Managers)
+		}
+		r := mustLivesync(t, "-n", ns, "inspect", "deploy/"+w.name)
+		if !strings.Contains(r.stdout, "owned by "+w.tool+" ("+w.manager) {
+			t.Errorf("%s: inspect's table does not name the owner:\n%s", w.name, r)
+		}
+	}
+	pushImage(t, repo, "dev", "app") // the tag moved: refresh would pin it
+
+	const fluxLine = `deployment/flux: Flux (kustomize-controller, Kustomization flux-system/apps) re-applies this field: the pin lasts until its next reconcile; hold it with "flux suspend kustomization apps -n flux-system" (and "flux resume kustomization apps -n flux-system" after restore)`
+	for _, args := range [][]string{{"refresh", "deploy/flux"}, {"refresh", "deploy/flux", "--dry-run"}, {"pull-policy", "deploy/argo", "Always"}, {"pull-policy", "deploy/argo", "Always", "--dry-run"}} {
+		name := args[1][len("deploy/"):]
+		gen := getDeployment(t, ns, name).Generation
+		r := livesync(t, append([]string{"-n", ns}, args...)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "re-applies what it owns: hold it first with ") || !strings.Contains(r.stderr, "then run again with --force") {
+			t.Errorf("%v: want a refusal naming the hold and --force: %s", args, r)
+		}
+		if name == "flux" && !strings.Contains(r.stdout, fluxLine) {
+			t.Errorf("%v: output lacks %q: %s", args, fluxLine, r)
+		}
+		if got := getDeployment(t, ns, name); got.Generation != gen || got.Annotations[originalAnnotation] != "" {
+			t.Errorf("%v changed the deployment: generation %d -> %d", args, gen, got.Generation)
+		}
+	}
+	r := mustLivesync(t, "-n", ns, "refresh", "deploy/flux", "--force", "--timeout", "2m")
+	if !strings.Contains(r.stdout, fluxLine) || !strings.Contains(r.stdout, "rolled out in") {
+		t.Errorf("refresh --force on Flux's:\n%s", r)
+	}
+	r = mustLivesync(t, "-n", ns, "pull-policy", "deploy/helm", "Always", "--timeout", "2m")
+	if want := "deployment/helm: Helm (helm, release " + ns + "/web) sets this field again at the next helm upgrade; nothing reverts it before, and restore hands it back"; !strings.Contains(r.stdout, want) {
+		t.Errorf("pull-policy on Helm's lacks %q:\n%s", want, r)
+	}
 }
