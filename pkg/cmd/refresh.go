@@ -102,6 +102,11 @@ func (o *RefreshOptions) Run(ctx context.Context) error {
 	writeln(o.g.Out, "watching the registry every %s; Ctrl-C to stop", o.interval)
 	r.quiet = true
 	warn := func(err error) { writeln(o.g.ErrOut, "warning: %v", err) }
+	// Another writer reverting a pin ends the watch: pinning each new push again would be a
+	// rollout loop against it.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var reverted error
 	workload.Follow(ctx, o.clock, o.interval, func(ctx context.Context) error {
 		// Re-read the workloads: the last refresh changed them, and so may anyone else.
 		ws, err := o.target.resolve(o.g, o.args)
@@ -109,12 +114,21 @@ func (o *RefreshOptions) Run(ctx context.Context) error {
 			return err
 		}
 		for _, w := range ws {
-			if err := r.refresh(ctx, w); err != nil && ctx.Err() == nil {
+			err := r.refresh(ctx, w)
+			switch {
+			case errors.Is(err, workload.ErrReverted) || errors.Is(err, workload.ErrReconciled):
+				reverted = err
+				stop()
+				return nil
+			case err != nil && ctx.Err() == nil:
 				warn(err)
 			}
 		}
 		return nil
 	}, warn)
+	if reverted != nil {
+		return fmt.Errorf("--watch stops: %w", reverted)
+	}
 	return nil
 }
 

@@ -235,6 +235,27 @@ func TestReportOwner(t *testing.T) {
 	}
 }
 
+// TestReportReverted: a pin another writer put back to the original is reported as reverted,
+// by that writer's manager.
+func TestReportReverted(t *testing.T) {
+	rep := buildWith(t, "127.0.0.1:5000/app:dev", func(d *appsv1.Deployment) {
+		d.Annotations[workload.OriginalAnnotation] = `{"app":{"image":"127.0.0.1:5000/app:dev","imagePullPolicy":"IfNotPresent","set":{"image":"127.0.0.1:5000/app:dev@` + d1 + `","imagePullPolicy":"IfNotPresent"}}}`
+		d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kustomize-controller", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{"f:image":{}}}}}}}`)}}}
+	}, pod("a", "127.0.0.1:5000/app@"+d2))
+	c := rep.Containers[0]
+	if len(c.Reverted) != 1 || c.Reverted[0] != (Reverted{Field: "image", Manager: "kustomize-controller", Set: "127.0.0.1:5000/app:dev@" + d1}) {
+		t.Fatalf("reverted = %+v", c.Reverted)
+	}
+	var buf bytes.Buffer
+	if err := Print(&buf, FormatTable, []*Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "* app: livesync's pin reverted: image 127.0.0.1:5000/app:dev was put back by kustomize-controller (livesync set 127.0.0.1:5000/app:dev@" + d1 + "); restore drops the record"; !strings.Contains(buf.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, buf.String())
+	}
+}
+
 // TestBuildImageVolumesMatchesAndPulls: an image volume is reported beside the container with
 // its imageRef; a running config digest matches the tag as "config"; a bare imageID the
 // registry cannot place is unknown with one line why; Pulled events say how each image got

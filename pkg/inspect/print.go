@@ -126,6 +126,13 @@ func printTable(out io.Writer, r *Report) error {
 		if m := describeManagers(c.Managers); m != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s", label, m))
 		}
+		for _, rv := range c.Reverted {
+			by := rv.Manager
+			if by == "" {
+				by = "another writer"
+			}
+			notes = append(notes, fmt.Sprintf("%s: livesync's pin reverted: %s %s was put back by %s (livesync set %s); restore drops the record", label, rv.Field, dash(c.fieldValue(rv.Field)), by, rv.Set))
+		}
 		if c.Original != nil {
 			notes = append(notes, fmt.Sprintf("%s: changed by livesync, original image %s (%s); undo with restore", label, c.Original.Image, dash(c.Original.PullPolicy)))
 		}
@@ -137,6 +144,14 @@ func printTable(out io.Writer, r *Report) error {
 		fmt.Fprintf(out, "  * %s\n", n)
 	}
 	return nil
+}
+
+// fieldValue is the container's current value of a field livesync writes.
+func (c Container) fieldValue(field string) string {
+	if field == workload.FieldPullPolicy {
+		return c.PullPolicy
+	}
+	return c.Image
 }
 
 // describeOwner reads "owned by Flux (…) (label …): re-applies this field: …; hold it with: …".

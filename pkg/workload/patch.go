@@ -212,6 +212,26 @@ type Patch struct {
 	// `container "app" image to helm (Apply)`; empty when it handed back none.
 	HandedBack []string
 	handBacks  []handBack
+	// appliedVersion is the resourceVersion Apply's write left, where WatchReverts starts.
+	appliedVersion string
+	// watch opens WatchReverts' watch; nil is the workload's REST client.
+	watch watchFunc
+	// restoring marks restore's patch, which puts back what the owner had.
+	restoring bool
+}
+
+// Pins reports that the patch sets an image or pull policy of livesync's own (refresh,
+// pull-policy), which another writer may revert; restore's patch does not.
+func (p *Patch) Pins() bool {
+	if p.restoring {
+		return false
+	}
+	for _, c := range p.Changes {
+		if c.Image != "" || c.PullPolicy != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // BuildPatch builds a patch that changes only the given containers and records each one's
@@ -358,7 +378,13 @@ func Apply(p *Patch, dryRun bool) error {
 	if err != nil {
 		return explainPatchError(w, err)
 	}
-	if dryRun || len(p.handBacks) == 0 {
+	if dryRun {
+		return nil
+	}
+	if a, err := meta.Accessor(obj); err == nil {
+		p.appliedVersion = a.GetResourceVersion()
+	}
+	if len(p.handBacks) == 0 {
 		return nil
 	}
 	return p.handBack(h, obj)

@@ -168,6 +168,6 @@ func (p *RestorePlan) Patch() (*Patch, error) {
 	if err != nil {
 		return nil, err
 	}
-	patch.handBacks = p.handBacks()
+	patch.handBacks, patch.restoring = p.handBacks(), true
 	return patch, nil
 }

@@ -346,6 +346,10 @@ type inspectReport struct {
 			Manager   string `json:"manager"`
 			Operation string `json:"operation"`
 		} `json:"managers"`
+		Reverted []struct {
+			Field   string `json:"field"`
+			Manager string `json:"manager"`
+		} `json:"reverted"`
 	} `json:"containers"`
 	Owner *struct {
 		Tool       string `json:"tool"`

@@ -4,8 +4,11 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -179,5 +182,108 @@ func TestOwnersNamed(t *testing.T) {
 	r = mustLivesync(t, "-n", ns, "pull-policy", "deploy/helm", "Always", "--timeout", "2m")
 	if want := "deployment/helm: Helm (helm, release " + ns + "/web) sets this field again at the next helm upgrade; nothing reverts it before, and restore hands it back"; !strings.Contains(r.stdout, want) {
 		t.Errorf("pull-policy on Helm's lacks %q:\n%s", want, r)
+	}
+}
+
+// reconcile stands in for a GitOps controller: it server-side applies the Deployment with
+// img as manager, forcing conflicts, every interval until the test ends, the way
+// kustomize-controller re-applies a Kustomization (and Argo CD's self-heal its Application).
+func reconcile(t *testing.T, ns, name, manager, img string, labels, annotations map[string]string, interval time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if err := applyWeb(t, ns, name, manager, img, labels, annotations, true); err != nil && ctx.Err() == nil {
+				t.Logf("%s's apply: %v", manager, err)
+			}
+		}
+	}()
+}
+
+// TestOwnersRevert: refresh --force on a workload a reconciler owns pins it, and the
+// reconciler's next apply puts the tag back: refresh reports it by the manager's name within
+// its grace and exits 1, and inspect shows the pin as reverted.
+func TestOwnersRevert(t *testing.T) {
+	for _, tc := range []struct {
+		manager             string
+		labels, annotations map[string]string
+	}{
+		{"kustomize-controller", map[string]string{"kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}, nil},
+		{"argocd-controller", nil, map[string]string{"argocd.argoproj.io/tracking-id": "shop:apps/Deployment:NS/web"}},
+	} {
+		t.Run(tc.manager, func(t *testing.T) {
+			ns := namespace(t)
+			repo := "revert-" + ns
+			pushImage(t, repo, "dev", "app")
+			dev := image(repo, "dev")
+			for k, v := range tc.annotations {
+				tc.annotations[k] = strings.ReplaceAll(v, "NS", ns)
+			}
+			if err := applyWeb(t, ns, "web", tc.manager, dev, tc.labels, tc.annotations, true); err != nil {
+				t.Fatal(err)
+			}
+			waitDeploymentReady(t, ns, "web")
+			pushImage(t, repo, "dev", "app") // the tag moved
+			reconcile(t, ns, "web", tc.manager, dev, tc.labels, tc.annotations, 2*time.Second)
+			r := livesync(t, "-n", ns, "refresh", "deploy/web", "--force", "--timeout", "2m")
+			want := `deployment/web: container "app" image reverted by ` + tc.manager + ` `
+			if r.code != 1 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "s after the pin (now "+dev+")") {
+				t.Fatalf("refresh on a reconciled workload: want exit 1 and %q: %s", want, r)
+			}
+			rep := inspectJSON(t, "-n", ns, "deploy/web")
+			if rv := rep.Containers[0].Reverted; len(rv) != 1 || rv[0].Field != "image" || rv[0].Manager != tc.manager {
+				t.Errorf("inspect's reverted = %+v", rv)
+			}
+		})
+	}
+}
+
+// TestOwnersFollowTagNoLoop: a session following the tag pins a push once; a reconciler then
+// re-applies the tag every 2 s. The session does not pin again (that would be a rollout loop
+// against the reconciler): it says once that --follow-tag stops, and goes on syncing files.
+// Over 60 s the Deployment's generation rises by at most 2 (livesync's pin and the revert).
+func TestOwnersFollowTagNoLoop(t *testing.T) {
+	ns := namespace(t)
+	repo := "noloop-" + ns
+	pushImage(t, repo, "dev", "app")
+	dev := image(repo, "dev")
+	deployment(t, ns, "web", dev, 1, corev1.PullIfNotPresent)
+	local := t.TempDir()
+	write(t, filepath.Join(local, "app.txt"), "synced")
+	s := newSession(t, ns).Args("deploy/web", "--follow-tag", "--interval", "2s").Map(local, "/app").Start()
+	waitConverged(t, ns, "app=web", 1, local, "/app", time.Minute)
+	gen := getDeployment(t, ns, "web").Generation
+	d2 := pushImage(t, repo, "dev", "app")
+	waitFor(t, "the pin of the new digest", 2*time.Minute, func() (bool, error) {
+		return getDeployment(t, ns, "web").Spec.Template.Spec.Containers[0].Image == dev+"@"+d2, nil
+	})
+	reconcile(t, ns, "web", "kustomize-controller", dev, nil, nil, 2*time.Second)
+	pushImage(t, repo, "dev", "app") // another push the session must not pin against the reconciler
+	deadline := time.Now().Add(60 * time.Second)
+	noFight := func(until time.Time) {
+		waitFor(t, "the session and the reconciler not to fight", time.Until(until)+30*time.Second, func() (bool, error) {
+			if g := getDeployment(t, ns, "web").Generation; g > gen+2 {
+				return false, fmt.Errorf("generation %d -> %d: livesync and the reconciler are fighting:\n%s", gen, g, s.Dump())
+			}
+			return time.Now().After(until), nil
+		})
+	}
+	noFight(time.Now().Add(15 * time.Second))
+	write(t, filepath.Join(local, "later.txt"), "still syncing")
+	waitConverged(t, ns, "app=web", 1, local, "/app", time.Minute)
+	noFight(deadline)
+	s.Stop()
+	if n := strings.Count(s.Dump(), "--follow-tag stops pinning"); n != 1 {
+		t.Errorf("%d notices that --follow-tag stops, want 1:\n%s", n, s.Dump())
 	}
 }
