@@ -189,7 +189,7 @@ func TestReportOwner(t *testing.T) {
 	rep := buildWith(t, "127.0.0.1:5000/app:dev", func(d *appsv1.Deployment) {
 		d.Labels = map[string]string{"kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}
 		d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kustomize-controller", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:image":{},"f:imagePullPolicy":{},"f:name":{}}}}}}}`)}}}
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:image":{},"f:imagePullPolicy":{},"f:name":{}}}}}}}`)}}
 	}, pod("a", "127.0.0.1:5000/app@"+d2))
 	var buf bytes.Buffer
 	if err := Print(&buf, FormatTable, []*Report{rep}); err != nil {
@@ -241,7 +241,7 @@ func TestReportReverted(t *testing.T) {
 	rep := buildWith(t, "127.0.0.1:5000/app:dev", func(d *appsv1.Deployment) {
 		d.Annotations[workload.OriginalAnnotation] = `{"app":{"image":"127.0.0.1:5000/app:dev","imagePullPolicy":"IfNotPresent","set":{"image":"127.0.0.1:5000/app:dev@` + d1 + `","imagePullPolicy":"IfNotPresent"}}}`
 		d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kustomize-controller", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{"f:image":{}}}}}}}`)}}}
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{"f:image":{}}}}}}}`)}}
 	}, pod("a", "127.0.0.1:5000/app@"+d2))
 	c := rep.Containers[0]
 	if len(c.Reverted) != 1 || c.Reverted[0] != (Reverted{Field: "image", Manager: "kustomize-controller", Set: "127.0.0.1:5000/app:dev@" + d1}) {

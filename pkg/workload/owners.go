@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,7 +70,7 @@ func fieldSet(e metav1.ManagedFieldsEntry) (*fieldpath.Set, bool) {
 		return &fieldpath.Set{}, true
 	}
 	s := &fieldpath.Set{}
-	if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+	if err := s.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
 		return nil, false
 	}
 	return s, true
@@ -127,9 +126,9 @@ func (p *RestorePlan) handBacks() []handBack {
 // taken from it and given to the owners recorded before livesync first wrote it: back into
 // their entries, or, for an owner whose entry is gone (its last field was this one), a new
 // entry of its name and operation. A field recorded by a release that kept no owners is only
-// dropped from livesync's entries, which leaves it to whoever writes it next. Entries left empty are removed, as the API server
-// would. It also returns, per owner given a field, the fields it got ("helm (Apply)":
-// [container "app" image]), and false when nothing changes.
+// dropped from livesync's entries, which leaves it to whoever writes it next. Entries left
+// empty are removed, as the API server would. It also returns, per owner given a field, the
+// fields it got ("helm (Apply)": [container "app" image]), and false when nothing changes.
 func handOwnershipBack(entries []metav1.ManagedFieldsEntry, moves []handBack, now metav1.Time) ([]metav1.ManagedFieldsEntry, map[string][][2]string, bool, error) {
 	out := slices.Clone(entries)
 	sets := make([]*fieldpath.Set, len(out))
@@ -194,7 +193,7 @@ func handOwnershipBack(entries []metav1.ManagedFieldsEntry, moves []handBack, no
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("encoding the fields of manager %q: %w", e.Manager, err)
 		}
-		e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+		e.FieldsV1 = metav1.NewFieldsV1(string(raw))
 		final = append(final, e)
 	}
 	return final, given, true, nil

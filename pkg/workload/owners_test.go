@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -38,7 +37,7 @@ func entry(manager, op string, fields ...string) metav1.ManagedFieldsEntry {
 	}
 	raw, _ := json.Marshal(map[string]any{"f:spec": spec})
 	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationType(op), APIVersion: "apps/v1",
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}}
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw))}
 }
 
 // owned returns who owns container "app"'s field in entries, as "manager/Operation". It reads
@@ -48,11 +47,11 @@ func owned(t *testing.T, entries []metav1.ManagedFieldsEntry, field string) []st
 	p := fieldpath.MakePathOrDie("spec", "template", "spec", "containers", fieldpath.KeyByFields("name", "app"), field)
 	var out []string
 	for _, e := range entries {
-		if len(e.FieldsV1.Raw) == 0 || string(e.FieldsV1.Raw) == "{}" {
+		if len(e.FieldsV1.GetRawBytes()) == 0 || e.FieldsV1.GetRawString() == "{}" {
 			t.Errorf("entry %s/%s owns nothing; the API server drops such entries", e.Manager, e.Operation)
 		}
 		var s fieldpath.Set
-		if err := s.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+		if err := s.FromJSON(e.FieldsV1.GetRawReader()); err != nil {
 			t.Fatalf("entry %s: %v", e.Manager, err)
 		}
 		if s.Has(p) {
@@ -225,7 +224,7 @@ func TestRestoreHandsOwnershipBack(t *testing.T) {
 			}
 			for _, e := range mf {
 				if e.Manager == FieldManager {
-					t.Errorf("an entry of %s is left: %s", FieldManager, e.FieldsV1.Raw)
+					t.Errorf("an entry of %s is left: %s", FieldManager, e.FieldsV1.GetRawString())
 				}
 			}
 			for _, e := range mf {

@@ -60,7 +60,7 @@ func livesyncEntries(d *appsv1.Deployment) []string {
 	var out []string
 	for _, m := range d.ManagedFields {
 		if m.Manager == "kubectl-livesync" {
-			out = append(out, string(m.Operation)+" "+string(m.FieldsV1.Raw))
+			out = append(out, string(m.Operation)+" "+m.FieldsV1.GetRawString())
 		}
 	}
 	return out
