@@ -45,6 +45,7 @@ livesync_prep() {
   [ -z "${livesync_ns+x}" ] || return 0
   livesync_ns=$(readlink "/proc/${LIVESYNC_PID:-self}/ns/mnt" 2>/dev/null) || livesync_ns=''
   livesync_dir=$(mktemp -d "${TMPDIR:-/tmp}/livesync-scan.XXXXXX" 2>/dev/null) || livesync_dir=''
+  # shellcheck disable=SC2154 # livesync_onexit: set by stream.sh's loop, or unset
   if [ -n "$livesync_dir" ]; then trap 'rm -rf "$livesync_dir"; ${livesync_onexit:-}' EXIT; trap 'exit 129' HUP; trap 'exit 143' TERM; fi
   livesync_k=0 livesync_t='' livesync_h='' livesync_b='' livesync_full=''
   livesync_base

@@ -169,6 +169,7 @@ fi
 livesync_rec=''
 # What the loop made goes when it ends (marks.sh's trap runs this too).
 livesync_atexit() { rm -f -- "$livesync_stage" "$livesync_stage.e" ${livesync_rec:+"$livesync_rec"}; }
+# shellcheck disable=SC2034 # run by marks.sh's EXIT trap
 livesync_onexit=livesync_atexit
 trap livesync_atexit EXIT
 trap 'exit 129' HUP
