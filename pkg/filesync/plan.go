@@ -274,13 +274,17 @@ func (pl *planner) visit(rel string) {
 	pl.add(rel, e)
 }
 
-// unchanged reports whether a file needs no copy. A different mtime with the
-// same size and an equal hash (an editor's touch) only refreshes the index.
+// unchanged reports whether a file needs no copy. A different mtime, inode
+// or ctime with the same size and an equal hash (an editor's touch, a chmod
+// back) only refreshes the index. Size and mtime alone miss a save that
+// keeps them (cp -p, touch -r, archive tools), which the inode (a rename
+// over it) or ctime (a write in place) still show, where the platform
+// says them (see localtree.IdentityOf).
 func (pl *planner) unchanged(rel string, old Entry, e *Entry) bool {
 	if old.stale || old.Size != e.Size || old.Mode != e.Mode {
 		return false
 	}
-	if old.MTime.Equal(e.MTime) {
+	if old.MTime.Equal(e.MTime) && old.sameIdentity(*e) {
 		return true
 	}
 	if old.Sum == nil {
