@@ -547,10 +547,13 @@ func localSide(name string) Side {
 		s.Link, _ = os.Readlink(name)
 	case fi.Mode().IsRegular():
 		s.Type = remote.TypeFile
-		if f, _, err := localtree.OpenRegular(name); err == nil {
+		if f, ofi, err := localtree.OpenRegular(name); err == nil {
 			h := sha256.New()
-			if _, err := io.Copy(h, f); err == nil {
+			// The sum stands for the file only if nothing wrote it while it
+			// was read: the same size, mtime and ctime after as before.
+			if _, err := io.Copy(h, f); err == nil && ofi.Size() == fi.Size() && os.SameFile(ofi, fi) && unchangedSince(f, ofi) {
 				s.Sum = (*[32]byte)(h.Sum(nil))
+				s.hashed = ofi
 			}
 			f.Close()
 		}
@@ -558,6 +561,18 @@ func localSide(name string) Side {
 		s.Type = 0 // a FIFO, socket or device: never the same as anything
 	}
 	return s
+}
+
+// unchangedSince reports whether f's stat is still before's: size, mtime
+// and, where the platform says it, ctime.
+func unchangedSince(f *os.File, before fs.FileInfo) bool {
+	now, err := f.Stat()
+	if err != nil || now.Size() != before.Size() || !now.ModTime().Equal(before.ModTime()) {
+		return false
+	}
+	_, c0, ok0 := localtree.IdentityOf(before)
+	_, c1, ok1 := localtree.IdentityOf(now)
+	return ok0 == ok1 && c0 == c1
 }
 
 // goneLocally returns the listed local entries that the scan shows gone
@@ -674,15 +689,25 @@ func (p *mappingPass) makeDir(d *decision) {
 }
 
 // record makes local, which the container holds too, the ancestor.
+// A file is recorded as it was when its sum was read (local.hashed), with
+// its inode and ctime: a save since then, even one keeping size and mtime,
+// is not taken for the ancestor.
 func (p *mappingPass) record(rel string, local Side) {
-	fi, err := os.Lstat(p.local(rel))
-	if err != nil {
-		return
+	fi := local.hashed
+	if fi == nil {
+		if local.Type == remote.TypeFile {
+			return // no sum that stands for the file: nothing to record
+		}
+		var err error
+		if fi, err = os.Lstat(p.local(rel)); err != nil {
+			return
+		}
 	}
 	p.r.settle(p.v.Target, p.i, rel)
 	e := filesync.Entry{Type: local.Type, Mode: localtree.KeepExec(localtree.Perm(fi), local.Mode), MTime: fi.ModTime(), Link: local.Link, Sum: local.Sum}
 	if local.Type == remote.TypeFile {
 		e.Size = fi.Size()
+		e.Ino, e.CTime, _ = localtree.IdentityOf(fi)
 	}
 	p.v.Record(p.i, rel, e)
 }
@@ -783,7 +808,11 @@ func (p *mappingPass) download(ds []*decision) error {
 // wrote records a file that came back as confirmed on both sides, with the
 // directories made on its way.
 func (p *mappingPass) wrote(rel string, fi fs.FileInfo, sent fs.FileMode, h hash.Hash) {
-	p.v.Record(p.i, rel, filesync.Entry{Type: remote.TypeFile, Mode: localtree.KeepExec(localtree.Perm(fi), sent), Size: fi.Size(), MTime: fi.ModTime(), Sum: (*[32]byte)(h.Sum(nil))})
+	e := filesync.Entry{Type: remote.TypeFile, Mode: localtree.KeepExec(localtree.Perm(fi), sent), Size: fi.Size(), MTime: fi.ModTime(), Sum: (*[32]byte)(h.Sum(nil))}
+	// fi is the file as written, before its rename (see ReplaceFile): a
+	// save into it since shows in its ctime.
+	e.Ino, e.CTime, _ = localtree.IdentityOf(fi)
+	p.v.Record(p.i, rel, e)
 	p.recordParents(rel)
 	p.out.Paths = append(p.out.Paths, p.local(rel))
 	p.out.Bytes += fi.Size()

@@ -774,3 +774,4 @@ func TestDeleteDuringScanComesNextPass(t *testing.T) {
 		})
 	}
 }
+
