@@ -774,4 +774,3 @@ func TestDeleteDuringScanComesNextPass(t *testing.T) {
 		})
 	}
 }
-
