@@ -45,6 +45,11 @@ func builtin(name string) bool {
 		// a scan's marker, mktemp's "livesync-scan.XXXXXX" in $TMPDIR (a
 		// mapping of /tmp holds it)
 		return true
+	case strings.HasPrefix(name, "livesync-frame.") || strings.HasPrefix(name, "livesync-stream."):
+		// a stream loop's stage file ("livesync-frame.PID", its dd count
+		// beside it, ".e") and its fence record ("livesync-stream.FAMILY.PID"),
+		// in $TMPDIR: a mapping of /tmp holds them
+		return streamTemp(name)
 	case name[0] == '.' && localTemp(name):
 		return true
 	}
@@ -61,6 +66,27 @@ func localTemp(name string) bool {
 	}
 	pid, nanos, ok := strings.Cut(name[i+len(".livesync-"):], "-")
 	return ok && digits(pid) && digits(nanos)
+}
+
+// streamTemp reports whether name is one of stream.sh's files in $TMPDIR:
+// "livesync-frame.<pid>", "livesync-frame.<pid>.e" or
+// "livesync-stream.<hex family>.<pid>".
+func streamTemp(name string) bool {
+	if rest, ok := strings.CutPrefix(name, "livesync-frame."); ok {
+		return digits(strings.TrimSuffix(rest, ".e"))
+	}
+	rest, _ := strings.CutPrefix(name, "livesync-stream.")
+	fam, pid, ok := strings.Cut(rest, ".")
+	return ok && hexDigits(fam) && digits(pid)
+}
+
+func hexDigits(s string) bool {
+	for i := range len(s) {
+		if (s[i] < '0' || s[i] > '9') && (s[i] < 'a' || s[i] > 'f') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func digits(s string) bool {

@@ -19,6 +19,15 @@ var (
 	// livesyncLiteral finds a ".livesync-" name as written, with what
 	// expands after it ("$$", "${x##*/}", "$v", or a comment's "<pid>").
 	livesyncLiteral = regexp.MustCompile(`\.livesync-[A-Za-z0-9_.-]*(\$\{[^}]*\}|\$[A-Za-z0-9_$]+|<[a-z]+>)?`)
+	// tmpdirName finds a name a script makes in $TMPDIR through stream.sh's
+	// livesync_sd, with its expansions ("$$", "$livesync_fam") and an
+	// optional suffix after them.
+	tmpdirName = regexp.MustCompile(`\$livesync_sd/(livesync-[A-Za-z0-9_.$-]*)"?`)
+	expansion  = regexp.MustCompile(`\$\{[^}]*\}|\$[A-Za-z0-9_$]+`)
+	// stageName finds the stage file's name and the names made beside it
+	// ("$livesync_stage.e").
+	stageName   = regexp.MustCompile(`livesync_stage=\$livesync_sd/(\S+)`)
+	stageSuffix = regexp.MustCompile(`\$livesync_stage(\.[A-Za-z0-9]+)`)
 )
 
 // tempNames returns the names the container's scripts make beside what they
@@ -38,6 +47,18 @@ func tempNames(text string) []string {
 			name = strings.TrimSuffix(m[0], m[1]) + "12345"
 		}
 		out = append(out, strings.TrimRight(name, "."))
+	}
+	for _, m := range tmpdirName.FindAllStringSubmatchIndex(text, -1) {
+		if strings.HasPrefix(text[m[1]:], ".*") {
+			continue // a glob of such names, not one made
+		}
+		out = append(out, expansion.ReplaceAllString(text[m[2]:m[3]], "12345"))
+	}
+	if m := stageName.FindStringSubmatch(text); m != nil {
+		stage := expansion.ReplaceAllString(m[1], "12345")
+		for _, x := range stageSuffix.FindAllStringSubmatch(text, -1) {
+			out = append(out, stage+x[1])
+		}
 	}
 	return out
 }
@@ -99,7 +120,7 @@ func TestScriptTempNamesAreIgnored(t *testing.T) {
 		}
 	}
 	// The parse must keep finding the names it was written for.
-	for _, want := range []string{".livesync-patch.12345", ".livesync-lit.12345", ".livesync-cp.12345", ".livesync-supervisor.tmp", "livesync-scan.a7Zq90"} {
+	for _, want := range []string{".livesync-patch.12345", ".livesync-lit.12345", ".livesync-cp.12345", ".livesync-supervisor.tmp", "livesync-scan.a7Zq90", "livesync-frame.12345", "livesync-frame.12345.e", "livesync-stream.12345.12345"} {
 		if !seen[want] {
 			t.Errorf("found no %q in the scripts; found %v", want, seen)
 		}
