@@ -10,5 +10,7 @@ go run ./hack/gendocs -check docs/reference.md
 echo "verify-docs: docs/reference.md is current"
 mapfile -t pages < <(git ls-files --cached --others --exclude-standard -- '*.md' | sort -u)
 go run ./hack/mdlinks "${pages[@]}"
-# Every error:/warning: line quoted in a code block is one the code prints (hack/docmsgs).
+# Every error:/warning: line quoted in a code block is one the code prints (hack/docmsgs). Its own
+# tests first: a stale sample (a word changed, a clause added) must still fail, a true one pass.
+go test -count=1 ./hack/docmsgs
 go run ./hack/docmsgs -src pkg "${pages[@]}"

@@ -6,8 +6,11 @@
 // "warning: " (what the binary prints on stderr) must be made of the string literals in the Go
 // files under -src: each literal becomes a regexp with its fmt verbs (%s, %q, %d, %v, %w, …) as
 // wildcards, the fixed text of every match covers its part of the line, and what no literal
-// covers may only be the values the verbs print: runs of at most two words. A sample left behind
-// when a message changes (a word changed, a clause added) then fails make verify-docs.
+// covers may only be the values the verbs print: runs of at most two words, where a quoted string
+// ("…", as %q prints it) or a command in backticks counts as one word however long it is. A line
+// must also have fixed text of its own outside its quoted values, so a line of quotes alone proves
+// nothing. A sample left behind when a message changes (a word changed, a clause added) then
+// fails make verify-docs.
 package main
 
 import (
@@ -156,7 +159,9 @@ func pattern(s string) *regexp.Regexp {
 }
 
 // uncovered returns the first run of text that no literal's fixed text covers and that is longer
-// than a value, or "" when there is none.
+// than a value, or "" when there is none. A quoted value counts as one word: a %q of a command
+// ("flux suspend kustomization apps -n flux-system") is one value however many words it has.
+// A line whose only covered text lies inside its quoted values is returned whole.
 func uncovered(pats []*regexp.Regexp, text string) string {
 	covered := make([]bool, len(text))
 	for _, p := range pats {
@@ -168,6 +173,16 @@ func uncovered(pats []*regexp.Regexp, text string) string {
 			}
 		}
 	}
+	value := quotedValues(text)
+	fixed := 0
+	for i := range text {
+		if covered[i] && !value[i] && text[i] != ' ' {
+			fixed++
+		}
+	}
+	if fixed < minFixed {
+		return text
+	}
 	start := -1
 	for i := 0; i <= len(text); i++ {
 		if i < len(text) && !covered[i] {
@@ -177,11 +192,58 @@ func uncovered(pats []*regexp.Regexp, text string) string {
 			continue
 		}
 		if start >= 0 {
-			if run := text[start:i]; len(strings.Fields(run)) > maxValueWords {
-				return run
+			if words(text[start:i], value[start:i]) > maxValueWords {
+				return text[start:i]
 			}
 			start = -1
 		}
 	}
 	return ""
+}
+
+// words counts the words of run, each stretch of it inside a quoted value (value[i]) being one
+// word, or part of the word it touches.
+func words(run string, value []bool) int {
+	var b strings.Builder
+	for i := 0; i < len(run); i++ {
+		switch {
+		case !value[i]:
+			b.WriteByte(run[i])
+		case i == 0 || !value[i-1]:
+			b.WriteByte('"')
+		}
+	}
+	return len(strings.Fields(b.String()))
+}
+
+// quotedValues marks the characters of text, quotes included, that lie in a double-quoted string
+// (Go's %q, with its backslash escapes) or a backtick-quoted one. An unclosed quote marks nothing:
+// a stray quote must not make the rest of the line a value.
+func quotedValues(text string) []bool {
+	value := make([]bool, len(text))
+	for i := 0; i < len(text); i++ {
+		q := text[i]
+		if q != '"' && q != '`' {
+			continue
+		}
+		end := -1
+		for j := i + 1; j < len(text); j++ {
+			if q == '"' && text[j] == '\\' {
+				j++
+				continue
+			}
+			if text[j] == q {
+				end = j
+				break
+			}
+		}
+		if end < 0 {
+			continue
+		}
+		for j := i; j <= end; j++ {
+			value[j] = true
+		}
+		i = end
+	}
+	return value
 }
