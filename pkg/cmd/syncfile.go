@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -47,11 +48,13 @@ func (o *SyncOptions) findProject() error {
 			return err
 		}
 	} else if o.target.selector != "" || len(o.args) > 1 || len(o.args) == 1 && strings.Contains(o.args[0], ":") {
-		return fmt.Errorf("--file runs the entries of %s: drop the workload, -l and mappings, or name one entry", o.file)
+		return usageError{fmt.Errorf("--file runs the entries of %s: drop the workload, -l and mappings, or name one entry", o.file)}
 	}
 	f, err := project.Load(path)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 		return err
+	} else if err != nil {
+		return usageError{err} // the file's content: bad input, exit 2
 	}
 	if len(o.args) == 1 {
 		if _, err := f.Entry(o.args[0]); err != nil {

@@ -86,8 +86,12 @@ func (r *syncReporter) report(ev filesync.Event) {
 		}
 		r.files += e.Files
 		r.bytes += e.Bytes
+		format := "synced %s: %d sent, %d deleted, %s in %s%s"
+		if r.isDryRun {
+			format = "dry run, nothing written to %s: %d to send, %d to delete, %s, planned in %s%s"
+		}
 		r.emit(jsonEvent{Type: "initial-sync", Target: toJSONTarget(e.Target), Files: &e.Files, Deleted: &e.Deleted, Bytes: &e.Bytes, Duration: ms(e.Duration), Transport: e.Transport},
-			"synced %s: %d sent, %d deleted, %s in %s%s", e.Target, e.Files, e.Deleted, humanBytes(e.Bytes), e.Duration.Round(time.Millisecond), via(e.Transport))
+			format, e.Target, e.Files, e.Deleted, humanBytes(e.Bytes), e.Duration.Round(time.Millisecond), via(e.Transport))
 	case filesync.Batch:
 		if e.Changed == 0 && e.Deleted == 0 && e.Failed == 0 {
 			return // events that changed nothing (e.g. a directory's mtime) are noise
@@ -175,8 +179,8 @@ func (r *syncReporter) Summary() {
 		return
 	}
 	r.endPrompt()
-	fmt.Fprintf(r.errOut, "livesync: %d containers, %d batches, %d files, %s sent, %d errors in %s\n",
-		len(r.targets), r.batches, r.files, humanBytes(r.bytes), r.errors, time.Since(r.started).Round(time.Second))
+	fmt.Fprintf(r.errOut, "livesync: %s, %s, %s, %s sent, %s in %s\n",
+		plural(len(r.targets), "container", "containers"), plural(r.batches, "batch", "batches"), plural(r.files, "file", "files"), humanBytes(r.bytes), plural(r.errors, "error", "errors"), time.Since(r.started).Round(time.Second))
 }
 
 // emit prints an event as NDJSON on stdout, or as a line on stdout.

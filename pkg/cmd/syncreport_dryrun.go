@@ -114,7 +114,7 @@ func (r *syncReporter) ancestor(e filesync.Ancestor) {
 		if len(e.Decided) == 0 {
 			how += ": nothing changed on either side"
 		}
-	case e.Mode == filesync.InitialUpload:
+	case e.Mode == filesync.InitialUpload && !strings.Contains(e.Why, "the local side wins"):
 		how = ", the local side wins"
 	}
 	var ds []string

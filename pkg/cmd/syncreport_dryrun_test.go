@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
@@ -107,6 +108,8 @@ func TestSyncReporterAncestor(t *testing.T) {
 		{"three-way", saved, false, "start ns/web-1/app /app: from the saved ancestor (saved by this container (c1) at T), three-way: delete 1, send 2\n  delete /app/old\n"},
 		{"nothing saved, a real run: quiet", none, false, ""},
 		{"nothing saved, a dry run", none, true, "start ns/web-1/app /app: from no ancestor (no saved state for this sync), the local side wins\n"},
+		{"discarded, the reason says who wins: said once", filesync.Ancestor{Target: tg, Remote: "/app", From: filesync.StartDiscarded, Why: "the saved state is another container's (c0, saved T): the local side wins", Mode: filesync.InitialUpload}, true,
+			"start ns/web-1/app /app: from no ancestor (saved state discarded) (the saved state is another container's (c0, saved T): the local side wins)\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,6 +121,13 @@ func TestSyncReporterAncestor(t *testing.T) {
 				t.Errorf("stdout %q, want %q", out.String(), tt.want)
 			}
 		})
+	}
+	var dry bytes.Buffer
+	r := newSyncReporter(&dry, &dry, false)
+	r.isDryRun = true
+	r.Report(filesync.InitialSync{Target: tg, Files: 2, Deleted: 1, Bytes: 4096, Duration: time.Millisecond})
+	if want := "dry run, nothing written to ns/web-1/app: 2 to send, 1 to delete, 4.0 KiB, planned in 1ms\n"; dry.String() != want {
+		t.Errorf("a dry run's initial sync: %q, want %q", dry.String(), want)
 	}
 	var out bytes.Buffer
 	newSyncReporter(&out, &out, true).Report(saved)

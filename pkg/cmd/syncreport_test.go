@@ -141,7 +141,7 @@ func TestSyncReporterText(t *testing.T) {
 		t.Errorf("batch line = %q", got)
 	}
 	held := "held: ns/web-1/app: not deleting 61 remote entries (/app/old, ...): more than half of the 66 entries the container has; if that is intended, restart with --initial=mirror --allow-mass-delete\n"
-	if !strings.Contains(errOut.String(), "error: ns/web-1/app: permission denied") || !strings.Contains(errOut.String(), "1 batches") ||
+	if !strings.Contains(errOut.String(), "error: ns/web-1/app: permission denied") || !strings.Contains(errOut.String(), "0 containers, 1 batch, 2 files, 3.0 MiB sent, 1 error in") ||
 		!strings.Contains(errOut.String(), held) {
 		t.Errorf("stderr = %q", errOut.String())
 	}
