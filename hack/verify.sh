@@ -66,7 +66,7 @@ if imports="$(go list -tags e2e,bench -f '{{.ImportPath}}: {{join .Imports " "}}
   grep -vE "^$module/(cmd/kubectl-livesync|hack/gendocs|pkg/cmd):" | grep -E " $module/pkg/cmd( |$)")"; then
   echo "only cmd/kubectl-livesync and hack/gendocs may import pkg/cmd, found:"; echo "$imports"; fail=1
 fi
-for p in filesync syncback remote workload restart; do
+for p in session filesync syncback remote workload restart; do
   if imports="$(go list -f '{{join .Imports "\n"}}' ./pkg/$p | grep -E "^$module/pkg/(cmd|report|session)$")"; then
     echo "pkg/$p must not import the session or what prints it, found:"; echo "$imports"; fail=1
   fi
