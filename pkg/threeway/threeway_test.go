@@ -2,6 +2,7 @@ package threeway
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -165,5 +166,33 @@ func TestDecideIsTheDocumentedTable(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// docRows are docs/state.md's rows: a row changed there is changed here,
+// and what it says is checked above.
+func TestDocRowsAreTheDocs(t *testing.T) {
+	b, err := os.ReadFile("../../docs/state.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "| Local side | Container | Listed | Result |\n|---|---|---|---|\n")
+	if !ok {
+		t.Fatal("docs/state.md has no table of the three-way pass")
+	}
+	var got []string
+	for line := range strings.Lines(table) {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		got = append(got, strings.TrimSpace(cells[0])+" | "+strings.TrimSpace(cells[1])+" | "+strings.TrimSpace(cells[2]))
+	}
+	var want []string
+	for _, row := range docRows {
+		want = append(want, row.local+" | "+row.container+" | "+row.listed)
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("docs/state.md's rows:\n%s\nthe test's:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
