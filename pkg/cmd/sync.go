@@ -18,6 +18,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
 	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
+	"github.com/livesync-dev/kubectl-livesync/pkg/report"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 	"github.com/livesync-dev/kubectl-livesync/pkg/syncback"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
@@ -204,16 +205,16 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	reporter := newSyncReporter(o.g.Out, o.g.ErrOut, o.output == "json")
-	reporter.isDryRun = o.mutate.dryRun
-	if interactive(o.g.In, o.g.Out, o.g.ErrOut, o.output == "json") {
-		reporter.askOn(o.g.In, workingDir())
+	reporter := report.NewPrinter(o.g.Out, o.g.ErrOut, o.output == "json")
+	reporter.DryRun = o.mutate.dryRun
+	if report.Interactive(o.g.In, o.g.Out, o.g.ErrOut, o.output == "json") {
+		reporter.AskOn(o.g.In, workingDir())
 	}
 	if o.project != nil {
 		return o.runEntries(ctx, restCfg, reporter)
 	}
 	d := o.deps(restCfg, o.cfg, reporter, o.g.ErrOut, o.g.namespace, o.args, o.target.selector)
-	d.Releases = reporter.releases("", o.cfg)
+	d.Releases = reporter.Releases("", o.cfg)
 	return session.Run(ctx, o.cfg, d)
 }
 
@@ -245,4 +246,11 @@ func clusterID(c *rest.Config) string {
 		ca, _ = os.ReadFile(c.TLSClientConfig.CAFile)
 	}
 	return session.ClusterID(c.Host, ca, c.TLSClientConfig.Insecure)
+}
+
+// workingDir is the working directory, or "" when it can't be read (paths are then shown
+// absolute).
+func workingDir() string {
+	wd, _ := os.Getwd()
+	return wd
 }

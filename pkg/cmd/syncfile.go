@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
+	"github.com/livesync-dev/kubectl-livesync/pkg/report"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 )
 
@@ -141,19 +142,19 @@ func (o *SyncOptions) entryConfig(s *project.Sync) (entry, error) {
 // runEntries runs every entry's session at once under one Ctrl-C. An entry that fails is
 // reported with its name and the others keep running; a run that ends by itself (--once, or
 // every entry failed) fails if any entry did.
-func (o *SyncOptions) runEntries(ctx context.Context, restCfg *rest.Config, reporter *syncReporter) error {
+func (o *SyncOptions) runEntries(ctx context.Context, restCfg *rest.Config, reporter *report.Printer) error {
 	o.noteFileCommands(reporter)
 	errs := make([]error, len(o.entries))
 	var wg sync.WaitGroup
 	for i, e := range o.entries {
 		wg.Go(func() {
-			rep := reporter.forEntry(e.name)
+			rep := reporter.ForEntry(e.name)
 			ns := e.namespace
 			if ns == "" {
 				ns = o.g.namespace
 			}
-			d := o.deps(restCfg, e.cfg, rep, rep.notes(o.g.ErrOut), ns, e.args, e.selector)
-			d.Releases = reporter.releases(e.name, e.cfg)
+			d := o.deps(restCfg, e.cfg, rep, rep.Notes(o.g.ErrOut), ns, e.args, e.selector)
+			d.Releases = reporter.Releases(e.name, e.cfg)
 			if errs[i] = session.Run(ctx, e.cfg, d); errs[i] != nil {
 				rep.Failed(errs[i])
 			}
@@ -179,10 +180,10 @@ func (o *SyncOptions) runEntries(ctx context.Context, restCfg *rest.Config, repo
 // noteFileCommands names, once per entry, the onSync command the file runs in the containers,
 // the way make echoes a recipe: it needs no --trust-file (see untrusted), but it is the file's
 // code running under the user's RBAC, and the user should see it.
-func (o *SyncOptions) noteFileCommands(reporter *syncReporter) {
+func (o *SyncOptions) noteFileCommands(reporter *report.Printer) {
 	for _, e := range o.entries {
 		if e.onSync != "" && !e.cfg.Sync.DryRun {
-			reporter.forEntry(e.name).Note(fmt.Sprintf("onSync from %s runs sh -c %q in each container after each sync; --on-sync overrides it", o.project.Path(), e.onSync))
+			reporter.ForEntry(e.name).Note(fmt.Sprintf("onSync from %s runs sh -c %q in each container after each sync; --on-sync overrides it", o.project.Path(), e.onSync))
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package cmd
+package report
 
 import (
 	"bytes"
@@ -54,7 +54,7 @@ func TestSyncReporterDryRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			newSyncReporter(&out, &errOut, false).Report(tt.ev)
+			NewPrinter(&out, &errOut, false).Report(tt.ev)
 			if out.String() != tt.want || errOut.Len() != 0 {
 				t.Errorf("stdout %q, stderr %q; want stdout %q", out.String(), errOut.String(), tt.want)
 			}
@@ -62,7 +62,7 @@ func TestSyncReporterDryRun(t *testing.T) {
 	}
 
 	var out, errOut bytes.Buffer
-	r := newSyncReporter(&out, &errOut, true)
+	r := NewPrinter(&out, &errOut, true)
 	r.Report(tests[2].ev)
 	r.Report(filesync.DryRun{Target: tg, Remote: "/app", Preflight: &filesync.Preflight{Err: noSh}})
 	r.Report(tests[len(tests)-1].ev)
@@ -114,8 +114,8 @@ func TestSyncReporterAncestor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			r := newSyncReporter(&out, &errOut, false)
-			r.isDryRun = tt.dryRun
+			r := NewPrinter(&out, &errOut, false)
+			r.DryRun = tt.dryRun
 			r.Report(tt.ev)
 			if out.String() != tt.want {
 				t.Errorf("stdout %q, want %q", out.String(), tt.want)
@@ -130,7 +130,7 @@ func TestSyncReporterAncestor(t *testing.T) {
 		t.Errorf("a dry run's initial sync: %q, want %q", dry.String(), want)
 	}
 	var out bytes.Buffer
-	newSyncReporter(&out, &out, true).Report(saved)
+	NewPrinter(&out, &out, true).Report(saved)
 	var ev jsonEvent
 	if err := json.Unmarshal(out.Bytes(), &ev); err != nil || ev.Type != "ancestor" || ev.From != "saved" || ev.Decided["send"] != 2 || ev.Remote != "/app" {
 		t.Errorf("json %s: %v", out.String(), err)
