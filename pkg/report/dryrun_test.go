@@ -123,8 +123,8 @@ func TestSyncReporterAncestor(t *testing.T) {
 		})
 	}
 	var dry bytes.Buffer
-	r := newSyncReporter(&dry, &dry, false)
-	r.isDryRun = true
+	r := NewPrinter(&dry, &dry, false)
+	r.DryRun = true
 	r.Report(filesync.InitialSync{Target: tg, Files: 2, Deleted: 1, Bytes: 4096, Duration: time.Millisecond})
 	if want := "dry run, nothing written to ns/web-1/app: 2 to send, 1 to delete, 4.0 KiB, planned in 1ms\n"; dry.String() != want {
 		t.Errorf("a dry run's initial sync: %q, want %q", dry.String(), want)

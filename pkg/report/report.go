@@ -89,7 +89,7 @@ func (r *Printer) report(ev filesync.Event) {
 		r.files += e.Files
 		r.bytes += e.Bytes
 		format := "synced %s: %d sent, %d deleted, %s in %s%s"
-		if r.isDryRun {
+		if r.DryRun {
 			format = "dry run, nothing written to %s: %d to send, %d to delete, %s, planned in %s%s"
 		}
 		r.emit(jsonEvent{Type: "initial-sync", Target: toJSONTarget(e.Target), Files: &e.Files, Deleted: &e.Deleted, Bytes: &e.Bytes, Duration: ms(e.Duration), Transport: e.Transport},
