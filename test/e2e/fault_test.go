@@ -132,7 +132,6 @@ func TestFault(t *testing.T) {
 			}()
 			nerr := len(s.Events())
 			fl.run(fr)
-			g.endBurst()
 			err := conv(t, cmp.Or(fl.timeout, faultTimeout))
 			rec.SessionErrors = len(errorsSince(s, nerr))
 			if err != nil {
@@ -309,7 +308,6 @@ func faultList() []fault {
 			p := f.pod()
 			f.firstHalf()
 			fz := startTarFreezer(t, f.ns, p.Name, faultRemote)
-			f.g.beginBurst()
 			if !f.g.do(func() string { return f.g.createSized(maxFileBytes) }) {
 				f.fatalf("the generator could not create a file")
 			}
