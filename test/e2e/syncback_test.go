@@ -128,9 +128,13 @@ func testSyncBackRules(t *testing.T, kind string) {
 	ns := namespace(t)
 	repo := "syncback-rules-" + ns
 	pushImage(t, repo, "dev", kind)
-	// Every incarnation starts with its own, older lockfile, as an image that holds one would.
+	// Every incarnation starts with its own, older lockfile, as an image that holds one would:
+	// with the image's mtime (its /bin/sh's), not the time the command wrote it. A start without
+	// saved state leaves a listed file the container wrote during its life (newer than its start)
+	// for sync-back, and the local lockfile never went: the write came a second after the start
+	// once in 40 runs ("containers did not converge": package-lock.json differs).
 	deploymentWith(t, ns, "web", image(repo, "dev"), func(s *corev1.PodSpec) {
-		s.Containers[0].Command = []string{"/bin/sh", "-c", `printf 'image version' > /app/package-lock.json; trap "exit 0" TERM; while :; do sleep 1; done`}
+		s.Containers[0].Command = []string{"/bin/sh", "-c", `printf 'image version' > /app/package-lock.json && touch -r /bin/sh /app/package-lock.json; trap "exit 0" TERM; while :; do sleep 1; done`}
 	})
 	local := t.TempDir()
 	write(t, filepath.Join(local, "package-lock.json"), "v1")
