@@ -38,8 +38,8 @@ var (
 // defaultModelSteps bounds the run of `make test`: about 80 s of operations on the local
 // cluster, under the 3 minutes it may take. 120 plain steps took 80 s (0.65 s a step,
 // 2026-12-04); the operations of LIVESYNC_MODEL_OPS cost more a step (a second session, 80
-// files removed one by one, a stream frozen past --exec-timeout), so fewer steps fill the time.
-const defaultModelSteps = 80
+// files removed one by one, a stream frozen past --exec-timeout): 80 steps took 120 s, so 60.
+const defaultModelSteps = 60
 
 // The paths the model writes, slash-separated under LOCAL (and /app). modelListed come back
 // (--sync-back lock.json --sync-back 'gen/**'); modelUnlisted go one way, local -> container.
