@@ -91,6 +91,9 @@ func TestModelVerdict(t *testing.T) {
 		{"one-way: what only the container has stays", oneway, false, pair{"", b}, nil, nil, pair{"", b}, true},
 		{"one-way: or goes, deleted since by the local side", oneway, false, pair{"", b}, nil, nil, pair{"", ""}, true},
 		{"one-way: nothing comes home", oneway, false, pair{"", b}, nil, nil, pair{b, b}, false},
+		{"one-way: created and deleted locally, never sent: the container keeps its own", oneway, false, pair{"", b}, []change{l(a), l("")}, nil, pair{"", b}, true},
+		{"one-way: created and deleted locally, both sent: the container loses its own", oneway, false, pair{"", b}, []change{l(a), l("")}, nil, pair{"", ""}, true},
+		{"one-way: created and deleted locally: the create must not stay", oneway, false, pair{"", b}, []change{l(a), l("")}, nil, pair{"", a}, false},
 
 		{"restarted: the new container gets the local tree", restarted, false, pair{a, b}, nil, nil, pair{a, a}, true},
 		{"restarted: the container's version came home from the new container", restarted, false, pair{a, b}, nil, nil, pair{b, b}, false},

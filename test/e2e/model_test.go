@@ -958,6 +958,13 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 		}
 	case oneway:
 		switch {
+		case localChanged && lastL == "":
+			// Deleted locally in the end: the container loses it, or, where the local
+			// side's create and delete never reached it as changes (one batch saw the
+			// path absent), keeps what it had, which the session never sent.
+			if cur.L != "" || cur.R != "" && cur.R != prev.R {
+				return bad("absent locally, and in the container nothing, or what it had before (a session without --sync-back never deletes what it did not send)")
+			}
 		case localChanged:
 			if cur != both(lastL) {
 				return bad("the local change on both sides (a session without --sync-back sends it)")
