@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/check"
-	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
@@ -82,7 +82,7 @@ func (o *CheckOptions) Validate() error {
 			wargs = append(wargs, a)
 			continue
 		}
-		m, err := filesync.ParseMapping(a)
+		m, err := planner.ParseMapping(a)
 		if err != nil {
 			return err
 		}

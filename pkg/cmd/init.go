@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -84,9 +85,9 @@ func (o *InitOptions) Validate() error {
 	if o.name == "" {
 		return errors.New("-l SELECTOR: name the entry with --name")
 	}
-	var ms []filesync.Mapping
+	var ms []planner.Mapping
 	for _, a := range raw {
-		m, err := filesync.ParseMapping(a)
+		m, err := planner.ParseMapping(a)
 		if err != nil {
 			return err
 		}

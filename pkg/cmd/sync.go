@@ -17,6 +17,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/forward"
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
 	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
 	"github.com/livesync-dev/kubectl-livesync/pkg/report"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
@@ -148,7 +149,7 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 // init takes the same ones.
 func (o *SyncOptions) addEntryFlags(f *pflag.FlagSet) {
 	o.target.addFlags(f, "container to sync into, repeatable: every named container of each pod is synced; default: the kubectl.kubernetes.io/default-container annotation, else the first")
-	f.StringVar(&o.initial, "initial", string(filesync.InitialUpload), "initial sync of each new container: upload (send what differs), mirror (also delete remote files that are not local), none")
+	f.StringVar(&o.initial, "initial", string(planner.InitialUpload), "initial sync of each new container: upload (send what differs), mirror (also delete remote files that are not local), none")
 	f.StringArrayVar(&o.cfg.Excludes, "exclude", nil, "do not sync paths matching this gitignore-style pattern; repeatable")
 	f.BoolVar(&o.cfg.GitIgnore, "gitignore", false, "also honour .gitignore files (off by default: locally built, git-ignored outputs are often what you want to sync)")
 	f.StringVar(&o.cfg.Sync.OnSync, "on-sync", "", "run `sh -c CMD` in each container after each applied batch and the initial sync, without holding up the next batch; $LIVESYNC_CHANGED lists the changed remote paths")
@@ -173,13 +174,13 @@ func (o *SyncOptions) Validate() error {
 		return o.validateEntries()
 	}
 	var wargs []string
-	var ms []filesync.Mapping
+	var ms []planner.Mapping
 	for _, a := range o.args {
 		if !strings.Contains(a, ":") {
 			wargs = append(wargs, a)
 			continue
 		}
-		m, err := filesync.ParseMapping(a)
+		m, err := planner.ParseMapping(a)
 		if err != nil {
 			return err
 		}

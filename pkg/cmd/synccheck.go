@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/image"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 	"github.com/livesync-dev/kubectl-livesync/pkg/syncstate"
@@ -18,15 +18,15 @@ import (
 
 // check completes c with its mappings (absolute, symlinks resolved) and initial mode, and
 // checks it: the command line's session, or one entry of livesync.yaml.
-func (o *SyncOptions) check(c *session.Config, ms []filesync.Mapping, initial string) error {
+func (o *SyncOptions) check(c *session.Config, ms []planner.Mapping, initial string) error {
 	for i, m := range ms {
 		abs, err := filepath.Abs(string(m.Local))
 		if err != nil {
 			return fmt.Errorf("mapping %q: %w", m, err)
 		}
-		ms[i].Local = filesync.LocalPath(abs)
+		ms[i].Local = planner.LocalPath(abs)
 	}
-	if err := filesync.ValidateMappings(ms); err != nil {
+	if err := planner.ValidateMappings(ms); err != nil {
 		return err
 	}
 	// A symlinked LOCAL (./current -> releases/v2) is resolved once, here, so the watcher and
@@ -36,13 +36,13 @@ func (o *SyncOptions) check(c *session.Config, ms []filesync.Mapping, initial st
 		if err != nil {
 			return fmt.Errorf("mapping %q: resolving local path: %w", m, err)
 		}
-		ms[i].Local = filesync.LocalPath(real)
+		ms[i].Local = planner.LocalPath(real)
 	}
 	c.Sync.Mappings = ms
 	if slices.Contains(c.Containers, "") {
 		return errors.New(`-c "": name a container, or leave -c out to sync into the default one`)
 	}
-	mode, err := filesync.ParseInitialMode(initial)
+	mode, err := planner.ParseInitialMode(initial)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
 	"github.com/livesync-dev/kubectl-livesync/pkg/report"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
@@ -146,7 +147,7 @@ syncs:
 		t.Fatalf("%d entries", len(o.entries))
 	}
 	api, web := o.entries[0], o.entries[1]
-	if api.namespace != "backend" || !slices.Equal(api.args, []string{"deploy/api"}) || api.cfg.Sync.Initial != filesync.InitialMirror ||
+	if api.namespace != "backend" || !slices.Equal(api.args, []string{"deploy/api"}) || api.cfg.Sync.Initial != planner.InitialMirror ||
 		api.cfg.Sync.OnSyncTimeout != 5*time.Second || api.cfg.Excludes[0] != "*.log" || string(api.cfg.Sync.Mappings[0].Local) != filepath.Join(root, "api") {
 		t.Errorf("api %+v", api)
 	}
@@ -156,7 +157,7 @@ syncs:
 	if api.cfg.Restart.String() != "signal:USR2" || web.cfg.Restart.Kind != restart.None {
 		t.Errorf("restart: api %s, web %s", api.cfg.Restart, web.cfg.Restart)
 	}
-	if web.selector != "app=web" || web.cfg.Containers[0] != "nginx" || web.cfg.Sync.Initial != filesync.InitialUpload || web.cfg.Sync.OnSyncTimeout != filesync.DefaultOnSyncTimeout {
+	if web.selector != "app=web" || web.cfg.Containers[0] != "nginx" || web.cfg.Sync.Initial != planner.InitialUpload || web.cfg.Sync.OnSyncTimeout != filesync.DefaultOnSyncTimeout {
 		t.Errorf("web %+v", web)
 	}
 	o = parse("api", "--trust-file", "--initial", "none", "-n", "dev", "-c", "app", "--on-sync-timeout", "9s", "--once", "--helper", "never", "--restart", "process")
@@ -164,7 +165,7 @@ syncs:
 		t.Fatalf("a name ran %d entries", len(o.entries))
 	}
 	api = o.entries[0]
-	if api.namespace != "" || api.cfg.Sync.Initial != filesync.InitialNone || api.cfg.Containers[0] != "app" || api.cfg.Sync.OnSyncTimeout != 9*time.Second ||
+	if api.namespace != "" || api.cfg.Sync.Initial != planner.InitialNone || api.cfg.Containers[0] != "app" || api.cfg.Sync.OnSyncTimeout != 9*time.Second ||
 		!api.cfg.Once || api.cfg.Excludes[0] != "*.log" || api.cfg.Helper != "never" || api.cfg.HelperImage != "reg/helper:1" || api.cfg.Restart.Kind != restart.Process {
 		t.Errorf("flags did not override: %+v", api)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 )
@@ -38,7 +39,7 @@ func TestSyncResolvesSymlinkedLocal(t *testing.T) {
 	t.Chdir(base)
 	o := &SyncOptions{
 		args:    []string{"deploy/web", "./current:/app", "config.yaml:/etc/app/config.yaml"},
-		initial: string(filesync.InitialUpload), output: "text", transport: "stream",
+		initial: string(planner.InitialUpload), output: "text", transport: "stream",
 		cfg: session.Config{Helper: "auto", HelperImage: defaultHelperImage, Sync: filesync.Config{Quiet: coalesce.DefaultQuiet, Cap: coalesce.DefaultCap, Parallelism: 1,
 			ExecTimeout: filesync.DefaultExecTimeout, OnSyncTimeout: filesync.DefaultOnSyncTimeout}},
 	}

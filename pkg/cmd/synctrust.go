@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/forward"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
 )
 
@@ -37,7 +37,7 @@ import (
 // untrusted returns why entry s of the file in dir may not run without --trust-file, or nil.
 // ms are its mappings as check left them: absolute, symlinks resolved. given says whether a
 // flag was on the command line.
-func untrusted(s *project.Sync, dir string, ms []filesync.Mapping, given func(flag string) bool) error {
+func untrusted(s *project.Sync, dir string, ms []planner.Mapping, given func(flag string) bool) error {
 	const consent = "run with --trust-file if you trust this file"
 	tree, err := filepath.EvalSymlinks(dir)
 	if err != nil {

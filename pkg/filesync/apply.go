@@ -5,113 +5,52 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"maps"
-	"os"
-	"slices"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
-// scriptArgsOf turns p into apply.sh's arguments.
-func scriptArgsOf(m *mapping, p *Plan) *remote.ApplyArgs {
-	a := &remote.ApplyArgs{Root: string(m.remoteDir()), Tar: len(p.Copies) > 0}
+// sending is a plan on its way into a target: the planner's Plan and what
+// the engine adds to it there, the copies it sends as deltas and
+// sync-back's preconditions. One lives through all tries of one apply.
+type sending struct {
+	*planner.Plan
+	// Patches are copies, by rel, sent as deltas of the file the container
+	// holds there (see findPatches).
+	Patches map[string]*patch
+	// patched are the patches the container applied, by rel: a later try
+	// of the plan (a retry, the guard's after a conflict) neither patches
+	// nor checks them again.
+	patched map[string]patched
+	expect  []precondition // sync-back's (see applyGuarded)
+}
+
+// precondition is apply.sh's check (remote.ExpectFile and the like) of
+// what the container must hold at rel before the plan replaces or deletes
+// it.
+type precondition struct{ rel, check string }
+
+// expectAt returns p's precondition for rel, if any.
+func (p *sending) expectAt(rel string) []string {
+	for _, pc := range p.expect {
+		if pc.rel == rel {
+			return []string{pc.check}
+		}
+	}
+	return nil
+}
+
+// scriptArgsOf turns p into apply.sh's arguments: the planner's (see
+// planner.ScriptArgs) and sync-back's preconditions, but those of the
+// patches an earlier try applied.
+func scriptArgsOf(m *planner.Resolved, p *sending) *remote.ApplyArgs {
+	a := planner.ScriptArgs(m, p.Plan)
 	for _, pc := range p.expect {
 		if _, done := p.patched[pc.rel]; !done {
 			a.Expect = append(a.Expect, pc.check)
 		}
-	}
-	if m.file {
-		a.File = "./" + m.remoteName("")
-	}
-	for _, d := range p.Deletes {
-		a.Deletes = append(a.Deletes, "./"+m.remoteName(d))
-	}
-	if m.file {
-		// The one entry sits directly in the remote directory: no parents
-		// below the root, which the user chose and which is followed.
-		return a
-	}
-	for _, d := range p.Rmdirs {
-		a.Rmdirs = append(a.Rmdirs, "./"+d)
-	}
-	deleted := make(map[string]bool, len(p.Deletes))
-	for _, d := range p.Deletes {
-		deleted[d] = true
-	}
-	// goneWith: rel is deleted with a parent before the tar runs. Checking
-	// it first would look through a link that the delete removes.
-	goneWith := func(rel string) bool {
-		for r := rel; r != ""; r = localtree.ParentRel(r) {
-			if deleted[r] {
-				return true
-			}
-		}
-		return false
-	}
-	remoteOnly := make(map[string]bool, len(p.Rmdirs))
-	for _, d := range p.Rmdirs {
-		remoteOnly[d] = true
-	}
-	const (
-		localDir      = 'p'
-		remoteOnlyDir = 'k'
-	)
-	kind := map[string]byte{}
-	mark := func(rel string, k byte) {
-		if kind[rel] != localDir && !goneWith(rel) {
-			kind[rel] = k
-		}
-	}
-	modes := map[string]fs.FileMode{} // local modes of directories that are sent
-	for _, c := range p.Copies {
-		if c.Type == TypeDir {
-			modes[c.Rel] = c.Mode
-			mark(c.Rel, localDir)
-		}
-		for r := localtree.ParentRel(c.Rel); r != "" && kind[r] != localDir; r = localtree.ParentRel(r) {
-			mark(r, localDir)
-		}
-	}
-	for _, list := range [][]string{p.Deletes, p.Rmdirs} {
-		for _, d := range list {
-			for r := localtree.ParentRel(d); r != ""; r = localtree.ParentRel(r) {
-				if remoteOnly[r] {
-					mark(r, remoteOnlyDir)
-				} else {
-					mark(r, localDir)
-				}
-			}
-		}
-	}
-	// Directories whose mode lacks u+rwx get it for the extraction, and
-	// their own mode after it.
-	fixed := map[string]fs.FileMode{}
-	for rel, mode := range modes {
-		if mode&0o700 != 0o700 {
-			fixed[rel] = mode
-		}
-	}
-	for rel, k := range kind {
-		if _, ok := modes[rel]; ok || k != localDir {
-			continue
-		}
-		if fi, err := os.Lstat(m.localPath(rel)); err == nil && fi.IsDir() && localtree.Perm(fi)&0o700 != 0o700 {
-			fixed[rel] = localtree.Perm(fi)
-		}
-	}
-	for _, rel := range slices.Sorted(maps.Keys(kind)) {
-		a.Checks = append(a.Checks, string(kind[rel])+"./"+rel)
-		if _, ok := fixed[rel]; ok {
-			a.Checks = append(a.Checks, "w./"+rel)
-		}
-	}
-	rels := slices.Sorted(maps.Keys(fixed))
-	slices.Reverse(rels) // a child sorts after its parent
-	for _, rel := range rels {
-		a.Chmods = append(a.Chmods, fmt.Sprintf("%o./%s", fixed[rel], rel))
 	}
 	return a
 }
@@ -128,7 +67,7 @@ type applyResult struct {
 // forgetReplaced makes idx forget what it holds under directories that
 // apply found as symlinks and replaced, and returns them to be planned
 // again, so their contents are sent again.
-func (r applyResult) forgetReplaced(idx *Index) map[string]struct{} {
+func (r applyResult) forgetReplaced(idx *planner.Index) map[string]struct{} {
 	if len(r.replaced) == 0 {
 		return nil
 	}
@@ -149,7 +88,7 @@ func (r applyResult) forgetReplaced(idx *Index) map[string]struct{} {
 //
 // Copies the container holds already (p.Moves) are moved or copied there;
 // where it refuses them, the plan goes again without them.
-func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o tarstream.Options) (applyResult, error) {
+func apply(ctx context.Context, ex Executor, t Target, m *planner.Resolved, p *sending, o tarstream.Options) (applyResult, error) {
 	res, err := applyOnce(ctx, ex, t, m, p, o)
 	if len(p.Moves) > 0 && remote.IsMoveRefused(err) {
 		p.Moves = nil
@@ -161,9 +100,9 @@ func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o ta
 }
 
 // applyOnce is apply's one try.
-func applyOnce(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o tarstream.Options) (applyResult, error) {
+func applyOnce(ctx context.Context, ex Executor, t Target, m *planner.Resolved, p *sending, o tarstream.Options) (applyResult, error) {
 	res := applyResult{deleted: len(p.Deletes)}
-	moves, sent := moveArgs(m, p)
+	moves, sent := planner.MoveArgs(m, p.Plan)
 	sent, err := applyPatches(ctx, ex, t, m, p, sent)
 	if err != nil {
 		return res, err
@@ -185,7 +124,7 @@ func applyOnce(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, 
 			}
 			continue
 		}
-		r, wait := tarstream.Stream(filesOf(sent), tarstream.Options{Gzip: a.Gz, Owner: o.Owner})
+		r, wait := tarstream.Stream(planner.TarFiles(sent), tarstream.Options{Gzip: a.Gz, Owner: o.Owner})
 		replaced, err := remote.Apply(ctx, ex, t, "copying files", a, r)
 		_ = r.Close()
 		ares, aerr := wait()
@@ -226,15 +165,6 @@ func applyOnce(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, 
 	return res, nil
 }
 
-// filesOf is what the tar stream needs of copies.
-func filesOf(copies []Copy) []tarstream.File {
-	out := make([]tarstream.File, len(copies))
-	for i, c := range copies {
-		out[i] = tarstream.File{Rel: c.Rel, Name: c.Name, Src: c.Src, Type: c.Type, Mode: c.Mode, Size: c.Size, MTime: c.MTime, Link: c.Link}
-	}
-	return out
-}
-
 // rels keeps the directories apply.sh reported replaced that are rels.
 func rels(dirs []string) []string {
 	var out []string
@@ -248,14 +178,14 @@ func rels(dirs []string) []string {
 
 // withMapping rewrites a type conflict at m's root, which the container
 // reports without knowing the mapping, as the one line that names it.
-func withMapping(err error, t Target, m *mapping) error {
+func withMapping(err error, t Target, m *planner.Resolved) error {
 	var se *remote.SyncError
 	if errors.As(err, &se) && errors.Is(se.Kind, remote.ErrTypeConflict) {
-		c := remoteIsDir
+		c := planner.RemoteIsDir
 		if remote.IsNotDirConflict(se) {
-			c = remoteNotDir
+			c = planner.RemoteNotDir
 		}
-		ce := conflictError(m, fmt.Sprintf("container %q of pod %q", t.Container, t.Pod), c)
+		ce := planner.ConflictError(m, fmt.Sprintf("container %q of pod %q", t.Container, t.Pod), c)
 		ce.Target, ce.Op, ce.Stderr, ce.Err = t, se.Op, se.Stderr, se.Err
 		return ce
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
@@ -32,13 +33,13 @@ func (c *countingExecutor) Exec(ctx context.Context, t Target, argv []string, st
 }
 
 // syncOnce rescans m against idx and applies the plan.
-func syncOnce(t *testing.T, ex Executor, m *mapping, idx *Index) *Plan {
+func syncOnce(t *testing.T, ex Executor, m *planner.Resolved, idx *planner.Index) *planner.Plan {
 	t.Helper()
-	p, err := plan(m, idx, nil, true)
+	p, err := planner.Changes(m, idx, nil, true)
 	must(t, err)
-	res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
+	res, err := apply(context.Background(), ex, testTarget, m, &sending{Plan: p}, tarstream.Options{})
 	must(t, err)
-	idx.apply(p, res.Result)
+	idx.Apply(p, res.Result)
 	res.forgetReplaced(idx)
 	return p
 }
@@ -68,7 +69,7 @@ func applyRoundTrip(t *testing.T, ex Executor) {
 	})
 	must(t, os.Chmod(filepath.Join(local, "bin/run"), 0o755))
 	m := testMapping(t, local, rdir, nil)
-	idx := NewIndex()
+	idx := planner.NewIndex()
 	syncOnce(t, ex, m, idx)
 	assertSameTree(t, local, rdir)
 
@@ -100,8 +101,8 @@ func TestApplyManyDeletes(t *testing.T) {
 			}
 			writeTree(t, local, map[string]string{"keep": "k"})
 			m := testMapping(t, local, rdir, nil)
-			m.allowMassDelete = true // many deletes at once are the point here
-			idx := NewIndex()
+			m.AllowMassDelete = true // many deletes at once are the point here
+			idx := planner.NewIndex()
 			syncOnce(t, ex, m, idx)
 			entries, _ := os.ReadDir(local)
 			for _, e := range entries {
@@ -138,14 +139,14 @@ func TestApplyMissingTools(t *testing.T) {
 	local := t.TempDir()
 	writeTree(t, local, map[string]string{"a": "a"})
 	m := testMapping(t, local, t.TempDir(), nil)
-	p, err := plan(m, NewIndex(), nil, true)
+	p, err := planner.Changes(m, planner.NewIndex(), nil, true)
 	must(t, err)
 
-	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, p, tarstream.Options{})
+	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, &sending{Plan: p}, tarstream.Options{})
 	if !errors.Is(err, remote.ErrTarMissing) || !strings.HasPrefix(err.Error(), `tar not found in container "app" of pod "web-1": the image needs sh and tar`) {
 		t.Errorf("without tar: %v", err)
 	}
-	_, err = apply(context.Background(), busybox(t, "sh"), testTarget, m, p, tarstream.Options{})
+	_, err = apply(context.Background(), busybox(t, "sh"), testTarget, m, &sending{Plan: p}, tarstream.Options{})
 	if !errors.Is(err, remote.ErrTarMissing) || !strings.HasPrefix(err.Error(), `sh not found in container "app"`) {
 		t.Errorf("without sh: %v", err)
 	}
@@ -153,7 +154,7 @@ func TestApplyMissingTools(t *testing.T) {
 		t.Error("a missing tool is not transient")
 	}
 	// Deletes alone never need tar.
-	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, &Plan{Deletes: []string{"a"}}, tarstream.Options{})
+	_, err = apply(context.Background(), busybox(t, "tar"), testTarget, m, &sending{Plan: &planner.Plan{Deletes: []string{"a"}}}, tarstream.Options{})
 	must(t, err)
 }
 
@@ -163,16 +164,16 @@ func TestApplyMissingTools(t *testing.T) {
 func BenchmarkApplyOneFile(b *testing.B) {
 	ex := busybox(b)
 	local := b.TempDir()
-	m, err := newMapping(Mapping{Local: LocalPath(local), Remote: RemotePath(b.TempDir())}, nil)
+	m, err := planner.Resolve(planner.Mapping{Local: planner.LocalPath(local), Remote: planner.RemotePath(b.TempDir())}, nil)
 	must2(b, err)
-	idx := NewIndex()
+	idx := planner.NewIndex()
 	f := filepath.Join(local, "main.go")
 	for i := 0; b.Loop(); i++ {
 		must2(b, os.WriteFile(f, fmt.Appendf(nil, "package main // %d\n", i), 0o644))
-		p, err := plan(m, idx, []string{"main.go"}, false)
+		p, err := planner.Changes(m, idx, []string{"main.go"}, false)
 		must2(b, err)
-		res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
+		res, err := apply(context.Background(), ex, testTarget, m, &sending{Plan: p}, tarstream.Options{})
 		must2(b, err)
-		idx.apply(p, res.Result)
+		idx.Apply(p, res.Result)
 	}
 }

@@ -9,17 +9,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // copiesOf plans everything under dir as new.
-func copiesOf(t testing.TB, dir string) []Copy {
+func copiesOf(t testing.TB, dir string) []planner.Copy {
 	t.Helper()
-	m, err := newMapping(Mapping{Local: LocalPath(dir), Remote: "/app"}, nil)
+	m, err := planner.Resolve(planner.Mapping{Local: planner.LocalPath(dir), Remote: "/app"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plan(m, NewIndex(), nil, true)
+	p, err := planner.Changes(m, planner.NewIndex(), nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,12 +86,12 @@ func TestWriteArchive(t *testing.T) {
 		}
 	}
 	dupDir := dup
-	dupDir.Type, dupDir.Mode = TypeDir, 0o711
-	copies = append([]Copy{dupDir}, copies...)
+	dupDir.Type, dupDir.Mode = planner.TypeDir, 0o711
+	copies = append([]planner.Copy{dupDir}, copies...)
 	copies = append(copies, dup)
 
 	var buf bytes.Buffer
-	res, err := tarstream.Write(&buf, filesOf(copies))
+	res, err := tarstream.Write(&buf, planner.TarFiles(copies))
 	must(t, err)
 	got, order := readTar(t, buf.Bytes())
 	if res.Bytes != int64(buf.Len()) || res.Files != len(got) || len(res.Raced) != 0 {
@@ -137,7 +138,7 @@ func TestWriteArchiveSizeRace(t *testing.T) {
 	must(t, os.Remove(filepath.Join(dir, "gone")))
 
 	var buf bytes.Buffer
-	res, err := tarstream.Write(&buf, filesOf(copies))
+	res, err := tarstream.Write(&buf, planner.TarFiles(copies))
 	must(t, err)
 	got, _ := readTar(t, buf.Bytes())
 	if _, ok := got["gone"]; ok {
@@ -159,7 +160,7 @@ func TestWriteArchiveSizeRace(t *testing.T) {
 func TestStreamArchiveClosedEarly(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"big": strings.Repeat("x", 1<<20)})
-	r, wait := tarstream.Stream(filesOf(copiesOf(t, dir)), tarstream.Options{})
+	r, wait := tarstream.Stream(planner.TarFiles(copiesOf(t, dir)), tarstream.Options{})
 	r.Close() // the consumer gave up: the writer must not block
 	if _, err := wait(); err == nil {
 		t.Fatal("want an error from a closed pipe")
@@ -177,7 +178,7 @@ func BenchmarkArchive(b *testing.B) {
 	b.ResetTimer()
 	var n int64
 	for b.Loop() {
-		r, wait := tarstream.Stream(filesOf(copies), tarstream.Options{})
+		r, wait := tarstream.Stream(planner.TarFiles(copies), tarstream.Options{})
 		c, err := io.Copy(io.Discard, r)
 		r.Close()
 		if _, werr := wait(); err != nil || werr != nil {

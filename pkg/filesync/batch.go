@@ -7,6 +7,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
@@ -145,7 +146,7 @@ func (e *Engine) dispatchPeek(paths []string) {
 func (e *Engine) routePath(p string, add func(i int, rel string)) {
 	matched := false
 	for i, m := range e.maps {
-		if rel, ok := localtree.RelTo(m.root, p); ok {
+		if rel, ok := localtree.RelTo(m.Root, p); ok {
 			add(i, rel)
 			matched = true
 		}
@@ -163,8 +164,8 @@ func (e *Engine) route(b *coalesce.Batch) []pending {
 	}
 	for r := range b.Rescans {
 		for i, m := range e.maps {
-			_, under := localtree.RelTo(m.root, r)
-			_, over := localtree.RelTo(r, m.root)
+			_, under := localtree.RelTo(m.Root, r)
+			_, over := localtree.RelTo(r, m.Root)
 			due[i].rescan = due[i].rescan || under || over
 		}
 	}
@@ -244,12 +245,12 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 	for i, m := range e.maps {
 		tg.touchHeld(i, due[i].rels)
 		if first := due[i].copyFirst(dirty); len(first) > 0 {
-			p, err := plan(m, tg.idx[i], first, false)
+			p, err := planner.Changes(m, tg.idx[i], first, false)
 			if err != nil {
 				r.err = err
 				return r
 			}
-			p.copiesOnly()
+			p.CopiesOnly()
 			var added []string
 			for _, c := range p.Copies {
 				if _, ok := tg.idx[i].Get(c.Rel); !ok {
@@ -279,8 +280,8 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 				return r
 			}
 		}
-		p, err := planWith(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty,
-			planOpts{kept: held.kept, again: held.again, early: tg.earlyNew[i], burst: tg.burstAt(i, e.clk.Now())})
+		p, err := planner.ChangesWith(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty,
+			planner.Opts{Kept: held.kept, Again: held.again, Early: tg.earlyNew[i], Burst: tg.deleted[i].Ongoing(e.clk.Now())})
 		if err != nil {
 			r.err = err
 			return r
@@ -349,22 +350,23 @@ func (e *Engine) deferWalk(tg *target, i int) bool {
 
 // applyBatchPlan applies p, mapping i's plan of a batch, and records it in
 // tg's index, r and changed.
-func (e *Engine) applyBatchPlan(tg *target, i int, m *mapping, p *Plan, r *unitResult, changed *[]string) error {
+func (e *Engine) applyBatchPlan(tg *target, i int, m *planner.Resolved, p *planner.Plan, r *unitResult, changed *[]string) error {
 	if p.Empty() && len(p.Rmdirs) == 0 {
 		// Nothing for the container (a touch, a re-walk, a held delete): no
 		// exec, which would only cost a round trip and report a pod going
 		// away as an error.
-		tg.idx[i].apply(p, tarstream.Result{})
+		tg.idx[i].Apply(p, tarstream.Result{})
 		return nil
 	}
-	findMoves(m, tg.idx[i], p, tg.alg)
-	e.findPatches(tg, i, m, p)
-	res, err := e.applyGuarded(tg, i, m, p)
+	planner.FindMoves(m, tg.idx[i], p, tg.alg)
+	s := &sending{Plan: p}
+	e.findPatches(tg, i, m, s)
+	res, err := e.applyGuarded(tg, i, m, s)
 	if err != nil {
 		// Not confirmed: the container may have applied all of it, some of
 		// it or none (a lost ack, a tar error after the deletes ran). See
 		// Index.
-		if tg.idx[i].unconfirm(p) >= relistMin {
+		if tg.idx[i].Unconfirm(p) >= relistMin {
 			if tg.relist == nil {
 				tg.relist = map[int]bool{}
 			}
@@ -373,7 +375,7 @@ func (e *Engine) applyBatchPlan(tg *target, i int, m *mapping, p *Plan, r *unitR
 		e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
 		return err
 	}
-	tg.idx[i].apply(p, res.Result)
+	tg.idx[i].Apply(p, res.Result)
 	e.warn(tg, res.Warnings)
 	e.requeue(tg, i, res.Raced)
 	e.requeue(tg, i, res.forgetReplaced(tg.idx[i]))
@@ -394,34 +396,33 @@ const relistMin = 256
 // the container (see Index.reconcile): after a failed apply of a large plan
 // (a rescan's), the container's own word on what it holds saves sending it
 // all again.
-func (e *Engine) relist(tg *target, i int, m *mapping) error {
-	var l *listing
-	lex := e.exec.Within(remote.ListLimit(e.cfg.ExecTimeout, treeBytes(tg.idx[i].m)))
+func (e *Engine) relist(tg *target, i int, m *planner.Resolved) error {
+	var l *planner.Listing
+	lex := e.exec.Within(remote.ListLimit(e.cfg.ExecTimeout, tg.idx[i].Bytes()))
 	err := e.retry.Do(tg.ctx, e.clk, func() (err error) {
-		l, err = listRemote(tg.ctx, lex, tg.Target, m, false)
+		l, err = planner.ListRemote(tg.ctx, lex, tg.Target, m, false)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	tg.idx[i].reconcile(m, l)
+	tg.idx[i].Reconcile(m, l)
 	delete(tg.relist, i)
 	return nil
 }
 
-// copiesOnly drops p's deletes and the copies at or under them (a type
-// change, a symlink replaced by a directory), and what p would report (holds,
-// warnings): what is left only adds to the container. A full compare that
-// follows decides the rest.
-func (p *Plan) copiesOnly() {
-	if len(p.Deletes) > 0 {
-		gone := make(map[string]bool, len(p.Deletes))
-		for _, d := range p.Deletes {
-			gone[d] = true
-		}
-		p.Copies = slices.DeleteFunc(p.Copies, func(c Copy) bool { return localtree.UnderAny(c.Rel, gone) })
+// ranDeletes records mapping i's batch plan p, once applied, in tg's
+// delete burst (see planner.DeleteBurst).
+func (tg *target) ranDeletes(i int, now time.Time, p *planner.Plan) {
+	b := tg.deleted[i].Ongoing(now).Ran(now, p)
+	if b == nil {
+		delete(tg.deleted, i)
+		return
 	}
-	p.Deletes, p.Held, p.Warnings = nil, nil, nil
+	if tg.deleted == nil {
+		tg.deleted = map[int]*planner.DeleteBurst{}
+	}
+	tg.deleted[i] = b
 }
 
 // requeue marks files that changed while being archived for another pass,
@@ -439,13 +440,13 @@ func (e *Engine) requeue(tg *target, i int, raced map[string]struct{}) {
 }
 
 // remotePaths returns the absolute remote paths a plan touches.
-func remotePaths(m *mapping, p *Plan) []string {
+func remotePaths(m *planner.Resolved, p *planner.Plan) []string {
 	out := make([]string, 0, len(p.Copies)+len(p.Deletes))
 	for _, d := range p.Deletes {
-		out = append(out, path.Join(string(m.remoteDir()), m.remoteName(d)))
+		out = append(out, path.Join(string(m.RemoteDir()), m.RemoteName(d)))
 	}
 	for _, c := range p.Copies {
-		out = append(out, path.Join(string(m.remoteDir()), c.Name))
+		out = append(out, path.Join(string(m.RemoteDir()), c.Name))
 	}
 	return out
 }

@@ -6,17 +6,19 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 )
 
 // newBatchTarget returns an engine with one mapping of local into remote, and
 // a target whose index and container hold what local holds now.
 func newBatchTarget(t *testing.T, local, remote string) (*Engine, *target) {
 	t.Helper()
-	e := New(&localExecutor{}, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}}})
+	e := New(&localExecutor{}, Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: planner.RemotePath(remote)}}})
 	tg := &target{Target: testTarget, ctx: context.Background(), due: make([]pending, 1), walkDeferred: make([]bool, 1)}
-	idx := NewIndex()
+	idx := planner.NewIndex()
 	syncOnce(t, &localExecutor{}, e.maps[0], idx)
-	tg.idx = []*Index{idx}
+	tg.idx = []*planner.Index{idx}
 	return e, tg
 }
 

@@ -3,6 +3,7 @@ package filesync
 import (
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -14,28 +15,13 @@ const batchCompressMin = 256 << 10
 // works as gz says, goes compressed over l: by the initial sync's rule (big
 // enough, and a sample of its files shrinks; see compressible), on a link
 // that was measured slow (see remote.Link.Slow).
-func compressBatch(gz bool, p *Plan, l remote.Link) bool {
-	sent := p.sent()
-	return gz && copiesBytes(sent) >= batchCompressMin && l.Slow() && compressible(sent)
-}
-
-// sent returns the copies p's archive carries: those the container does
-// not move (see Plan.Moves).
-func (p *Plan) sent() []Copy {
-	if len(p.Moves) == 0 {
-		return p.Copies
-	}
-	out := make([]Copy, 0, len(p.Copies))
-	for _, c := range p.Copies {
-		if _, ok := p.Moves[c.Rel]; !ok {
-			out = append(out, c)
-		}
-	}
-	return out
+func compressBatch(gz bool, p *planner.Plan, l remote.Link) bool {
+	sent := p.Sent()
+	return gz && copiesBytes(sent) >= batchCompressMin && l.Slow() && planner.Compressible(sent)
 }
 
 // copiesBytes is the file content of copies.
-func copiesBytes(copies []Copy) int64 {
+func copiesBytes(copies []planner.Copy) int64 {
 	var n int64
 	for _, c := range copies {
 		n += c.Size
@@ -44,7 +30,7 @@ func copiesBytes(copies []Copy) int64 {
 }
 
 // batchGzip is compressBatch for p in tg, over what tg's stream measured.
-func (e *Engine) batchGzip(tg *target, p *Plan) bool {
+func (e *Engine) batchGzip(tg *target, p *planner.Plan) bool {
 	return compressBatch(tg.gzip, p, e.streams.Link(tg.Target))
 }
 
@@ -54,8 +40,8 @@ const batchProgressAfter = time.Second
 
 // batchExec is the executor of p's sends in tg: e.exec, reporting progress
 // once a send of p takes more than batchProgressAfter.
-func (e *Engine) batchExec(tg *target, p *Plan) Executor {
-	sent := p.sent()
+func (e *Engine) batchExec(tg *target, p *planner.Plan) Executor {
+	sent := p.Sent()
 	if copiesBytes(sent) < batchCompressMin {
 		return e.exec
 	}

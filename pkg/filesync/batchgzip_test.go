@@ -11,6 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -23,11 +24,11 @@ func TestCompressBatch(t *testing.T) {
 	random := make([]byte, 1<<20)
 	_, _ = rand.Read(random)
 	must(t, os.WriteFile(filepath.Join(dir, "random.bin"), random, 0o644))
-	planOf := func(name string) *Plan {
+	planOf := func(name string) *planner.Plan {
 		fi, err := os.Stat(filepath.Join(dir, name))
 		must(t, err)
-		e, _ := entryOf(fi)
-		return &Plan{Copies: []Copy{{Rel: name, Name: name, Src: filepath.Join(dir, name), Entry: e}}}
+		e, _ := planner.EntryOf(fi)
+		return &planner.Plan{Copies: []planner.Copy{{Rel: name, Name: name, Src: filepath.Join(dir, name), Entry: e}}}
 	}
 	remoteProfile := remote.Link{Rate: 50e6 / 8, RTT: 21 * time.Millisecond}
 	for name, tt := range map[string]struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -40,14 +41,14 @@ func TestApplyCompressed(t *testing.T) {
 				local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app")
 				compressibleTree(t, local)
 				m := testMapping(t, local, remote, nil)
-				p, err := plan(m, NewIndex(), nil, true)
+				p, err := planner.Changes(m, planner.NewIndex(), nil, true)
 				must(t, err)
 				pe := &progressExecutor{Executor: exOf(t), clk: clocktesting.NewFakeClock(time.Unix(1000, 0)), report: func(Progress) {}}
-				res, err := apply(context.Background(), pe, testTarget, m, p, tarstream.Options{Gzip: true})
+				res, err := apply(context.Background(), pe, testTarget, m, &sending{Plan: p}, tarstream.Options{Gzip: true})
 				must(t, err)
 				assertSameTree(t, local, remote)
-				if res.Bytes < planBytes(p) || pe.sent.Load() != res.Bytes {
-					t.Errorf("result %d bytes, progress %d, want the tar's (at least %d) in both", res.Bytes, pe.sent.Load(), planBytes(p))
+				if res.Bytes < planner.PlanBytes(p) || pe.sent.Load() != res.Bytes {
+					t.Errorf("result %d bytes, progress %d, want the tar's (at least %d) in both", res.Bytes, pe.sent.Load(), planner.PlanBytes(p))
 				}
 			})
 		}
@@ -66,10 +67,10 @@ func TestListingGzip(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			for _, remote := range []string{t.TempDir(), filepath.Join(t.TempDir(), "missing")} {
-				l, err := listRemote(context.Background(), tt.ex, testTarget, testMapping(t, t.TempDir(), remote, nil), false)
+				l, err := planner.ListRemote(context.Background(), tt.ex, testTarget, testMapping(t, t.TempDir(), remote, nil), false)
 				must(t, err)
-				if l.gzip != tt.want {
-					t.Errorf("%s: gzip = %v, want %v", remote, l.gzip, tt.want)
+				if l.Gzip != tt.want {
+					t.Errorf("%s: gzip = %v, want %v", remote, l.Gzip, tt.want)
 				}
 			}
 		})
@@ -123,7 +124,7 @@ func TestInitialSyncCompression(t *testing.T) {
 			}
 			rec := newRecorder()
 			ex := &modeRecorder{Executor: tt.ex}
-			e := New(ex, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}}, ExecTimeout: time.Minute},
+			e := New(ex, Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: planner.RemotePath(remote)}}, ExecTimeout: time.Minute},
 				WithReporter(rec))
 			e.AddTarget(podTarget("web-1"))
 			ctx, cancel := context.WithCancel(context.Background())

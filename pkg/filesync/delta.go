@@ -12,6 +12,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/delta"
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
@@ -49,13 +50,13 @@ type sigCache struct {
 // learnSigs takes, in the background, the signatures of p's large files
 // that res says were sent (with their sha256), from the local files, for a
 // later patch; a file that changed since (another sha256) is left out.
-func (e *Engine) learnSigs(t Target, p *Plan, res tarstream.Result) {
+func (e *Engine) learnSigs(t Target, p *planner.Plan, res tarstream.Result) {
 	if !deltaLink(e.streams.Link(t), deltaMin) {
 		return
 	}
 	for _, c := range p.Copies {
 		sum, ok := res.Sums[c.Rel]
-		if !ok || sum == nil || c.Type != TypeFile || c.Size < deltaMin || c.Size > deltaMax || e.sigs.Get(*sum) != nil {
+		if !ok || sum == nil || c.Type != planner.TypeFile || c.Size < deltaMin || c.Size > deltaMax || e.sigs.Get(*sum) != nil {
 			continue
 		}
 		// Off the batch's path; bounded by the file.
@@ -124,13 +125,13 @@ func deltaLink(l remote.Link, size int64) bool {
 // the container confirmed, whose signature is known, over a link where the
 // send takes long (see deltaWorth), and whose delta sends less than half of
 // them. Only where the container has sha256sum (alg).
-func (e *Engine) findPatches(tg *target, i int, m *mapping, p *Plan) {
+func (e *Engine) findPatches(tg *target, i int, m *planner.Resolved, p *sending) {
 	if tg.alg != "sha256sum" {
 		return
 	}
 	l := e.streams.Link(tg.Target)
 	for _, c := range p.Copies {
-		if c.Type != TypeFile || c.Size < deltaMin || c.Size > deltaMax {
+		if c.Type != planner.TypeFile || c.Size < deltaMin || c.Size > deltaMax {
 			continue
 		}
 		if _, moved := p.Moves[c.Rel]; moved {
@@ -140,7 +141,7 @@ func (e *Engine) findPatches(tg *target, i int, m *mapping, p *Plan) {
 			continue
 		}
 		old, ok := tg.idx[i].Get(c.Rel)
-		if !ok || old.Type != TypeFile || old.stale || old.Sum == nil {
+		if !ok || old.Type != planner.TypeFile || old.Stale() || old.Sum == nil {
 			continue
 		}
 		sig := e.sigs.Get(*old.Sum)
@@ -148,7 +149,7 @@ func (e *Engine) findPatches(tg *target, i int, m *mapping, p *Plan) {
 			continue
 		}
 		data, err := readRegular(c.Src)
-		if err != nil || int64(len(data)) != c.Size || !sameFile(m, c) {
+		if err != nil || int64(len(data)) != c.Size || !planner.SameFile(m, c) {
 			continue
 		}
 		// The new file's sha256 (which the container checks what it builds
@@ -192,11 +193,11 @@ type patched struct {
 // with its *remote.ChangedError, the file as it was; a patch that failed
 // otherwise (the stream cut) is dropped from p, so the retry sends the file
 // whole, and ends the apply.
-func applyPatches(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, sent []Copy) ([]Copy, error) {
+func applyPatches(ctx context.Context, ex Executor, t Target, m *planner.Resolved, p *sending, sent []planner.Copy) ([]planner.Copy, error) {
 	if len(p.Patches)+len(p.patched) == 0 {
 		return sent, nil
 	}
-	var whole []Copy
+	var whole []planner.Copy
 	for _, c := range sent {
 		if _, done := p.patched[c.Rel]; done {
 			continue
@@ -206,10 +207,10 @@ func applyPatches(ctx context.Context, ex Executor, t Target, m *mapping, p *Pla
 			whole = append(whole, c)
 			continue
 		}
-		a := &remote.ApplyArgs{Root: string(m.remoteDir()), Expect: p.expectAt(c.Rel),
+		a := &remote.ApplyArgs{Root: string(m.RemoteDir()), Expect: p.expectAt(c.Rel),
 			Patch: remote.PatchArgs("./"+c.Name, pt.old, pt.new, c.Mode, deltaBlock, pt.ops)}
-		if m.file {
-			a.File = "./" + m.remoteName("")
+		if m.File {
+			a.File = "./" + m.RemoteName("")
 		}
 		in := pt.lit
 		if pt.zlit != nil {

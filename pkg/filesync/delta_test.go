@@ -17,6 +17,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/delta"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
@@ -107,11 +108,11 @@ func TestPatchCut(t *testing.T) {
 	m := testMapping(t, local, remoteDir, nil)
 	fi, err := os.Stat(filepath.Join(local, "server"))
 	must(t, err)
-	e, _ := entryOf(fi)
-	newPlan := func() *Plan {
+	e, _ := planner.EntryOf(fi)
+	newPlan := func() *sending {
 		ops, lit := delta.Of(v2, delta.SignatureOf(v1))
-		return &Plan{
-			Copies:  []Copy{{Rel: "server", Name: "server", Src: filepath.Join(local, "server"), Entry: e}},
+		return &sending{
+			Plan:    &planner.Plan{Copies: []planner.Copy{{Rel: "server", Name: "server", Src: filepath.Join(local, "server"), Entry: e}}},
 			Patches: map[string]*patch{"server": {old: sha256.Sum256(v1), new: sha256.Sum256(v2), ops: ops, lit: lit}},
 		}
 	}

@@ -11,18 +11,19 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"k8s.io/utils/clock"
 )
 
 // Config is what to sync and how. Zero values mean the documented defaults.
 type Config struct {
-	Mappings []Mapping
+	Mappings []planner.Mapping
 	// Matchers[i] says what to ignore under Mappings[i]; missing or nil
 	// entries ignore nothing.
-	Matchers []Matcher
+	Matchers []planner.Matcher
 	// Initial is what a new container gets; default InitialUpload.
-	Initial InitialMode
+	Initial planner.InitialMode
 	// Quiet and Cap bound batching: a batch is cut after Quiet without a
 	// change, or Cap after its first change. Defaults coalesce.DefaultQuiet, coalesce.DefaultCap.
 	Quiet, Cap time.Duration
@@ -87,7 +88,7 @@ func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 type Engine struct {
 	exec    *remote.Bounded
 	cfg     Config
-	maps    []*mapping
+	maps    []*planner.Resolved
 	initErr error
 	clk     clock.Clock
 	rep     *lockedReporter
@@ -114,7 +115,7 @@ type Engine struct {
 // New returns an engine that reaches targets through exec.
 func New(exec Executor, cfg Config, opts ...Option) *Engine {
 	if cfg.Initial == "" {
-		cfg.Initial = InitialUpload
+		cfg.Initial = planner.InitialUpload
 	}
 	if cfg.Quiet <= 0 {
 		cfg.Quiet = coalesce.DefaultQuiet
@@ -151,16 +152,16 @@ func New(exec Executor, cfg Config, opts ...Option) *Engine {
 	// until its timeout must not hold up file transfers.
 	e.onSyncExec = remote.NewBounded(exec, cfg.Parallelism, e.clk, remote.Limit{D: cfg.OnSyncTimeout})
 	for i, m := range cfg.Mappings {
-		var match Matcher
+		var match planner.Matcher
 		if i < len(cfg.Matchers) {
 			match = cfg.Matchers[i]
 		}
-		mm, err := newMapping(m, match)
+		mm, err := planner.Resolve(m, match)
 		if err != nil {
 			e.initErr = errors.Join(e.initErr, err)
 			continue
 		}
-		mm.allowMassDelete = cfg.AllowMassDelete
+		mm.AllowMassDelete = cfg.AllowMassDelete
 		e.maps = append(e.maps, mm)
 	}
 	return e

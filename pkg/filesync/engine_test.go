@@ -14,6 +14,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -122,7 +123,7 @@ func newWrappedFixture(t *testing.T, cfg Config, wrap func(Executor) Executor, o
 		return f.sandboxes[tg.Pod]
 	}
 	writeTree(t, f.local, map[string]string{"a": "a", "d/x": "x", "with space/ü": "u"})
-	cfg.Mappings = []Mapping{{Local: LocalPath(f.local), Remote: "/app"}}
+	cfg.Mappings = []planner.Mapping{{Local: planner.LocalPath(f.local), Remote: "/app"}}
 	var ex Executor = f.ex
 	if wrap != nil {
 		ex = wrap(ex)
@@ -326,7 +327,7 @@ func TestEngineDryRun(t *testing.T) {
 }
 
 func TestEngineOnce(t *testing.T) {
-	f := newEngineFixture(t, Config{Initial: InitialMirror})
+	f := newEngineFixture(t, Config{Initial: planner.InitialMirror})
 	f.ex.Fail = func(tg Target, argv []string) error {
 		if tg.Pod == "broken" {
 			return localexec.ExitCode(2)

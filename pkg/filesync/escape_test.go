@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
@@ -86,7 +87,7 @@ func TestRemoteSymlinksNeverEscape(t *testing.T) {
 				local := t.TempDir()
 				writeTree(t, local, localTree)
 				before := f.outsideApp(t)
-				is, _ := onceSync(t, ex, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: "/app"}}})
+				is, _ := onceSync(t, ex, Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: "/app"}}})
 				f.assertUntouched(t, before)
 				if is.Err != nil {
 					t.Fatal(is.Err)
@@ -95,7 +96,7 @@ func TestRemoteSymlinksNeverEscape(t *testing.T) {
 			})
 		}
 	})
-	for _, mode := range []InitialMode{InitialUpload, InitialMirror} {
+	for _, mode := range []planner.InitialMode{planner.InitialUpload, planner.InitialMirror} {
 		t.Run("initial "+string(mode), func(t *testing.T) {
 			for name, ex := range executors(t) {
 				t.Run(name, func(t *testing.T) {
@@ -106,12 +107,12 @@ func TestRemoteSymlinksNeverEscape(t *testing.T) {
 					local := t.TempDir()
 					writeTree(t, local, localTree)
 					before := f.outsideApp(t)
-					is, _ := onceSync(t, ex, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: "/app"}}, Initial: mode})
+					is, _ := onceSync(t, ex, Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: "/app"}}, Initial: mode})
 					f.assertUntouched(t, before)
 					if is.Err != nil {
 						t.Fatal(is.Err)
 					}
-					if mode == InitialMirror {
+					if mode == planner.InitialMirror {
 						assertSameTree(t, local, f.app)
 					}
 				})
@@ -136,8 +137,8 @@ func TestRemoteSymlinksNeverEscape(t *testing.T) {
 				writeTree(t, local, map[string]string{"f": "f", "g": "g"})
 				before := f.outsideApp(t)
 				is, _ := onceSync(t, ex, Config{
-					Mappings: []Mapping{{Local: LocalPath(local), Remote: "/app"}},
-					Matchers: []Matcher{globMatcher{"*.log"}}, Initial: InitialMirror,
+					Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: "/app"}},
+					Matchers: []planner.Matcher{globMatcher{"*.log"}}, Initial: planner.InitialMirror,
 				})
 				f.assertUntouched(t, before)
 				// Stopped, and retried with a fresh listing, which sees the link.
@@ -158,7 +159,7 @@ func TestRemoteSymlinksNeverEscape(t *testing.T) {
 					"etc/passwd": "ok", "etc/old": "o", "etc/keep": "k", "etc/sub/s": "s", "up/x": "x", "up/y": "y", "f": "f",
 				})
 				m := testMapping(t, local, "/app", nil)
-				idx := NewIndex()
+				idx := planner.NewIndex()
 				syncOnce(t, ex, m, idx)
 				assertSameTree(t, local, f.app)
 
@@ -171,12 +172,12 @@ func TestRemoteSymlinksNeverEscape(t *testing.T) {
 				must(t, os.Chmod(filepath.Join(local, "etc"), 0o700))
 				must(t, os.Chmod(filepath.Join(local, "etc/sub"), 0o700))
 				before := f.outsideApp(t)
-				p, err := plan(m, idx, []string{"etc/passwd", "etc/new", "etc/old", "etc", "etc/sub", "etc/sub/t", "up/x", "up/y"}, false)
+				p, err := planner.Changes(m, idx, []string{"etc/passwd", "etc/new", "etc/old", "etc", "etc/sub", "etc/sub/t", "up/x", "up/y"}, false)
 				must(t, err)
-				res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
+				res, err := apply(context.Background(), ex, testTarget, m, &sending{Plan: p}, tarstream.Options{})
 				f.assertUntouched(t, before)
 				must(t, err)
-				idx.apply(p, res.Result)
+				idx.Apply(p, res.Result)
 				res.forgetReplaced(idx)
 
 				// What the links hid is sent again.
@@ -198,8 +199,8 @@ func TestRemoteRootSymlinkFollowed(t *testing.T) {
 			ex.Sandbox = func(Target) string { return sb }
 			local := t.TempDir()
 			writeTree(t, local, map[string]string{"d/f": "f", "g": "g"})
-			for _, mode := range []InitialMode{InitialUpload, InitialMirror} {
-				is, _ := onceSync(t, ex, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: "/app"}}, Initial: mode})
+			for _, mode := range []planner.InitialMode{planner.InitialUpload, planner.InitialMirror} {
+				is, _ := onceSync(t, ex, Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: "/app"}}, Initial: mode})
 				if is.Err != nil {
 					t.Fatal(is.Err)
 				}

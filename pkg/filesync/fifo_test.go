@@ -4,7 +4,6 @@ package filesync
 
 import (
 	"bytes"
-	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
@@ -60,7 +59,7 @@ func TestWriteArchiveSkipsFIFO(t *testing.T) {
 		buf bytes.Buffer
 		res tarstream.Result
 	)
-	withDeadline(t, fifo, func() { res, err = tarstream.Write(&buf, filesOf(copies)) })
+	withDeadline(t, fifo, func() { res, err = tarstream.Write(&buf, planner.TarFiles(copies)) })
 	must(t, err)
 	got, _ := readTar(t, buf.Bytes())
 	if _, ok := got["pipe"]; ok {
@@ -81,15 +80,5 @@ func TestWriteArchiveSkipsFIFO(t *testing.T) {
 		} else {
 			t.Log(w)
 		}
-	}
-}
-
-func TestHashFileFIFO(t *testing.T) {
-	fifo := filepath.Join(t.TempDir(), "pipe")
-	must(t, syscall.Mkfifo(fifo, 0o644))
-	var err error
-	withDeadline(t, fifo, func() { _, err = hashFile(fifo) })
-	if !errors.Is(err, localtree.ErrNotRegular) {
-		t.Errorf("hashFile(fifo) = %v, want localtree.ErrNotRegular", err)
 	}
 }

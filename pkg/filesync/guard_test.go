@@ -12,6 +12,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 )
 
 // eventsOf returns the events of type T reported so far.
@@ -96,10 +97,10 @@ func TestEngineHoldsMassDeletes(t *testing.T) {
 		remote int // files under old/ in the container, beyond the local tree
 		held   bool
 	}{
-		{name: "held", cfg: Config{Initial: InitialMirror}, remote: 60, held: true},
-		{name: "held in a dry run", cfg: Config{Initial: InitialMirror, DryRun: true}, remote: 60, held: true},
-		{name: "few", cfg: Config{Initial: InitialMirror}, remote: 49},
-		{name: "allowed", cfg: Config{Initial: InitialMirror, AllowMassDelete: true}, remote: 60},
+		{name: "held", cfg: Config{Initial: planner.InitialMirror}, remote: 60, held: true},
+		{name: "held in a dry run", cfg: Config{Initial: planner.InitialMirror, DryRun: true}, remote: 60, held: true},
+		{name: "few", cfg: Config{Initial: planner.InitialMirror}, remote: 49},
+		{name: "allowed", cfg: Config{Initial: planner.InitialMirror, AllowMassDelete: true}, remote: 60},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newEngineFixture(t, tt.cfg)
@@ -172,7 +173,7 @@ func TestEngineAllowMassDeleteInBatch(t *testing.T) {
 }
 
 func TestEngineOnceHoldsMassDeletes(t *testing.T) {
-	f := newEngineFixture(t, Config{Initial: InitialMirror})
+	f := newEngineFixture(t, Config{Initial: planner.InitialMirror})
 	remote := filepath.Join(f.ex.Sandbox(podTarget("web-1")), "app")
 	for i := range 60 {
 		writeTree(t, remote, map[string]string{fmt.Sprintf("old/f%03d", i): "o"})
@@ -193,7 +194,7 @@ func TestEngineOnceHoldsMassDeletes(t *testing.T) {
 // first batch's 30 entries go (no batch may hold fewer than the guard's
 // floor), the rest is held, although 31 entries alone are no mass delete; an
 // edit saved meanwhile goes, and does not end the burst. The same two deletes
-// further apart than deleteBurstGap are two decisions; a rename of what is
+// further apart than planner.DeleteBurstGap are two decisions; a rename of what is
 // left is no delete of it (see movedAway).
 func TestEngineHoldsMassDeleteCutIntoBatches(t *testing.T) {
 	for _, tt := range []struct {
@@ -205,7 +206,7 @@ func TestEngineHoldsMassDeleteCutIntoBatches(t *testing.T) {
 	}{
 		{name: "one burst", held: true},
 		{name: "with an edit", edit: true, held: true},
-		{name: "two deletes", gap: deleteBurstGap},
+		{name: "two deletes", gap: planner.DeleteBurstGap},
 		{name: "a rename", rename: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,7 +257,7 @@ func TestEngineHoldsMassDeleteCutIntoBatches(t *testing.T) {
 // burstBatch sends a rescan (the plan walks the tree) as the next batch of a
 // burst and waits for it: the clock is stepped only once the coalescer armed
 // its timer, by the cap (a batch after a batch may wait longer than
-// DefaultQuiet), less than deleteBurstGap.
+// DefaultQuiet), less than planner.DeleteBurstGap.
 func (f *engineFixture) burstBatch(t *testing.T) Batch {
 	t.Helper()
 	waiting := f.fc.Waiters()
@@ -337,7 +338,7 @@ func TestDeleteBurstLeavesOutWhatItAdded(t *testing.T) {
 		t.Fatalf("the tool's files gone: batch %+v, held %+v", b, eventsOf[Held](f.rec))
 	}
 	// The burst's last delete that counted was two batches ago,
-	// deleteBurstGap before this one.
+	// planner.DeleteBurstGap before this one.
 	must(t, os.RemoveAll(filepath.Join(f.local, "gen")))
 	if b := f.burstBatch(t); b.Deleted != 1 || len(eventsOf[Held](f.rec)) != 0 {
 		t.Fatalf("second half: batch %+v, held %+v", b, eventsOf[Held](f.rec))

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 )
 
 // hold reports a plan's held deletes in tg (for mapping i), once per root
@@ -16,7 +17,7 @@ import (
 // waking the target: the next batch or rescan decides again, and nothing
 // loops meanwhile. A mass delete is remembered as a heldSet instead. A nil h
 // clears the root problem last said.
-func (e *Engine) hold(tg *target, i int, h *Hold) {
+func (e *Engine) hold(tg *target, i int, h *planner.Hold) {
 	m := e.maps[i]
 	id := ""
 	tg.mu.Lock()
@@ -25,8 +26,8 @@ func (e *Engine) hold(tg *target, i int, h *Hold) {
 	}
 	var repeat bool
 	switch {
-	case h != nil && h.mass:
-		sum := sha256.Sum256([]byte(fmt.Sprint(i, "\x00", h.same)))
+	case h != nil && h.Mass():
+		sum := sha256.Sum256([]byte(fmt.Sprint(i, "\x00", h.Same())))
 		id = fmt.Sprintf("%x", sum[:8])
 		// The same set decided again (by more events of the same rm -rf)
 		// is the same question: said once.
@@ -41,7 +42,7 @@ func (e *Engine) hold(tg *target, i int, h *Hold) {
 	default:
 		key := ""
 		if h != nil {
-			key = h.same
+			key = h.Same()
 			for _, rel := range slices.Concat(h.Deletes, h.Copies) {
 				tg.due[i].add(rel)
 			}
@@ -55,10 +56,10 @@ func (e *Engine) hold(tg *target, i int, h *Hold) {
 	}
 	ev := Held{Target: tg.Target, Mapping: m.Mapping, Reason: h.Reason, Hint: h.Hint, Deleted: h.Entries, ID: id}
 	if id != "" {
-		ev.Under = filepath.Join(string(m.Local), filepath.FromSlash(commonRel(h.Deletes)))
+		ev.Under = filepath.Join(string(m.Local), filepath.FromSlash(planner.CommonRel(h.Deletes)))
 	}
 	for _, d := range h.Deletes[:min(len(h.Deletes), 3)] {
-		ev.Examples = append(ev.Examples, path.Join(string(m.remoteDir()), m.remoteName(d)))
+		ev.Examples = append(ev.Examples, path.Join(string(m.RemoteDir()), m.RemoteName(d)))
 	}
 	e.rep.Report(ev)
 }
@@ -75,7 +76,7 @@ type heldSet struct {
 	touched, released bool
 }
 
-func newHeldSet(id string, h *Hold) *heldSet {
+func newHeldSet(id string, h *planner.Hold) *heldSet {
 	s := &heldSet{id: id, deletes: make(map[string]bool, len(h.Deletes)), paths: slices.Concat(h.Deletes, h.Copies)}
 	for _, d := range h.Deletes {
 		s.deletes[d] = true
@@ -152,11 +153,11 @@ func (tg *target) decideHeld(i int) heldDecision {
 // the user let through, checked again against the local tree as it is now: a
 // held path that exists again is not deleted, and every other guard still
 // holds; only the mass-delete verdict is lifted, for those paths alone.
-func (e *Engine) applyReleased(tg *target, i int, m *mapping, d heldDecision, r *unitResult, changed *[]string) error {
+func (e *Engine) applyReleased(tg *target, i int, m *planner.Resolved, d heldDecision, r *unitResult, changed *[]string) error {
 	if d.released == nil {
 		return nil
 	}
-	p, err := planWith(m, tg.idx[i], nil, false, planOpts{kept: d.kept, again: d.hints, released: d.released})
+	p, err := planner.ChangesWith(m, tg.idx[i], nil, false, planner.Opts{Kept: d.kept, Again: d.hints, Released: d.released})
 	if err != nil {
 		return err
 	}

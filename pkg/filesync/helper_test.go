@@ -14,6 +14,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakeproc"
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -81,7 +82,7 @@ func TestHelperArgvStaysInTargetRoot(t *testing.T) {
 			}
 			hx := newHelperExec(t, ex, rootfs, owner)
 			fc, rec := clocktesting.NewFakeClock(time.Unix(1000, 0)), newRecorder()
-			e := New(hx, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: "/app"}, {Local: LocalPath(local), Remote: "/data/new"}}}, WithClock(fc), WithReporter(rec))
+			e := New(hx, Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: "/app"}, {Local: planner.LocalPath(local), Remote: "/data/new"}}}, WithClock(fc), WithReporter(rec))
 			e.AddTarget(podTarget("web-1"))
 			ok, err := e.Once(context.Background())
 			if err != nil || !ok {
@@ -132,9 +133,9 @@ func TestHelperOwnsParentsItCreates(t *testing.T) {
 					x, _ = newTestStreams(t, x)
 				}
 				m := testMapping(t, local, "/srv/www/app", nil)
-				p, err := plan(m, NewIndex(), nil, true)
+				p, err := planner.Changes(m, planner.NewIndex(), nil, true)
 				must(t, err)
-				_, err = apply(t.Context(), x, testTarget, m, p, tarstream.Options{Owner: owner})
+				_, err = apply(t.Context(), x, testTarget, m, &sending{Plan: p}, tarstream.Options{Owner: owner})
 				must(t, err)
 				for rel, want := range map[string][2]int{
 					"srv": {0, 0}, "srv/www": {4242, 4343}, "srv/www/app": {4242, 4343}, "srv/www/app/index.html": {4242, 4343},
@@ -163,15 +164,15 @@ func TestHelperStreamEndsWhenMoved(t *testing.T) {
 			loop := &loopEnd{Executor: hx}
 			s, _ := newTestStreams(t, loop)
 			m := testMapping(t, local, "/app", nil)
-			idx := NewIndex()
+			idx := planner.NewIndex()
 			writeTree(t, local, map[string]string{"a": "a"})
 			syncOnce(t, s, m, idx)
 			// Process 7 ends and another takes its PID.
 			must(t, os.WriteFile(filepath.Join(hx.proc, "7", "stat"), []byte("7 (other) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 1001 21\n"), 0o644))
 			writeTree(t, local, map[string]string{"b": "b"})
-			p, err := plan(m, idx, nil, true)
+			p, err := planner.Changes(m, idx, nil, true)
 			must(t, err)
-			_, err = apply(t.Context(), s, testTarget, m, p, tarstream.Options{})
+			_, err = apply(t.Context(), s, testTarget, m, &sending{Plan: p}, tarstream.Options{})
 			if !remote.IsTransient(err) {
 				t.Errorf("batch after the process moved: %v, want a transient error", err)
 			}

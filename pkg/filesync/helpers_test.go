@@ -2,8 +2,12 @@ package filesync
 
 import (
 	"context"
+	"crypto/sha256"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -47,9 +51,9 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func testMapping(t *testing.T, local, remote string, match Matcher) *mapping {
+func testMapping(t *testing.T, local, remote string, match planner.Matcher) *planner.Resolved {
 	t.Helper()
-	m, err := newMapping(Mapping{Local: LocalPath(local), Remote: RemotePath(remote)}, match)
+	m, err := planner.Resolve(planner.Mapping{Local: planner.LocalPath(local), Remote: planner.RemotePath(remote)}, match)
 	must(t, err)
 	return m
 }
@@ -112,3 +116,32 @@ func executors(t *testing.T) map[string]*localExecutor {
 func isApply(argv []string) bool      { return len(argv) > 4 && argv[3] == "livesync" }
 func isList(argv []string) bool       { return len(argv) > 3 && argv[3] == "livesync-list" }
 func isStreamLoop(argv []string) bool { return len(argv) > 3 && argv[3] == "livesync-stream" }
+
+func must2(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// syncedIndex returns the index of a target that has everything under m.
+func syncedIndex(t testing.TB, m *planner.Resolved) *planner.Index {
+	t.Helper()
+	idx := planner.NewIndex()
+	p, err := planner.Changes(m, idx, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx.Apply(p, tarstream.Result{})
+	return idx
+}
+
+// hashFile returns the sha256 of the file at name.
+func hashFile(name string) (*[32]byte, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	return &sum, nil
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
@@ -52,7 +53,7 @@ func TestWriteArchiveHugeFileSize(t *testing.T) {
 	writeTree(t, dir, map[string]string{"small": "s"})
 
 	w := &prefixWriter{max: 64 << 10}
-	if _, err := tarstream.Write(w, filesOf(copiesOf(t, dir))); !errors.Is(err, errPrefixFull) {
+	if _, err := tarstream.Write(w, planner.TarFiles(copiesOf(t, dir))); !errors.Is(err, errPrefixFull) {
 		t.Fatalf("writeArchive = %v, want it stopped by the prefix writer", err)
 	}
 	for tool, argv := range map[string][]string{

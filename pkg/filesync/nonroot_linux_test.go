@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
@@ -91,7 +92,7 @@ func TestMirrorLeavesUnreadableDirsAlone(t *testing.T) {
 	t.Cleanup(func() { os.Chmod(filepath.Join(local, "secret"), 0o755) })
 
 	is, rec := onceSync(t, ex, Config{
-		Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}}, Initial: InitialMirror,
+		Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: planner.RemotePath(remote)}}, Initial: planner.InitialMirror,
 	})
 	if is.Err != nil {
 		t.Fatal(is.Err)
@@ -126,7 +127,7 @@ func TestNonRootReadOnlyDirs(t *testing.T) {
 			}
 			must(t, os.Chmod(filepath.Join(local, "locked"), 0o500))
 			m := testMapping(t, local, remote, nil)
-			idx := NewIndex()
+			idx := planner.NewIndex()
 			syncOnce(t, ex, m, idx)
 			assertSameTree(t, local, remote)
 
@@ -134,11 +135,11 @@ func TestNonRootReadOnlyDirs(t *testing.T) {
 			must(t, os.Chmod(filepath.Join(local, "ro/sub"), 0o755))
 			writeTree(t, local, map[string]string{"ro/sub/new": "n"})
 			must(t, os.Chmod(filepath.Join(local, "ro/sub"), 0o555))
-			p, err := plan(m, idx, []string{"ro/sub/new"}, false)
+			p, err := planner.Changes(m, idx, []string{"ro/sub/new"}, false)
 			must(t, err)
-			res, err := apply(t.Context(), ex, testTarget, m, p, tarstream.Options{})
+			res, err := apply(t.Context(), ex, testTarget, m, &sending{Plan: p}, tarstream.Options{})
 			must(t, err)
-			idx.apply(p, res.Result)
+			idx.Apply(p, res.Result)
 			assertSameTree(t, local, remote)
 		})
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -319,7 +320,7 @@ func TestEngineOnSyncNoLeak(t *testing.T) {
 func TestOnSyncRunnerBoundsPaths(t *testing.T) {
 	var argvs [][]string // r.loop runs below, on this goroutine
 	ex := &localExecutor{Fail: func(_ Target, argv []string) error { argvs = append(argvs, argv); return nil }}
-	e := New(ex, Config{OnSync: "true", Mappings: []Mapping{{Local: LocalPath(t.TempDir()), Remote: "/app"}}})
+	e := New(ex, Config{OnSync: "true", Mappings: []planner.Mapping{{Local: planner.LocalPath(t.TempDir()), Remote: "/app"}}})
 	// Not started: the loop runs below, once everything is submitted.
 	r := &onSyncRunner{e: e, t: testTarget, ctx: context.Background(), wake: make(chan struct{}, 1), done: make(chan struct{}),
 		paths: map[string]struct{}{}}

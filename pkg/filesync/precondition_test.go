@@ -15,6 +15,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/delta"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
@@ -33,7 +34,7 @@ func (g *expectGuard) Expect(u Upload) (string, bool) {
 		return "", false
 	case !u.Has:
 		return remote.ExpectAbsent("./" + u.Rel), false
-	case a.Type == TypeFile:
+	case a.Type == planner.TypeFile:
 		return remote.ExpectFile("./"+u.Rel, a.Sum, a.Size, a.MTime.Unix()), false
 	}
 	return "", false
@@ -254,17 +255,17 @@ func TestPatchRetry(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			writeTree(t, local, map[string]string{"server": string(v2), "conf": "new"})
 			writeTree(t, remoteDir, map[string]string{"server": string(v1), "conf": "old"})
-			var copies []Copy
+			var copies []planner.Copy
 			for _, rel := range []string{"conf", "server"} {
 				fi, err := os.Stat(filepath.Join(local, rel))
 				must(t, err)
-				e, _ := entryOf(fi)
-				copies = append(copies, Copy{Rel: rel, Name: rel, Src: filepath.Join(local, rel), Entry: e})
+				e, _ := planner.EntryOf(fi)
+				copies = append(copies, planner.Copy{Rel: rel, Name: rel, Src: filepath.Join(local, rel), Entry: e})
 			}
 			old, conf := sha256.Sum256(v1), sha256.Sum256([]byte("old"))
 			ops, lit := delta.Of(v2, delta.SignatureOf(v1))
-			p := &Plan{
-				Copies:  copies,
+			p := &sending{
+				Plan:    &planner.Plan{Copies: copies},
 				Patches: map[string]*patch{"server": {old: old, new: sha256.Sum256(v2), ops: ops, lit: lit}},
 				expect: []precondition{
 					{"conf", remote.ExpectFile("./conf", &conf, 3, 0)},

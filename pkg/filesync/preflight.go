@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // preflight runs preflight.sh for m in t, retrying transient failures as a
 // listing does. A failure is returned in Preflight.Err, classified.
-func (e *Engine) preflight(ctx context.Context, t Target, m *mapping) *Preflight {
-	c, err := remote.Preflight(ctx, e.exec, e.clk, e.retry, t, string(m.remoteDir()))
+func (e *Engine) preflight(ctx context.Context, t Target, m *planner.Resolved) *Preflight {
+	c, err := remote.Preflight(ctx, e.exec, e.clk, e.retry, t, string(m.RemoteDir()))
 	if err != nil {
 		return &Preflight{Err: err}
 	}
@@ -25,11 +26,11 @@ func (e *Engine) preflight(ctx context.Context, t Target, m *mapping) *Preflight
 
 // preflightHint says what to do about what pf found wrong in m's remote
 // directory, as the error a real run would get does.
-func preflightHint(pf *Preflight, m *mapping) string {
-	dir := m.remoteDir()
+func preflightHint(pf *Preflight, m *planner.Resolved) string {
+	dir := m.RemoteDir()
 	switch {
-	case pf.Root == RootNotDir && !m.file:
-		return conflictError(m, "", remoteNotDir).Hint
+	case pf.Root == RootNotDir && !m.File:
+		return planner.ConflictError(m, "", planner.RemoteNotDir).Hint
 	case pf.Root == RootNotDir:
 		return fmt.Sprintf("%q must be a directory (or missing) to hold the file", dir)
 	case !pf.Writable && pf.UID == "0":

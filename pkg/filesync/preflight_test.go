@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -21,14 +22,14 @@ func (keepsStreams) PersistentStreams() bool { return true }
 // dryRun runs the initial sync of cfg with DryRun into testTarget and
 // returns its DryRun events by remote directory, failing the test unless it
 // converged.
-func dryRun(t *testing.T, ex Executor, cfg Config) map[RemotePath]DryRun {
+func dryRun(t *testing.T, ex Executor, cfg Config) map[planner.RemotePath]DryRun {
 	t.Helper()
 	cfg.DryRun = true
 	is, rec := onceSync(t, ex, cfg)
 	if is.Err != nil {
 		t.Fatalf("dry run: %v", is.Err)
 	}
-	out := map[RemotePath]DryRun{}
+	out := map[planner.RemotePath]DryRun{}
 	for _, ev := range eventsOf[DryRun](rec) {
 		if _, dup := out[ev.Remote]; dup || ev.Preflight == nil {
 			t.Fatalf("dry run events %+v: want one per mapping, each with a preflight", eventsOf[DryRun](rec))
@@ -72,14 +73,14 @@ func TestPreflight(t *testing.T) {
 			must(t, os.Chmod(filepath.Join(rdir, "ro"), 0o555))
 			t.Cleanup(func() { os.Chmod(filepath.Join(rdir, "ro"), 0o755) })
 			before := snapshot(t, local, rdir)
-			mappings := []Mapping{
-				{Local: LocalPath(local), Remote: RemotePath(rdir + "/same")},
-				{Local: LocalPath(local), Remote: RemotePath(rdir + "/new/deep")},
-				{Local: LocalPath(local), Remote: RemotePath(rdir + "/ro")},
-				{Local: LocalPath(local), Remote: RemotePath(rdir + "/ro/new")},
-				{Local: LocalPath(local), Remote: RemotePath(rdir + "/file/new")},
+			mappings := []planner.Mapping{
+				{Local: planner.LocalPath(local), Remote: planner.RemotePath(rdir + "/same")},
+				{Local: planner.LocalPath(local), Remote: planner.RemotePath(rdir + "/new/deep")},
+				{Local: planner.LocalPath(local), Remote: planner.RemotePath(rdir + "/ro")},
+				{Local: planner.LocalPath(local), Remote: planner.RemotePath(rdir + "/ro/new")},
+				{Local: planner.LocalPath(local), Remote: planner.RemotePath(rdir + "/file/new")},
 			}
-			evs := dryRun(t, keepsStreams{ex}, Config{Mappings: mappings, Initial: InitialMirror})
+			evs := dryRun(t, keepsStreams{ex}, Config{Mappings: mappings, Initial: planner.InitialMirror})
 			for _, tc := range []struct {
 				rdir     string
 				root     string
@@ -93,7 +94,7 @@ func TestPreflight(t *testing.T) {
 				{rdir: "/ro/new", root: RootMissing, copies: 3, hint: "--helper ephemeral"},
 				{rdir: "/file/new", root: RootMissing, copies: 3, hint: "--helper ephemeral"}, // mkdir -p fails on the file
 			} {
-				ev := evs[RemotePath(rdir+tc.rdir)]
+				ev := evs[planner.RemotePath(rdir+tc.rdir)]
 				pf := ev.Preflight
 				if pf == nil || pf.Err != nil {
 					t.Fatalf("%s: preflight %+v", tc.rdir, pf)
@@ -121,14 +122,14 @@ func TestPreflightFileMapping(t *testing.T) {
 	local, rdir := t.TempDir(), t.TempDir()
 	writeTree(t, local, map[string]string{"a.txt": "a"})
 	writeTree(t, rdir, map[string]string{"dir/": "", "file": "x"})
-	evs := dryRun(t, ex, Config{Mappings: []Mapping{
-		{Local: LocalPath(filepath.Join(local, "a.txt")), Remote: RemotePath(rdir + "/dir/a.txt")},
-		{Local: LocalPath(filepath.Join(local, "a.txt")), Remote: RemotePath(rdir + "/file/a.txt")},
+	evs := dryRun(t, ex, Config{Mappings: []planner.Mapping{
+		{Local: planner.LocalPath(filepath.Join(local, "a.txt")), Remote: planner.RemotePath(rdir + "/dir/a.txt")},
+		{Local: planner.LocalPath(filepath.Join(local, "a.txt")), Remote: planner.RemotePath(rdir + "/file/a.txt")},
 	}})
-	if pf := evs[RemotePath(rdir+"/dir")].Preflight; pf.Root != RootDir || !pf.Writable {
+	if pf := evs[planner.RemotePath(rdir+"/dir")].Preflight; pf.Root != RootDir || !pf.Writable {
 		t.Errorf("into a directory: %+v", pf)
 	}
-	if pf := evs[RemotePath(rdir+"/file")].Preflight; pf.Root != RootNotDir || pf.Writable || !strings.Contains(pf.Hint, "must be a directory") {
+	if pf := evs[planner.RemotePath(rdir+"/file")].Preflight; pf.Root != RootNotDir || pf.Writable || !strings.Contains(pf.Hint, "must be a directory") {
 		t.Errorf("into a file: %+v", pf)
 	}
 }
@@ -139,7 +140,7 @@ func TestPreflightFileMapping(t *testing.T) {
 func TestPreflightMissingTools(t *testing.T) {
 	local, rdir := t.TempDir(), t.TempDir()
 	writeTree(t, local, map[string]string{"a.txt": "a"})
-	cfg := Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(rdir)}}}
+	cfg := Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: planner.RemotePath(rdir)}}}
 	for _, tc := range []struct {
 		name      string
 		ex        Executor
@@ -153,7 +154,7 @@ func TestPreflightMissingTools(t *testing.T) {
 		{"no streams", busybox(t), TransportExec, true, strconv.Itoa(os.Getuid())},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pf := dryRun(t, tc.ex, cfg)[RemotePath(rdir)].Preflight
+			pf := dryRun(t, tc.ex, cfg)[planner.RemotePath(rdir)].Preflight
 			if pf.Err != nil || pf.Transport != tc.transport || pf.Tar != tc.tar || pf.UID != tc.uid || !pf.Writable {
 				t.Errorf("preflight %+v; want transport %s, tar %v, uid %s", pf, tc.transport, tc.tar, tc.uid)
 			}
@@ -175,9 +176,9 @@ func TestPreflightInHelper(t *testing.T) {
 			local := t.TempDir()
 			writeTree(t, local, map[string]string{"a.txt": "a"})
 			before := snapshot(t, rootfs)
-			evs := dryRun(t, newHelperExec(t, ex, rootfs, nil), Config{Mappings: []Mapping{
-				{Local: LocalPath(local), Remote: "/app"}, {Local: LocalPath(local), Remote: "/tmp"},
-				{Local: LocalPath(filepath.Join(local, "a.txt")), Remote: "/data/a.txt"},
+			evs := dryRun(t, newHelperExec(t, ex, rootfs, nil), Config{Mappings: []planner.Mapping{
+				{Local: planner.LocalPath(local), Remote: "/app"}, {Local: planner.LocalPath(local), Remote: "/tmp"},
+				{Local: planner.LocalPath(filepath.Join(local, "a.txt")), Remote: "/data/a.txt"},
 			}})
 			if pf := evs["/app"].Preflight; pf.Err != nil || !pf.Helper || pf.Root != RootDir || !pf.Writable {
 				t.Errorf("/app: %+v", pf)
@@ -203,16 +204,16 @@ func TestPreflightFailsOrHasNothingToDo(t *testing.T) {
 	local, rdir := t.TempDir(), t.TempDir()
 	writeTree(t, local, map[string]string{"a.txt": "a", "b.txt": "b"})
 	writeTree(t, rdir, map[string]string{"a.txt": "a", "b.txt": "b"})
-	cfg := Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(rdir)}}}
+	cfg := Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: planner.RemotePath(rdir)}}}
 
-	ev := dryRun(t, ex, cfg)[RemotePath(rdir)]
+	ev := dryRun(t, ex, cfg)[planner.RemotePath(rdir)]
 	if len(ev.Copy)+len(ev.Delete) != 0 || ev.Preflight.Err != nil || !ev.Preflight.Writable {
 		t.Errorf("in sync: %+v %+v", ev, ev.Preflight)
 	}
 
 	none := cfg
-	none.Initial = InitialNone
-	if pf := dryRun(t, ex, none)[RemotePath(rdir)].Preflight; pf.Err != nil || pf.Root != RootDir {
+	none.Initial = planner.InitialNone
+	if pf := dryRun(t, ex, none)[planner.RemotePath(rdir)].Preflight; pf.Err != nil || pf.Root != RootDir {
 		t.Errorf("--initial none: %+v", pf)
 	}
 
@@ -226,7 +227,7 @@ func TestPreflightFailsOrHasNothingToDo(t *testing.T) {
 		}
 		return nil
 	}
-	ev = dryRun(t, ex, cfg)[RemotePath(rdir)]
+	ev = dryRun(t, ex, cfg)[planner.RemotePath(rdir)]
 	if err := ev.Preflight.Err; !errors.Is(err, remote.ErrTarMissing) || ev.Preflight.UID != "" {
 		t.Errorf("preflight %+v, want ErrTarMissing", ev.Preflight)
 	}
@@ -241,7 +242,7 @@ func TestPreflightFailsOrHasNothingToDo(t *testing.T) {
 func TestPreflightTransportOnTargetEvents(t *testing.T) {
 	local, rdir := t.TempDir(), t.TempDir()
 	writeTree(t, local, map[string]string{"a.txt": "a"})
-	cfg := Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(rdir)}}, DryRun: true}
+	cfg := Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: planner.RemotePath(rdir)}}, DryRun: true}
 	for _, tc := range []struct {
 		name           string
 		ex             Executor

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -102,7 +103,7 @@ type Recovered struct {
 type DryRun struct {
 	Target Target
 	// Remote is the mapping's remote directory (a file mapping's parent).
-	Remote    RemotePath
+	Remote    planner.RemotePath
 	Copy      []string
 	Delete    []string
 	Preflight *Preflight
@@ -117,7 +118,7 @@ type DryRun struct {
 // target.
 type Held struct {
 	Target   Target
-	Mapping  Mapping
+	Mapping  planner.Mapping
 	Reason   string   // why, one line
 	Deleted  int      // remote entries that would have been deleted
 	Examples []string // a few of the remote paths held

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
@@ -63,8 +64,8 @@ func TestMirrorKeepsIgnoredEntries(t *testing.T) {
 				"with space/new\nline/x.log": "ignored", "with space/-dash": "not ignored",
 			})
 			_, rec := onceSync(t, ex, Config{
-				Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}},
-				Matchers: []Matcher{globMatcher{"*.log", "tmp"}}, Initial: InitialMirror,
+				Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: planner.RemotePath(remote)}},
+				Matchers: []planner.Matcher{globMatcher{"*.log", "tmp"}}, Initial: planner.InitialMirror,
 			})
 			if errs := rec.errors(); len(errs) > 0 {
 				t.Fatal(errs)
@@ -99,17 +100,17 @@ func TestRootTypeConflict(t *testing.T) {
 
 			for _, tc := range []struct {
 				name string
-				m    Mapping
+				m    planner.Mapping
 				want []string
 			}{
-				{"file onto a directory", Mapping{Local: LocalPath(seed), Remote: RemotePath(filepath.Join(dir, "data"))},
+				{"file onto a directory", planner.Mapping{Local: planner.LocalPath(seed), Remote: planner.RemotePath(filepath.Join(dir, "data"))},
 					[]string{"is a directory", "seed.sql:" + filepath.Join(dir, "data", "seed.sql")}},
-				{"directory onto a file", Mapping{Local: LocalPath(src), Remote: RemotePath(filepath.Join(dir, "app"))},
+				{"directory onto a file", planner.Mapping{Local: planner.LocalPath(src), Remote: planner.RemotePath(filepath.Join(dir, "app"))},
 					[]string{"is not a directory"}},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
-					for _, mode := range []InitialMode{InitialUpload, InitialMirror} {
-						is, _ := onceSync(t, ex, Config{Mappings: []Mapping{tc.m}, Initial: mode})
+					for _, mode := range []planner.InitialMode{planner.InitialUpload, planner.InitialMirror} {
+						is, _ := onceSync(t, ex, Config{Mappings: []planner.Mapping{tc.m}, Initial: mode})
 						assertOneLine(t, is.Err, tc.want...)
 						if !errors.Is(is.Err, remote.ErrTypeConflict) || remote.IsTransient(is.Err) {
 							t.Errorf("%s: %v: want a non-transient remote.ErrTypeConflict", mode, is.Err)
@@ -121,9 +122,9 @@ func TestRootTypeConflict(t *testing.T) {
 					// Without a listing (--initial=none, then a batch) the
 					// apply script refuses by itself.
 					m := testMapping(t, string(tc.m.Local), string(tc.m.Remote), nil)
-					p, err := plan(m, NewIndex(), nil, true)
+					p, err := planner.Changes(m, planner.NewIndex(), nil, true)
 					must(t, err)
-					_, err = apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
+					_, err = apply(context.Background(), ex, testTarget, m, &sending{Plan: p}, tarstream.Options{})
 					assertOneLine(t, err, tc.want...)
 					if !errors.Is(err, remote.ErrTypeConflict) || remote.IsTransient(err) {
 						t.Errorf("apply: %v: want a non-transient remote.ErrTypeConflict", err)
@@ -148,7 +149,7 @@ func TestPlanRootTypeChange(t *testing.T) {
 	idx := syncedIndex(t, m)
 	must(t, os.Remove(local))
 	writeTree(t, dir, map[string]string{"config.yaml/x": "x"})
-	p, err := plan(m, idx, []string{""}, false)
+	p, err := planner.Changes(m, idx, []string{""}, false)
 	if err == nil {
 		t.Fatalf("planned %+v", p)
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 )
 
 // BenchmarkListRemote measures the container side of an initial sync's comparison: the listing
@@ -27,13 +29,13 @@ func benchmarkListRemote(b *testing.B, stat bool) {
 		must2(b, os.MkdirAll(filepath.Dir(p), 0o755))
 		must2(b, os.WriteFile(p, data, 0o644))
 	}
-	m, err := newMapping(Mapping{Local: LocalPath(b.TempDir()), Remote: RemotePath(remote)}, nil)
+	m, err := planner.Resolve(planner.Mapping{Local: planner.LocalPath(b.TempDir()), Remote: planner.RemotePath(remote)}, nil)
 	must2(b, err)
 	for b.Loop() {
-		l, err := listRemote(context.Background(), ex, testTarget, m, stat)
+		l, err := planner.ListRemote(context.Background(), ex, testTarget, m, stat)
 		must2(b, err)
-		if len(l.entries) != 10_100 {
-			b.Fatalf("listed %d entries, want 10100", len(l.entries))
+		if len(l.Entries) != 10_100 {
+			b.Fatalf("listed %d entries, want 10100", len(l.Entries))
 		}
 	}
 }
@@ -50,11 +52,11 @@ func BenchmarkPlanRescan(b *testing.B) {
 			must2(b, os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%06d.js", d*20+f)), nil, 0o644))
 		}
 	}
-	m, err := newMapping(Mapping{Local: LocalPath(dir), Remote: "/app"}, nil)
+	m, err := planner.Resolve(planner.Mapping{Local: planner.LocalPath(dir), Remote: "/app"}, nil)
 	must2(b, err)
 	idx := syncedIndex(b, m)
 	for b.Loop() {
-		p, err := plan(m, idx, nil, true)
+		p, err := planner.Changes(m, idx, nil, true)
 		if err != nil || !p.Empty() {
 			b.Fatal(err, len(p.Copies))
 		}
@@ -73,8 +75,8 @@ func BenchmarkStartSaved(b *testing.B) {
 		must2(b, os.MkdirAll(filepath.Dir(p), 0o755))
 		must2(b, os.WriteFile(p, data, 0o644))
 	}
-	anc := &fakeAncestry{saved: map[string][][]Record{}}
-	cfg := Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(remote)}}}
+	anc := &fakeAncestry{saved: map[string][][]planner.Record{}}
+	cfg := Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: planner.RemotePath(remote)}}}
 	e := New(ex, cfg, WithAncestry(anc))
 	e.AddTarget(testTarget)
 	if ok, err := e.Once(context.Background()); !ok || err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 	"k8s.io/utils/clock"
@@ -82,9 +83,9 @@ func TestStreamReplacedSymlink(t *testing.T) {
 			writeTree(t, local, map[string]string{"etc/passwd": "mine"})
 			must(t, os.Symlink(outside, filepath.Join(rdir, "etc")))
 			m := testMapping(t, local, rdir, nil)
-			p, err := plan(m, NewIndex(), nil, true)
+			p, err := planner.Changes(m, planner.NewIndex(), nil, true)
 			must(t, err)
-			res, err := apply(context.Background(), s, testTarget, m, p, tarstream.Options{})
+			res, err := apply(context.Background(), s, testTarget, m, &sending{Plan: p}, tarstream.Options{})
 			must(t, err)
 			if fmt.Sprint(res.replaced) != "[etc]" {
 				t.Errorf("replaced %q, want [etc]", res.replaced)
@@ -116,14 +117,14 @@ func failingBatch(t *testing.T, ex Executor, size int) {
 	root := filepath.Join(parent, "app")
 	must(t, os.WriteFile(root, []byte("a file where the root goes"), 0o600))
 	m := testMapping(t, local, root, nil)
-	p, err := plan(m, NewIndex(), nil, true)
+	p, err := planner.Changes(m, planner.NewIndex(), nil, true)
 	must(t, err)
-	_, err = apply(context.Background(), s, testTarget, m, p, tarstream.Options{})
+	_, err = apply(context.Background(), s, testTarget, m, &sending{Plan: p}, tarstream.Options{})
 	if !errors.Is(err, remote.ErrTypeConflict) {
-		t.Fatalf("apply over a file: %v, want a type conflict", err)
+		t.Fatalf("apply over a file: %v, want a type planner.Conflict", err)
 	}
 	must(t, os.Remove(root))
-	idx := NewIndex()
+	idx := planner.NewIndex()
 	syncOnce(t, s, m, idx)
 	assertSameTree(t, local, root)
 	if loops, _ := c.counts(); loops != 1 {
@@ -138,7 +139,7 @@ func TestStreamFallback(t *testing.T) {
 	writeTree(t, local, map[string]string{"a": "a"})
 	rdir := t.TempDir()
 	m := testMapping(t, local, rdir, nil)
-	idx := NewIndex()
+	idx := planner.NewIndex()
 	syncOnce(t, s, m, idx)
 	writeTree(t, local, map[string]string{"b": "b"})
 	syncOnce(t, s, m, idx)
@@ -158,13 +159,13 @@ func TestStreamCancelledBatch(t *testing.T) {
 	local, rdir := t.TempDir(), t.TempDir()
 	m := testMapping(t, local, rdir, nil)
 	writeTree(t, local, map[string]string{"a": "a"})
-	idx := NewIndex()
+	idx := planner.NewIndex()
 	syncOnce(t, s, m, idx)
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Exec(ctx, testTarget, (&remote.ApplyArgs{Root: string(m.remoteDir()), Tar: true}).Argv(), pr, io.Discard, io.Discard)
+		done <- s.Exec(ctx, testTarget, (&remote.ApplyArgs{Root: string(m.RemoteDir()), Tar: true}).Argv(), pr, io.Discard, io.Discard)
 	}()
 	_, _ = pw.Write(bytes.Repeat([]byte{0}, 100)) // half a tar header, then silence
 	cancel()
@@ -241,7 +242,7 @@ func TestEngineStream(t *testing.T) {
 	rec := newRecorder()
 	// The clock is stepped blindly below, while batches run: deadlines far
 	// beyond those steps keep them from timing out.
-	e := New(ex, Config{Mappings: []Mapping{{Local: LocalPath(local), Remote: RemotePath(rdir)}}, ExecTimeout: 24 * time.Hour},
+	e := New(ex, Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: planner.RemotePath(rdir)}}, ExecTimeout: 24 * time.Hour},
 		WithClock(fc), WithReporter(rec))
 	tg := podTarget("web-1")
 	e.AddTarget(tg)
@@ -338,7 +339,7 @@ func TestStreamSmallBatchOneWrite(t *testing.T) {
 	local, rdir := t.TempDir(), t.TempDir()
 	writeTree(t, local, map[string]string{"a.txt": "one", "d/b.txt": "two"})
 	m := testMapping(t, local, rdir, nil)
-	idx := NewIndex()
+	idx := planner.NewIndex()
 	syncOnce(t, s, m, idx)
 	for i := range 3 {
 		writeTree(t, local, map[string]string{"a.txt": fmt.Sprintf("edit %d", i)})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -35,9 +36,9 @@ func TestSymlinkedLocalRoots(t *testing.T) {
 			sandbox := t.TempDir()
 			ex.Sandbox = func(Target) string { return sandbox }
 			fc, rec := clocktesting.NewFakeClock(time.Unix(1000, 0)), newRecorder()
-			e := New(ex, Config{Mappings: []Mapping{
-				{Local: LocalPath(filepath.Join(base, "current")), Remote: "/app"},
-				{Local: LocalPath(filepath.Join(base, "config.yaml")), Remote: "/etc/app/config.yaml"},
+			e := New(ex, Config{Mappings: []planner.Mapping{
+				{Local: planner.LocalPath(filepath.Join(base, "current")), Remote: "/app"},
+				{Local: planner.LocalPath(filepath.Join(base, "config.yaml")), Remote: "/etc/app/config.yaml"},
 			}}, WithClock(fc), WithReporter(rec))
 			e.AddTarget(podTarget("web-1"))
 			changes, done := make(chan coalesce.Change), make(chan error, 1)
@@ -110,8 +111,8 @@ func TestNewMappingResolvesSymlinks(t *testing.T) {
 	} {
 		t.Run(tt.local, func(t *testing.T) {
 			m := testMapping(t, filepath.Join(base, tt.local), "/app", nil)
-			if m.root != tt.root || m.file != tt.file {
-				t.Errorf("root %q, file %v; want %q, %v", m.root, m.file, tt.root, tt.file)
+			if m.Root != tt.root || m.File != tt.file {
+				t.Errorf("root %q, file %v; want %q, %v", m.Root, m.File, tt.root, tt.file)
 			}
 		})
 	}

@@ -8,12 +8,6 @@ type Target = remote.Target
 // Executor runs argv in a target container (see remote.Executor).
 type Executor = remote.Executor
 
-// Matcher says which paths not to sync. rel is slash-separated and relative to
-// the mapping's local root; pkg/ignore implements it.
-type Matcher interface {
-	Match(rel string, isDir bool) bool
-}
-
 // Transports a target can use, as reported in TargetAdded and InitialSync
 // (see remote.Streams).
 const (

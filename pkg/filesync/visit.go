@@ -3,9 +3,8 @@ package filesync
 import (
 	"context"
 	"errors"
-	"slices"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -25,9 +24,9 @@ type Visit struct {
 
 // Mapping returns mapping i's absolute local root and remote directory, and
 // whether rel (or a parent) is ignored there; ok is false for a file mapping.
-func (v *Visit) Mapping(i int) (root string, remote RemotePath, ignored func(rel string, isDir bool) bool, ok bool) {
+func (v *Visit) Mapping(i int) (root string, remote planner.RemotePath, ignored func(rel string, isDir bool) bool, ok bool) {
 	m := v.e.maps[i]
-	return m.root, m.Remote, m.ignored, !m.file
+	return m.Root, m.Remote, m.Ignored, !m.File
 }
 
 // Mappings returns how many mappings there are.
@@ -35,14 +34,14 @@ func (v *Visit) Mappings() int { return len(v.e.maps) }
 
 // Entry returns what the target confirmed at rel under mapping i: a three-way
 // decision's ancestor; known is false while its state there is unknown (see Index).
-func (v *Visit) Entry(i int, rel string) (e Entry, ok, known bool) {
+func (v *Visit) Entry(i int, rel string) (e planner.Entry, ok, known bool) {
 	e, ok = v.tg.idx[i].Get(rel)
-	return e, ok, !e.stale
+	return e, ok, !e.Stale()
 }
 
 // Record records that the target and the local side both hold e at rel
 // (a file that came back from it): no plan sends it back there.
-func (v *Visit) Record(i int, rel string, e Entry) { v.tg.idx[i].Put(rel, e) }
+func (v *Visit) Record(i int, rel string, e planner.Entry) { v.tg.idx[i].Put(rel, e) }
 
 // Forget records that neither side holds rel, or anything under it.
 func (v *Visit) Forget(i int, rel string) { v.tg.idx[i].DeleteTree(rel) }
@@ -106,7 +105,7 @@ type Upload struct {
 	Target     Target
 	Mapping    int
 	Rel, Local string
-	Ancestor   Entry
+	Ancestor   planner.Entry
 	Has, Known bool
 	Entries    int
 }
@@ -131,20 +130,20 @@ func WithUploadGuard(g UploadGuard) Option { return func(e *Engine) { e.guard = 
 // exec of its own, which checks its precondition before the patch (see
 // applyPatches): whatever carries a file's bytes, nothing replaces it
 // before its check, in the same exec.
-func (e *Engine) applyGuarded(tg *target, i int, m *mapping, p *Plan) (applyResult, error) {
+func (e *Engine) applyGuarded(tg *target, i int, m *planner.Resolved, p *sending) (applyResult, error) {
 	return e.applyGuardedOn(tg, tg.idx[i], i, m, p)
 }
 
 // applyGuardedOn is applyGuarded against x, what the target confirmed (a
 // start's saved ancestor, before tg has an index).
-func (e *Engine) applyGuardedOn(tg *target, x *Index, i int, m *mapping, p *Plan) (applyResult, error) {
-	for e.guard != nil && !m.file {
+func (e *Engine) applyGuardedOn(tg *target, x *planner.Index, i int, m *planner.Resolved, p *sending) (applyResult, error) {
+	for e.guard != nil && !m.File {
 		ups, owner, skip := map[string]Upload{}, map[string]string{}, map[string]bool{}
 		ask := func(rel, own string) {
 			a, has := x.Get(rel)
-			u := Upload{Target: tg.Target, Mapping: i, Rel: rel, Local: m.localPath(rel), Ancestor: a, Has: has, Known: !a.stale}
-			if a.Type == TypeDir {
-				u.Entries = x.countTree(rel)
+			u := Upload{Target: tg.Target, Mapping: i, Rel: rel, Local: m.LocalPath(rel), Ancestor: a, Has: has, Known: !a.Stale()}
+			if a.Type == planner.TypeDir {
+				u.Entries = x.CountTree(rel)
 			}
 			if check, sk := e.guard.Expect(u); sk {
 				skip[own] = true
@@ -154,23 +153,23 @@ func (e *Engine) applyGuardedOn(tg *target, x *Index, i int, m *mapping, p *Plan
 		}
 		p.expect = nil
 		for _, c := range p.Copies {
-			if _, done := p.patched[c.Rel]; c.Type != TypeDir && !done {
+			if _, done := p.patched[c.Rel]; c.Type != planner.TypeDir && !done {
 				// A patch applied by an earlier try was checked in its
 				// own exec: the container holds it now, not the ancestor.
 				ask(c.Rel, c.Rel)
 			}
 		}
 		for _, d := range p.Deletes {
-			x.walk(d, func(rel string) {
-				if a, ok := x.Get(rel); ok && (a.Type != TypeDir || rel == d) {
+			x.Walk(d, func(rel string) {
+				if a, ok := x.Get(rel); ok && (a.Type != planner.TypeDir || rel == d) {
 					ask(rel, d)
 				}
 			})
 		}
-		if p.drop(skip); p.Empty() && len(p.Rmdirs) == 0 {
+		if p.Drop(skip); p.Empty() && len(p.Rmdirs) == 0 {
 			return applyResult{}, nil
 		}
-		res, err := e.applyPlan(tg.ctx, e.batchExec(tg, p), tg.Target, m, p, e.batchGzip(tg, p), nil)
+		res, err := e.applyPlan(tg.ctx, e.batchExec(tg, p.Plan), tg.Target, m, p, e.batchGzip(tg, p.Plan), nil)
 		var ce *remote.ChangedError
 		if !errors.As(err, &ce) {
 			return res, err
@@ -185,15 +184,7 @@ func (e *Engine) applyGuardedOn(tg *target, x *Index, i int, m *mapping, p *Plan
 		if len(gone) == 0 {
 			return res, err
 		}
-		p.drop(gone)
+		p.Drop(gone)
 	}
-	return e.applyPlan(tg.ctx, e.batchExec(tg, p), tg.Target, m, p, e.batchGzip(tg, p), nil)
-}
-
-// drop leaves the copies and deletes at or under gone out of p.
-func (p *Plan) drop(gone map[string]bool) {
-	if len(gone) > 0 {
-		p.Copies = slices.DeleteFunc(p.Copies, func(c Copy) bool { return localtree.UnderAny(c.Rel, gone) })
-		p.Deletes = slices.DeleteFunc(p.Deletes, func(d string) bool { return localtree.UnderAny(d, gone) })
-	}
+	return e.applyPlan(tg.ctx, e.batchExec(tg, p.Plan), tg.Target, m, p, e.batchGzip(tg, p.Plan), nil)
 }

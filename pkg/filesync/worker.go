@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 	"github.com/livesync-dev/kubectl-livesync/pkg/threeway"
@@ -37,7 +38,7 @@ const stallAfter = 100 * time.Millisecond
 // the target's worker goroutine.
 type target struct {
 	Target
-	idx     []*Index
+	idx     []*planner.Index
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wake    chan struct{}
@@ -58,7 +59,7 @@ type target struct {
 	// the index until that batch is planned (see planOpts).
 	earlyNew map[int]map[string]bool
 	// deleted is, per mapping, the delete burst under way (see deleteBurst).
-	deleted map[int]*deleteBurst
+	deleted map[int]*planner.DeleteBurst
 	// relist is, per mapping, whether a failed apply left so much of the
 	// index stale that the container is listed before the next compare.
 	relist map[int]bool
@@ -245,7 +246,7 @@ func (e *Engine) process(tg *target) error {
 
 // listed is a listing and how it ended.
 type listed struct {
-	l   *listing
+	l   *planner.Listing
 	err error
 }
 
@@ -270,7 +271,7 @@ func (e *Engine) save(tg *target, final bool) {
 	}
 	same := len(tg.savedGen) == len(tg.idx)
 	for i, x := range tg.idx {
-		same = same && tg.savedGen[i] == x.gen
+		same = same && tg.savedGen[i] == x.Gen()
 	}
 	if same {
 		return
@@ -287,10 +288,10 @@ func (e *Engine) save(tg *target, final bool) {
 		return
 	}
 	tg.savedAt = time.Now()
-	recs := make([][]Record, len(tg.idx))
+	recs := make([][]planner.Record, len(tg.idx))
 	tg.savedGen = make([]uint64, len(tg.idx))
 	for i, x := range tg.idx {
-		recs[i], tg.savedGen[i] = x.Records(), x.gen
+		recs[i], tg.savedGen[i] = x.Records(), x.Gen()
 	}
 	e.anc.Confirmed(tg.Target, recs)
 }
@@ -302,7 +303,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 	start := e.clk.Now()
 	ev := InitialSync{Target: tg.Target}
 	e.streams.Warm(ctx, tg.Target) // open it while listing
-	idxs := make([]*Index, len(e.maps))
+	idxs := make([]*planner.Index, len(e.maps))
 	var (
 		changed []string
 		checked string // under DryRun: the transport a preflight found
@@ -315,7 +316,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 	err := func() error {
 		for i, m := range e.maps {
 			saved, cache := st.mapping(i)
-			if e.cfg.Initial != InitialUpload && saved != nil {
+			if e.cfg.Initial != planner.InitialUpload && saved != nil {
 				saved, cache = nil, saved // mirror and none: the local side decides
 			}
 			var early chan listed
@@ -328,13 +329,13 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 					var r listed
 					lex := e.exec.Within(remote.ListLimit(e.cfg.ExecTimeout, 0))
 					r.err = e.retry.Do(ctx, e.clk, func() (err error) {
-						r.l, err = listRemote(ctx, lex, tg.Target, m, true)
+						r.l, err = planner.ListRemote(ctx, lex, tg.Target, m, true)
 						return err
 					})
 					early <- r
 				}()
 			}
-			local, warns, err := localTree(m)
+			local, warns, err := planner.LocalTree(m)
 			if err != nil {
 				if early != nil {
 					<-early
@@ -351,17 +352,17 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 					checked = pf.Transport
 				}
 			}
-			if e.cfg.Initial == InitialNone {
-				idxs[i] = NewIndex()
-				for rel, le := range local.entries {
+			if e.cfg.Initial == planner.InitialNone {
+				idxs[i] = planner.NewIndex()
+				for rel, le := range local.Entries {
 					idxs[i].Put(rel, le)
 				}
 				if pf != nil {
-					e.reportDryRun(tg.Target, m, &Plan{}, pf)
+					e.reportDryRun(tg.Target, m, &planner.Plan{}, pf)
 				}
 				continue
 			}
-			var l *listing
+			var l *planner.Listing
 			if early != nil {
 				r := <-early
 				l, err = r.l, r.err
@@ -370,9 +371,9 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				// does not add would be asked for again.
 				err = pf.Err
 			} else {
-				lex := e.exec.Within(remote.ListLimit(e.cfg.ExecTimeout, treeBytes(local.entries)))
+				lex := e.exec.Within(remote.ListLimit(e.cfg.ExecTimeout, planner.TreeBytes(local.Entries)))
 				err = e.retry.Do(ctx, e.clk, func() (err error) {
-					l, err = listRemote(ctx, lex, tg.Target, m, saved != nil)
+					l, err = planner.ListRemote(ctx, lex, tg.Target, m, saved != nil)
 					return err
 				})
 			}
@@ -384,32 +385,32 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				l = nil
 			}
 			if l != nil {
-				tg.gzip, tg.alg = l.gzip, l.alg
+				tg.gzip, tg.alg = l.Gzip, l.Alg
 			}
 			var (
-				p       *Plan
-				idx     *Index
+				p       *planner.Plan
+				idx     *planner.Index
 				decided map[string]threeway.Action
 			)
 			if saved != nil && l != nil {
-				if err := startConflict(m, l); err != nil {
+				if err := planner.StartConflict(m, l); err != nil {
 					return err
 				}
 				if err := e.hashUnsure(ctx, tg.Target, m, l, saved); err != nil {
 					return err
 				}
-				p, idx, decided = planStart(m, local, l, saved, trust, e.listedIn(tg.Target, i))
+				p, idx, decided = planner.ThreeWay(m, local, l, saved, trust, e.listedIn(tg.Target, i))
 			} else {
 				if saved != nil {
 					cache = saved // the listing failed: today's start, hashes spared
 				}
-				applyCache(m, local, cache, trust)
-				var theirs func(string, remoteEntry) bool
-				if e.cfg.Initial == InitialUpload && !st.Started.IsZero() {
+				planner.ApplyCache(m, local, cache, trust)
+				var theirs func(string, remote.Entry) bool
+				if e.cfg.Initial == planner.InitialUpload && !st.Started.IsZero() {
 					listed, started := e.listedIn(tg.Target, i), st.Started.Unix()
-					theirs = func(rel string, re remoteEntry) bool { return re.MTime > started && listed(rel, false) }
+					theirs = func(rel string, re remote.Entry) bool { return re.MTime > started && listed(rel, false) }
 				}
-				p, idx, err = planInitialWith(m, local, l, e.cfg.Initial, theirs)
+				p, idx, err = planner.InitialWith(m, local, l, e.cfg.Initial, theirs)
 				if err != nil {
 					return err
 				}
@@ -417,11 +418,11 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			if e.anc != nil {
 				e.rep.Report(startEvent(tg.Target, m, st, e.cfg.Initial, saved != nil && l != nil, decided))
 			}
-			guardInitial(m, p, idx, l)
+			planner.GuardInitial(m, p, idx, l)
 			e.hold(tg, i, p.Held)
-			if !p.Empty() || l == nil || !l.exists || pf != nil {
+			if !p.Empty() || l == nil || !l.Exists || pf != nil {
 				pe := &progressExecutor{Executor: e.exec, clk: e.clk, start: start, report: func(p Progress) { e.rep.Report(p) },
-					base: Progress{Target: tg.Target, Files: len(p.Copies), TotalBytes: planBytes(p)}}
+					base: Progress{Target: tg.Target, Files: len(p.Copies), TotalBytes: planner.PlanBytes(p)}}
 				var res applyResult
 				if threeWay := saved != nil && l != nil; threeWay && e.guard != nil && !e.cfg.DryRun {
 					// Sync-back's preconditions against the saved ancestor: a
@@ -430,20 +431,20 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 					// A local edit of a file the container deleted goes up over
 					// nothing there (threeway.Send), not over the ancestor.
 					for rel, act := range decided {
-						if _, inL := l.entries[rel]; act == threeway.Send && !inL {
-							if a, ok := saved.Get(rel); ok && a.Type == TypeFile {
+						if _, inL := l.Entries[rel]; act == threeway.Send && !inL {
+							if a, ok := saved.Get(rel); ok && a.Type == planner.TypeFile {
 								saved.DeleteTree(rel)
 							}
 						}
 					}
-					res, err = e.applyGuardedOn(tg, saved, i, m, p)
+					res, err = e.applyGuardedOn(tg, saved, i, m, &sending{Plan: p})
 				} else {
-					res, err = e.applyPlan(ctx, pe, tg.Target, m, p, compressInitial(l, p), pf)
+					res, err = e.applyPlan(ctx, pe, tg.Target, m, &sending{Plan: p}, planner.CompressInitial(l, p), pf)
 				}
 				if err != nil {
 					return err
 				}
-				idx.apply(p, res.Result)
+				idx.Apply(p, res.Result)
 				e.warn(tg, res.Warnings)
 				e.requeue(tg, i, res.Raced)
 				e.requeue(tg, i, res.forgetReplaced(idx))
@@ -475,25 +476,25 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 // whether they are still saved's (see unsure), with retries: a start
 // decides them by content. It fails the start rather than decide them by
 // their mtime.
-func (e *Engine) hashUnsure(ctx context.Context, t Target, m *mapping, l *listing, saved *Index) error {
-	rels := unsure(saved, l)
+func (e *Engine) hashUnsure(ctx context.Context, t Target, m *planner.Resolved, l *planner.Listing, saved *planner.Index) error {
+	rels := planner.Unsure(saved, l)
 	if len(rels) == 0 {
 		return nil
 	}
 	var size int64
 	for _, rel := range rels {
-		size += l.entries[rel].Size
+		size += l.Entries[rel].Size
 	}
 	lex := e.exec.Within(remote.ListLimit(e.cfg.ExecTimeout, size))
-	return e.retry.Do(ctx, e.clk, func() error { return hashUnsure(ctx, lex, t, m, l, rels) })
+	return e.retry.Do(ctx, e.clk, func() error { return planner.HashUnsure(ctx, lex, t, m, l, rels) })
 }
 
 // applyPlan applies p in t with retries, or reports it under DryRun, with
 // pf, the initial sync's preflight of m; gz compresses its archive (see
 // apply).
-func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, gz bool, pf *Preflight) (applyResult, error) {
+func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *planner.Resolved, p *sending, gz bool, pf *Preflight) (applyResult, error) {
 	if e.cfg.DryRun {
-		e.reportDryRun(t, m, p, pf)
+		e.reportDryRun(t, m, p.Plan, pf)
 		return applyResult{deleted: len(p.Deletes), Result: tarstream.Result{Files: len(p.Copies)}}, nil
 	}
 	var (
@@ -507,11 +508,11 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mappin
 	})
 	res.replaced = replaced
 	if err == nil {
-		e.learnSigs(t, p, res.Result) // delta.go
+		e.learnSigs(t, p.Plan, res.Result) // delta.go
 	}
 	for _, rel := range slices.Sorted(maps.Keys(res.Unreadable)) {
 		// Said once for the mapping, whichever target reads it first.
-		if name := m.localPath(rel); m.unreadable.Add(m.fs(), name, rel) {
+		if name := m.LocalPath(rel); m.Unreadable.Add(m.FS(), name, rel) {
 			e.rep.Report(Error{Target: t, Err: localtree.CannotRead(name, res.Unreadable[rel])})
 		}
 	}
@@ -520,13 +521,13 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *mappin
 
 // reportDryRun reports what p would do in t, with pf, if any: always with
 // a preflight, else only a plan that changes something.
-func (e *Engine) reportDryRun(t Target, m *mapping, p *Plan, pf *Preflight) {
-	ev := DryRun{Target: t, Remote: m.remoteDir(), Preflight: pf}
+func (e *Engine) reportDryRun(t Target, m *planner.Resolved, p *planner.Plan, pf *Preflight) {
+	ev := DryRun{Target: t, Remote: m.RemoteDir(), Preflight: pf}
 	for _, c := range p.Copies {
-		ev.Copy = append(ev.Copy, path.Join(string(m.remoteDir()), c.Name))
+		ev.Copy = append(ev.Copy, path.Join(string(m.RemoteDir()), c.Name))
 	}
 	for _, d := range p.Deletes {
-		ev.Delete = append(ev.Delete, path.Join(string(m.remoteDir()), m.remoteName(d)))
+		ev.Delete = append(ev.Delete, path.Join(string(m.RemoteDir()), m.RemoteName(d)))
 	}
 	if len(ev.Copy)+len(ev.Delete) > 0 || pf != nil {
 		e.rep.Report(ev)

@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/yaml"
 	yamlv3 "sigs.k8s.io/yaml/goyaml.v3"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/forward"
 	"github.com/livesync-dev/kubectl-livesync/pkg/image"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 )
 
@@ -114,15 +114,15 @@ func (f *File) Entry(name string) (*Sync, error) {
 }
 
 // ParseMappings parses the entry's mappings, relative LOCAL paths resolved against dir.
-func (s *Sync) ParseMappings(dir string) ([]filesync.Mapping, error) {
-	var out []filesync.Mapping
+func (s *Sync) ParseMappings(dir string) ([]planner.Mapping, error) {
+	var out []planner.Mapping
 	for _, raw := range s.Mappings {
-		m, err := filesync.ParseMapping(raw)
+		m, err := planner.ParseMapping(raw)
 		if err != nil {
 			return nil, err
 		}
 		if !filepath.IsAbs(string(m.Local)) {
-			m.Local = filesync.LocalPath(filepath.Join(dir, string(m.Local)))
+			m.Local = planner.LocalPath(filepath.Join(dir, string(m.Local)))
 		}
 		out = append(out, m)
 	}
@@ -292,12 +292,12 @@ func (f *File) validate(lines map[string]int, empty bool) error {
 			return at(p+".workload", "want TYPE/NAME, e.g. deploy/%s", s.Workload)
 		}
 		for j, raw := range s.Mappings {
-			if _, err := filesync.ParseMapping(raw); err != nil {
+			if _, err := planner.ParseMapping(raw); err != nil {
 				return at(fmt.Sprintf("%s.mappings[%d]", p, j), "%v", err)
 			}
 		}
 		if s.Initial != "" {
-			if _, err := filesync.ParseInitialMode(s.Initial); err != nil {
+			if _, err := planner.ParseInitialMode(s.Initial); err != nil {
 				return at(p+".initial", "%v", err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -55,7 +56,7 @@ func (r *Printer) dryRun(e filesync.DryRun) {
 
 // preflightText is the part of a dry-run line that says how a real run would sync, e.g.
 // "; via stream as uid 1000 gid 1000; /app writable", with the hint after what is wrong.
-func preflightText(remote filesync.RemotePath, pf *filesync.Preflight) string {
+func preflightText(remote planner.RemotePath, pf *filesync.Preflight) string {
 	switch {
 	case pf == nil:
 		return ""
@@ -114,7 +115,7 @@ func (r *Printer) ancestor(e filesync.Ancestor) {
 		if len(e.Decided) == 0 {
 			how += ": nothing changed on either side"
 		}
-	case e.Mode == filesync.InitialUpload && !strings.Contains(e.Why, "the local side wins"):
+	case e.Mode == planner.InitialUpload && !strings.Contains(e.Why, "the local side wins"):
 		how = ", the local side wins"
 	}
 	var ds []string

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -97,8 +98,8 @@ func jsonOf(v any) string {
 func TestSyncReporterAncestor(t *testing.T) {
 	tg := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app"}
 	saved := filesync.Ancestor{Target: tg, Remote: "/app", From: filesync.StartSaved, Why: "saved by this container (c1) at T",
-		Mode: filesync.InitialUpload, ThreeWay: true, Decided: map[string]int{"send": 2, "delete": 1}, Examples: []string{"delete /app/old"}}
-	none := filesync.Ancestor{Target: tg, Remote: "/app", From: filesync.StartNone, Why: "no saved state for this sync", Mode: filesync.InitialUpload}
+		Mode: planner.InitialUpload, ThreeWay: true, Decided: map[string]int{"send": 2, "delete": 1}, Examples: []string{"delete /app/old"}}
+	none := filesync.Ancestor{Target: tg, Remote: "/app", From: filesync.StartNone, Why: "no saved state for this sync", Mode: planner.InitialUpload}
 	tests := []struct {
 		name   string
 		ev     filesync.Ancestor
@@ -108,7 +109,7 @@ func TestSyncReporterAncestor(t *testing.T) {
 		{"three-way", saved, false, "start ns/web-1/app /app: from the saved ancestor (saved by this container (c1) at T), three-way: delete 1, send 2\n  delete /app/old\n"},
 		{"nothing saved, a real run: quiet", none, false, ""},
 		{"nothing saved, a dry run", none, true, "start ns/web-1/app /app: from no ancestor (no saved state for this sync), the local side wins\n"},
-		{"discarded, the reason says who wins: said once", filesync.Ancestor{Target: tg, Remote: "/app", From: filesync.StartDiscarded, Why: "the saved state is another container's (c0, saved T): the local side wins", Mode: filesync.InitialUpload}, true,
+		{"discarded, the reason says who wins: said once", filesync.Ancestor{Target: tg, Remote: "/app", From: filesync.StartDiscarded, Why: "the saved state is another container's (c0, saved T): the local side wins", Mode: planner.InitialUpload}, true,
 			"start ns/web-1/app /app: from no ancestor (saved state discarded) (the saved state is another container's (c0, saved T): the local side wins)\n"},
 	}
 	for _, tt := range tests {

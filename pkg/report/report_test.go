@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 )
 
 func TestSyncReporterNDJSON(t *testing.T) {
@@ -25,7 +26,7 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	r.Refreshed("pinned")
 	r.Report(filesync.DryRun{Target: tg, Copy: []string{"/app/a"}, Delete: []string{"/app/b"}})
 	r.Report(filesync.Progress{Target: tg}) // drawn on terminals only
-	r.Report(filesync.Held{Target: tg, Mapping: filesync.Mapping{Local: "/src", Remote: "/app"}, Reason: `local root "/src" is missing`,
+	r.Report(filesync.Held{Target: tg, Mapping: planner.Mapping{Local: "/src", Remote: "/app"}, Reason: `local root "/src" is missing`,
 		Deleted: 120, Examples: []string{"/app/a", "/app/b"}, Hint: "nothing is deleted until it is back"})
 	r.Report(filesync.OnSync{Target: tg, ExitCode: 0, Duration: 120 * time.Millisecond, Output: "reloaded\n"})
 	r.Report(filesync.OnSync{Target: tg, ExitCode: -1, Err: errors.New("on-sync command timed out after 30s"), Duration: 30 * time.Second})

@@ -6,15 +6,15 @@ import (
 	"path/filepath"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
-	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 )
 
 // newMatchers returns the mappings' local roots and, for each root that is a directory, what
 // to ignore under it.
-func newMatchers(cfg Config) ([]string, []filesync.Matcher, error) {
-	matchers := make([]filesync.Matcher, len(cfg.Sync.Mappings))
+func newMatchers(cfg Config) ([]string, []planner.Matcher, error) {
+	matchers := make([]planner.Matcher, len(cfg.Sync.Mappings))
 	var roots []string
 	for i, m := range cfg.Sync.Mappings {
 		roots = append(roots, string(m.Local))
@@ -30,8 +30,8 @@ func newMatchers(cfg Config) ([]string, []filesync.Matcher, error) {
 }
 
 // skipper adapts the per-root matchers to the watcher's Skip hook.
-func skipper(roots []string, matchers []filesync.Matcher) func(root, rel string, isDir bool) bool {
-	byRoot := map[string]filesync.Matcher{}
+func skipper(roots []string, matchers []planner.Matcher) func(root, rel string, isDir bool) bool {
+	byRoot := map[string]planner.Matcher{}
 	for i, r := range roots {
 		if matchers[i] != nil {
 			byRoot[r] = matchers[i]
@@ -46,7 +46,7 @@ func skipper(roots []string, matchers []filesync.Matcher) func(root, rel string,
 // pump turns watcher events into engine changes. An edit of a .livesyncignore (or .gitignore
 // with --gitignore) reloads the root's matcher and refreshes the root's watches, which ends in
 // a Rescan of the root. Watcher errors are warnings: the watcher carries on (e.g. polling).
-func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []filesync.Matcher, out chan<- coalesce.Change, reporter Reporter) {
+func pump(ctx context.Context, w watch.Watcher, roots []string, matchers []planner.Matcher, out chan<- coalesce.Change, reporter Reporter) {
 	defer close(out)
 	reload := map[string]*ignore.Matcher{}
 	for i, r := range roots {

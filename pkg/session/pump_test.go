@@ -12,6 +12,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakewatch"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 )
 
@@ -34,9 +35,9 @@ func TestPump(t *testing.T) {
 	dir, file := t.TempDir(), filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, filepath.Join(dir, ".livesyncignore"), "*.log\n")
 	writeFile(t, file, "a: 1\n")
-	cfg := Config{Sync: filesync.Config{Mappings: []filesync.Mapping{
-		{Local: filesync.LocalPath(dir), Remote: "/app"},
-		{Local: filesync.LocalPath(file), Remote: "/etc/app/config.yaml"},
+	cfg := Config{Sync: filesync.Config{Mappings: []planner.Mapping{
+		{Local: planner.LocalPath(dir), Remote: "/app"},
+		{Local: planner.LocalPath(file), Remote: "/etc/app/config.yaml"},
 	}}}
 	roots, matchers, err := newMatchers(cfg)
 	if err != nil {
@@ -100,7 +101,7 @@ func TestPump(t *testing.T) {
 func TestSkipper(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, ".livesyncignore"), "node_modules/\n")
-	cfg := Config{Sync: filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(dir), Remote: "/app"}}}}
+	cfg := Config{Sync: filesync.Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(dir), Remote: "/app"}}}}
 	roots, matchers, err := newMatchers(cfg)
 	if err != nil {
 		t.Fatal(err)

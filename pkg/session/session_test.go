@@ -27,6 +27,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/fakewatch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
@@ -180,7 +181,7 @@ func newFixture(t *testing.T, pods ...runtime.Object) *fixture {
 	j := newJournal()
 	f := &fixture{j: j, local: t.TempDir(), sandbox: t.TempDir(), images: &fakeImages{j: j}, watcher: fakewatch.New()}
 	writeFile(t, filepath.Join(f.local, "index.html"), "v1")
-	f.cfg = Config{Sync: filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(f.local), Remote: "/app"}},
+	f.cfg = Config{Sync: filesync.Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(f.local), Remote: "/app"}},
 		Quiet: time.Millisecond, Cap: 10 * time.Millisecond}}
 	ex := sandboxExecutor{dir: f.sandbox}
 	f.deps = Deps{

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/syncstate"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
@@ -20,7 +21,7 @@ func (w *warnings) Warn(err error) { w.got = append(w.got, err) }
 func stateConfig(t *testing.T, local string) Config {
 	t.Helper()
 	return Config{
-		Sync:  filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(local), Remote: "/app"}}},
+		Sync:  filesync.Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: "/app"}}},
 		State: StateConfig{Dir: filepath.Join(t.TempDir(), "state")},
 	}
 }
@@ -55,7 +56,7 @@ func TestStateKeyParts(t *testing.T) {
 	c2.SyncBack.Globs = []string{"gen/"}
 	other("sync-back globs", stateKey(c2, "https://c:6443 ca:1", w, []string{"app"}))
 	c2 = cfg
-	c2.Sync.Mappings = []filesync.Mapping{{Local: filesync.LocalPath(local), Remote: "/srv"}}
+	c2.Sync.Mappings = []planner.Mapping{{Local: planner.LocalPath(local), Remote: "/srv"}}
 	other("remote root", stateKey(c2, "https://c:6443 ca:1", w, []string{"app"}))
 	if err := os.WriteFile(filepath.Join(local, ".livesyncignore"), []byte("*.tmp\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -67,7 +68,7 @@ func TestStateKeyParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	c2 = cfg
-	c2.Sync.Mappings = []filesync.Mapping{{Local: filesync.LocalPath(link), Remote: "/app"}}
+	c2.Sync.Mappings = []planner.Mapping{{Local: planner.LocalPath(link), Remote: "/app"}}
 	if stateKey(c2, "https://c:6443 ca:1", w, []string{"app"}).ID() != stateKey(cfg, "https://c:6443 ca:1", w, []string{"app"}).ID() {
 		t.Error("a symlink to the root is another sync")
 	}
@@ -268,16 +269,16 @@ func TestKeeperAnotherKeyBetween(t *testing.T) {
 		{"no sync-back", func(c Config) Config { c.SyncBack.Globs = nil; return c }, t1, false},
 		{"another exclude", func(c Config) Config { c.Excludes = []string{"*.log"}; return c }, t1, false},
 		{"a root inside", func(c Config) Config {
-			c.Sync.Mappings = []filesync.Mapping{{Local: filesync.LocalPath(filepath.Join(local, "static")), Remote: "/app/static"}}
+			c.Sync.Mappings = []planner.Mapping{{Local: planner.LocalPath(filepath.Join(local, "static")), Remote: "/app/static"}}
 			return c
 		}, t1, false},
 		{"a root around", func(c Config) Config {
-			c.Sync.Mappings = []filesync.Mapping{{Local: filesync.LocalPath(local), Remote: "/"}}
+			c.Sync.Mappings = []planner.Mapping{{Local: planner.LocalPath(local), Remote: "/"}}
 			return c
 		}, t1, false},
 		{"another pod", func(c Config) Config { c.Excludes = []string{"*.log"}; return c }, t2, true},
 		{"another root", func(c Config) Config {
-			c.Sync.Mappings = []filesync.Mapping{{Local: filesync.LocalPath(local), Remote: "/application"}}
+			c.Sync.Mappings = []planner.Mapping{{Local: planner.LocalPath(local), Remote: "/application"}}
 			return c
 		}, t1, true},
 		{"a dry run", func(c Config) Config { c.Excludes = []string{"*.log"}; c.Sync.DryRun = true; return c }, t1, true},

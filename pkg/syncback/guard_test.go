@@ -16,6 +16,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -42,7 +43,7 @@ func newRunning(t *testing.T, ex *executor, cfg Config) *running {
 	must(t, err)
 	match, err := ignore.New(f.local, ignore.Options{})
 	must(t, err)
-	f.engine = filesync.New(ex, filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(f.local), Remote: filesync.RemotePath(f.remote)}}, Matchers: []filesync.Matcher{match}},
+	f.engine = filesync.New(ex, filesync.Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(f.local), Remote: planner.RemotePath(f.remote)}}, Matchers: []planner.Matcher{match}},
 		filesync.WithUploadGuard(f.runner), filesync.WithReporter(filesync.ReporterFunc(func(ev filesync.Event) {
 			switch ev.(type) {
 			case filesync.InitialSync, filesync.Batch:
@@ -244,7 +245,7 @@ func TestExpectOnlyOnTheSource(t *testing.T) {
 		{filesync.Upload{Target: src, Rel: "other", Local: local, Known: true}, ""},
 		{filesync.Upload{Target: src, Rel: "lock", Local: local, Has: true}, ""}, // unknown: an unconfirmed upload
 		{filesync.Upload{Target: src, Rel: "lock", Local: local, Has: true, Known: true,
-			Ancestor: filesync.Entry{Type: filesync.TypeFile, Size: 3, MTime: time.Unix(7, 0)}}, "h:3:7./lock"},
+			Ancestor: planner.Entry{Type: planner.TypeFile, Size: 3, MTime: time.Unix(7, 0)}}, "h:3:7./lock"},
 	} {
 		if got, skip := r.Expect(tc.u); got != tc.want || skip {
 			t.Errorf("Expect(%+v) = %q, %v; want %q", tc.u, got, skip, tc.want)

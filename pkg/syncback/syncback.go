@@ -1,7 +1,7 @@
 // Package syncback brings files that a container writes home: the paths the
 // user lists (--sync-back, syncBack in livesync.yaml), from one source
 // replica, decided three-way against the source's confirmed index (see
-// filesync.Index) so that no local edit is ever overwritten.
+// planner.Index) so that no local edit is ever overwritten.
 //
 // A pass runs on the source target's worker (filesync.Engine.Visit), so it
 // never overlaps an upload to that container: it scans the listed paths in
@@ -43,6 +43,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/ignore"
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -758,7 +759,7 @@ func (p *mappingPass) makeDir(d *decision) {
 		p.failed(d, err)
 		return
 	}
-	p.v.Record(p.i, d.rel, filesync.Entry{Type: remote.TypeDir, Mode: localtree.Perm(fi), MTime: fi.ModTime()})
+	p.v.Record(p.i, d.rel, planner.Entry{Type: remote.TypeDir, Mode: localtree.Perm(fi), MTime: fi.ModTime()})
 	p.recordParents(d.rel)
 	p.out.Paths = append(p.out.Paths, p.local(d.rel))
 	p.st.needFull[p.i] = true // a directory moved in keeps old mtimes below it
@@ -780,7 +781,7 @@ func (p *mappingPass) record(rel string, local Side) {
 		}
 	}
 	p.r.settle(p.v.Target, p.i, rel)
-	e := filesync.Entry{Type: local.Type, Mode: localtree.KeepExec(localtree.Perm(fi), local.Mode), MTime: fi.ModTime(), Link: local.Link, Sum: local.Sum}
+	e := planner.Entry{Type: local.Type, Mode: localtree.KeepExec(localtree.Perm(fi), local.Mode), MTime: fi.ModTime(), Link: local.Link, Sum: local.Sum}
 	if local.Type == remote.TypeFile {
 		e.Size = fi.Size()
 		e.Ino, e.CTime, _ = localtree.IdentityOf(fi)
@@ -884,7 +885,7 @@ func (p *mappingPass) download(ds []*decision) error {
 // wrote records a file that came back as confirmed on both sides, with the
 // directories made on its way.
 func (p *mappingPass) wrote(rel string, fi fs.FileInfo, sent fs.FileMode, h hash.Hash) {
-	e := filesync.Entry{Type: remote.TypeFile, Mode: localtree.KeepExec(localtree.Perm(fi), sent), Size: fi.Size(), MTime: fi.ModTime(), Sum: (*[32]byte)(h.Sum(nil))}
+	e := planner.Entry{Type: remote.TypeFile, Mode: localtree.KeepExec(localtree.Perm(fi), sent), Size: fi.Size(), MTime: fi.ModTime(), Sum: (*[32]byte)(h.Sum(nil))}
 	// fi is the file as written, before its rename (see ReplaceFile): a
 	// save into it since shows in its ctime.
 	e.Ino, e.CTime, _ = localtree.IdentityOf(fi)
@@ -907,7 +908,7 @@ func (p *mappingPass) recordParents(rel string) {
 			continue // not known to be a directory in the container
 		}
 		if di, err := os.Lstat(p.local(a)); err == nil && di.IsDir() {
-			p.v.Record(p.i, a, filesync.Entry{Type: remote.TypeDir, Mode: localtree.Perm(di), MTime: di.ModTime()})
+			p.v.Record(p.i, a, planner.Entry{Type: remote.TypeDir, Mode: localtree.Perm(di), MTime: di.ModTime()})
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
@@ -118,7 +119,7 @@ func (f *fixture) start(t *testing.T, cfg Config, opts ...filesync.Option) {
 	var err error
 	f.runner, err = New(cfg, f.rec, clocktesting.NewFakeClock(time.Unix(1e9, 0)))
 	must(t, err)
-	f.engine = filesync.New(ex, filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(f.local), Remote: filesync.RemotePath(f.remote)}}},
+	f.engine = filesync.New(ex, filesync.Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(f.local), Remote: planner.RemotePath(f.remote)}}},
 		append([]filesync.Option{filesync.WithUploadGuard(f.runner)}, opts...)...)
 	f.runner.Serve(f.engine)
 	f.engine.AddTarget(src)
@@ -465,7 +466,7 @@ func (f *fixture) assertConfirmed(t *testing.T, rel, content string) {
 func (f *fixture) assertConfirmedDir(t *testing.T, rel string) {
 	t.Helper()
 	must(t, f.engine.Visit(context.Background(), src, func(v *filesync.Visit) error {
-		if e, ok, known := v.Entry(0, rel); !ok || !known || e.Type != filesync.TypeDir {
+		if e, ok, known := v.Entry(0, rel); !ok || !known || e.Type != planner.TypeDir {
 			t.Errorf("index entry of %s: %+v %v", rel, e, ok)
 		}
 		return nil
@@ -553,7 +554,7 @@ func TestSyncBackOverStream(t *testing.T) {
 			runner, err := New(Config{Globs: []string{"package-lock.json", "gen/**"}}, rec, clocktesting.NewFakeClock(time.Unix(1e9, 0)))
 			must(t, err)
 			synced := make(chan struct{}, 1)
-			engine := filesync.New(ex, filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(local), Remote: filesync.RemotePath(rem)}}},
+			engine := filesync.New(ex, filesync.Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: planner.RemotePath(rem)}}},
 				filesync.WithUploadGuard(runner), filesync.WithReporter(filesync.ReporterFunc(func(ev filesync.Event) {
 					if _, ok := ev.(filesync.InitialSync); ok {
 						synced <- struct{}{}

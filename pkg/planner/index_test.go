@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import (
 	"fmt"
@@ -64,7 +64,7 @@ func TestIndexDeleteTree(t *testing.T) {
 			for _, rel := range []string{"a", "a/b", "a/b/f", "ab", "ab/f", "a/bc", "top", "x/y/z", "x/y/z/w"} {
 				idx.Put(rel, Entry{Type: TypeFile})
 			}
-			if n := idx.countTree(tt.del); n != tt.count {
+			if n := idx.CountTree(tt.del); n != tt.count {
 				t.Errorf("countTree(%q) = %d, want %d", tt.del, n, tt.count)
 			}
 			idx.DeleteTree(tt.del)

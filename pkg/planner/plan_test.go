@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import (
 	"context"
@@ -17,14 +17,14 @@ import (
 )
 
 // syncedIndex returns the index of a target that has everything under m.
-func syncedIndex(t testing.TB, m *mapping) *Index {
+func syncedIndex(t testing.TB, m *Resolved) *Index {
 	t.Helper()
 	idx := NewIndex()
-	p, err := plan(m, idx, nil, true)
+	p, err := Changes(m, idx, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx.apply(p, tarstream.Result{})
+	idx.Apply(p, tarstream.Result{})
 	return idx
 }
 
@@ -157,7 +157,7 @@ func TestPlan(t *testing.T) {
 			if tt.change != nil {
 				tt.change(t, dir)
 			}
-			p, err := plan(m, idx, tt.hints, tt.rescan)
+			p, err := Changes(m, idx, tt.hints, tt.rescan)
 			must(t, err)
 			assertPlan(t, p, tt.wantCopies, tt.wantDeletes)
 			var touched []string
@@ -168,8 +168,8 @@ func TestPlan(t *testing.T) {
 				t.Errorf("touched = %q, want %q", touched, tt.wantTouched)
 			}
 			// Once applied, planning the same hints again finds nothing.
-			idx.apply(p, tarstream.Result{})
-			p, err = plan(m, idx, tt.hints, true)
+			idx.Apply(p, tarstream.Result{})
+			p, err = Changes(m, idx, tt.hints, true)
 			must(t, err)
 			if !p.Empty() {
 				t.Errorf("after apply, rescan still plans %+v", p)
@@ -182,7 +182,7 @@ func TestPlanSymlinkTargets(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"in@a/b": "", "out@../../etc/passwd": ""})
 	m := testMapping(t, dir, "/app", nil)
-	p, err := plan(m, NewIndex(), []string{"in", "out"}, false)
+	p, err := Changes(m, NewIndex(), []string{"in", "out"}, false)
 	must(t, err)
 	got := map[string]string{}
 	for _, c := range p.Copies {
@@ -199,16 +199,16 @@ func TestPlanSymlinkTargets(t *testing.T) {
 // Deletes that could lose files are held: a vanished, replaced or emptied
 // root, or a mass delete. Held entries stay in the index.
 func TestPlanHoldsDeletes(t *testing.T) {
-	gone := func(names ...string) func(t *testing.T, d string, m *mapping) {
-		return func(t *testing.T, d string, m *mapping) {
+	gone := func(names ...string) func(t *testing.T, d string, m *Resolved) {
+		return func(t *testing.T, d string, m *Resolved) {
 			for _, n := range names {
 				must(t, os.RemoveAll(filepath.Join(d, n)))
 			}
 		}
 	}
 	emptied := gone("a", "d", "keep", "sub", "many")
-	otherDevice := func(change func(t *testing.T, d string, m *mapping)) func(t *testing.T, d string, m *mapping) {
-		return func(t *testing.T, d string, m *mapping) {
+	otherDevice := func(change func(t *testing.T, d string, m *Resolved)) func(t *testing.T, d string, m *Resolved) {
+		return func(t *testing.T, d string, m *Resolved) {
 			if !m.devKnown {
 				t.Skip("no device ids on this platform")
 			}
@@ -219,7 +219,7 @@ func TestPlanHoldsDeletes(t *testing.T) {
 	tests := []struct {
 		name         string
 		many         int // files under many/
-		change       func(t *testing.T, dir string, m *mapping)
+		change       func(t *testing.T, dir string, m *Resolved)
 		hints        []string
 		rescan       bool
 		allow        bool
@@ -236,19 +236,19 @@ func TestPlanHoldsDeletes(t *testing.T) {
 		{name: "root missing, rescan", change: gone(""), rescan: true,
 			wantHeld: []string{"a", "d", "keep", "sub"}, wantReason: "is missing"},
 		{name: "root replaced by a file", hints: []string{"a"},
-			change: func(t *testing.T, d string, m *mapping) {
+			change: func(t *testing.T, d string, m *Resolved) {
 				must(t, os.RemoveAll(d))
 				must(t, os.WriteFile(d, nil, 0o644))
 			},
 			wantHeld: []string{"a"}, wantReason: "no longer a directory"},
 		{name: "root on another device, copies still go", hints: []string{"a", "n"},
-			change: otherDevice(func(t *testing.T, d string, m *mapping) {
+			change: otherDevice(func(t *testing.T, d string, m *Resolved) {
 				gone("a")(t, d, m)
 				writeTree(t, d, map[string]string{"n": "new"})
 			}),
 			wantCopies: []string{"n"}, wantHeld: []string{"a"}, wantReason: "another file system"},
 		{name: "a copy under a held delete waits with it", hints: []string{"d"},
-			change: otherDevice(func(t *testing.T, d string, m *mapping) {
+			change: otherDevice(func(t *testing.T, d string, m *Resolved) {
 				gone("d")(t, d, m)
 				writeTree(t, d, map[string]string{"d": "now a file"})
 			}),
@@ -256,7 +256,7 @@ func TestPlanHoldsDeletes(t *testing.T) {
 		{name: "root emptied", change: emptied, hints: []string{"a", "d", "keep", "sub"},
 			wantHeld: []string{"a", "d", "keep", "sub"}, wantReason: "is empty"},
 		{name: "root emptied but for ignored files", hints: []string{"a", "keep"},
-			change: func(t *testing.T, d string, m *mapping) {
+			change: func(t *testing.T, d string, m *Resolved) {
 				emptied(t, d, m)
 				writeTree(t, d, map[string]string{"x.swp": "", "cache/y": ""})
 			},
@@ -288,11 +288,11 @@ func TestPlanHoldsDeletes(t *testing.T) {
 				}
 			}
 			m := testMapping(t, dir, "/app", globMatcher{"*.swp", "cache"})
-			m.allowMassDelete = tt.allow
+			m.AllowMassDelete = tt.allow
 			idx := syncedIndex(t, m)
 			before := idx.Len()
 			tt.change(t, dir, m)
-			p, err := plan(m, idx, tt.hints, tt.rescan)
+			p, err := Changes(m, idx, tt.hints, tt.rescan)
 			must(t, err)
 			assertPlan(t, p, tt.wantCopies, tt.wantDeletes)
 			var held, copyHeld []string
@@ -306,7 +306,7 @@ func TestPlanHoldsDeletes(t *testing.T) {
 			if !strings.Contains(reason, tt.wantReason) || (reason == "") != (tt.wantReason == "") {
 				t.Errorf("reason %q, want %q", reason, tt.wantReason)
 			}
-			idx.apply(p, tarstream.Result{})
+			idx.Apply(p, tarstream.Result{})
 			if p.Held != nil && idx.Len() != before+len(p.Copies) {
 				t.Errorf("index holds %d entries, want the %d it had plus %d copies", idx.Len(), before, len(p.Copies))
 			}
@@ -318,11 +318,11 @@ func TestPlanHoldsDeletes(t *testing.T) {
 // while planned and was back (with content) when the deletes were checked.
 type lstatGoneFS struct {
 	localtree.OS
-	root string
+	Root string
 }
 
 func (g lstatGoneFS) Lstat(name string) (fs.FileInfo, error) {
-	if name == g.root {
+	if name == g.Root {
 		return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
 	}
 	return os.Lstat(name)
@@ -333,11 +333,11 @@ func TestPlanHoldsDeletesOfRootBackTooSoon(t *testing.T) {
 	writeTree(t, dir, map[string]string{"a": "a", "d/x": "x"})
 	m := testMapping(t, dir, "/app", nil)
 	idx := syncedIndex(t, m)
-	m.fsys = lstatGoneFS{root: dir}
-	p, err := plan(m, idx, []string{""}, false)
+	m.fsys = lstatGoneFS{Root: dir}
+	p, err := Changes(m, idx, []string{""}, false)
 	must(t, err)
 	if len(p.Deletes) != 0 || p.Held == nil || !slices.Equal(p.Held.Deletes, []string{"a", "d"}) || !strings.Contains(p.Held.Reason, "missing") {
-		t.Errorf("plan = %+v, held %+v", p, p.Held)
+		t.Errorf("Changes = %+v, held %+v", p, p.Held)
 	}
 }
 
@@ -345,18 +345,18 @@ func TestPlanFileMapping(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"config.dev.yaml": "a: 1"})
 	m := testMapping(t, filepath.Join(dir, "config.dev.yaml"), "/etc/app/config.yaml", nil)
-	if !m.file || m.remoteDir() != "/etc/app" {
-		t.Fatalf("mapping = %+v", m)
+	if !m.File || m.RemoteDir() != "/etc/app" {
+		t.Fatalf("Resolved = %+v", m)
 	}
 	idx := NewIndex()
-	p, err := plan(m, idx, []string{""}, false)
+	p, err := Changes(m, idx, []string{""}, false)
 	must(t, err)
 	if len(p.Copies) != 1 || p.Copies[0].Name != "config.yaml" || p.Copies[0].Rel != "" {
 		t.Fatalf("copies = %+v", p.Copies)
 	}
-	idx.apply(p, tarstream.Result{})
+	idx.Apply(p, tarstream.Result{})
 	must(t, os.Remove(filepath.Join(dir, "config.dev.yaml")))
-	p, err = plan(m, idx, []string{""}, false)
+	p, err = Changes(m, idx, []string{""}, false)
 	must(t, err)
 	if !slices.Equal(p.Deletes, []string{""}) {
 		t.Fatalf("deletes = %q", p.Deletes)
@@ -372,13 +372,13 @@ func BenchmarkPlan(b *testing.B) {
 		must2(b, os.WriteFile(filepath.Join(dir, rel), []byte("package x\n"), 0o644))
 		hints = append(hints, filepath.ToSlash(rel))
 	}
-	m, err := newMapping(Mapping{Local: LocalPath(dir), Remote: "/app"}, nil)
+	m, err := Resolve(Mapping{Local: LocalPath(dir), Remote: "/app"}, nil)
 	must2(b, err)
 	idx := syncedIndex(b, m)
 	b.ResetTimer()
 	for b.Loop() {
 		// A touch storm: every file hinted, nothing changed.
-		p, err := plan(m, idx, hints, false)
+		p, err := Changes(m, idx, hints, false)
 		if err != nil || !p.Empty() {
 			b.Fatal(err, p)
 		}
@@ -438,21 +438,21 @@ func TestPlanAfterRace(t *testing.T) {
 			writeTree(t, dir, map[string]string{"f": "partial", "l@f": "", "keep": "k"})
 			m := testMapping(t, dir, "/app", nil)
 			idx := NewIndex()
-			p, err := plan(m, idx, nil, true)
+			p, err := Changes(m, idx, nil, true)
 			must(t, err)
 			raced := map[string]struct{}{}
 			for _, rel := range tt.raced {
 				raced[rel] = struct{}{}
 			}
-			idx.apply(p, tarstream.Result{Raced: raced})
+			idx.Apply(p, tarstream.Result{Raced: raced})
 			if tt.change != nil {
 				tt.change(t, dir)
 			}
-			p, err = plan(m, idx, tt.hints, tt.rescan)
+			p, err = Changes(m, idx, tt.hints, tt.rescan)
 			must(t, err)
 			assertPlan(t, p, tt.wantCopies, tt.wantDeletes)
-			idx.apply(p, tarstream.Result{})
-			if p, _ = plan(m, idx, nil, true); !p.Empty() {
+			idx.Apply(p, tarstream.Result{})
+			if p, _ = Changes(m, idx, nil, true); !p.Empty() {
 				t.Errorf("after a clean apply, rescan still plans %+v", p)
 			}
 		})
@@ -471,11 +471,11 @@ func TestSymlinkBecomesDirNeverWritesThroughRemoteLink(t *testing.T) {
 			idx := NewIndex()
 			sync := func(hints []string, rescan bool) {
 				t.Helper()
-				p, err := plan(m, idx, hints, rescan)
+				p, err := Changes(m, idx, hints, rescan)
 				must(t, err)
 				res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
 				must(t, err)
-				idx.apply(p, res.Result)
+				idx.Apply(p, res.Result)
 			}
 			sync(nil, true)
 			if got := readTree(t, remote)["link"]; got != "link "+outside {
@@ -523,11 +523,11 @@ func TestPlanCaseOnlyRename(t *testing.T) {
 			if tt.from != "" {
 				must(t, os.Rename(filepath.Join(dir, tt.from), filepath.Join(dir, tt.to)))
 			}
-			p, err := plan(m, idx, tt.hints, tt.rescan)
+			p, err := Changes(m, idx, tt.hints, tt.rescan)
 			must(t, err)
 			assertPlan(t, p, tt.wantCopies, tt.wantDeletes)
-			idx.apply(p, tarstream.Result{})
-			if p, _ = plan(m, idx, nil, true); !p.Empty() {
+			idx.Apply(p, tarstream.Result{})
+			if p, _ = Changes(m, idx, nil, true); !p.Empty() {
 				t.Errorf("after apply, rescan still plans %+v", p)
 			}
 		})

@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 
 // Copy is one entry to send.
 type Copy struct {
-	Rel  string // relative to the mapping root; the index key
+	Rel  string // relative to the Resolved root; the index key
 	Name string // tar name, relative to the remote directory
 	Src  string // absolute local path
 	Entry
@@ -29,7 +29,7 @@ type Plan struct {
 	Held     *Hold            // deletes not safe to run now (see guard); nil if none
 	// deleted is the entries its deletes remove, as the guard counted
 	// them (counted: per delete); before, what the target held for the mapping before the delete
-	// burst under way (see deleteBurst); fresh, the paths it copies that
+	// burst under way (see DeleteBurst); fresh, the paths it copies that
 	// the target lacked.
 	deleted, before int
 	counted         map[string]int
@@ -39,35 +39,50 @@ type Plan struct {
 	// removed after those only if nothing is left in them. Deepest first.
 	Rmdirs []string
 	// Moves are copies, by rel, whose content the container already holds
-	// (see findMoves): it moves or copies it, and the archive leaves them out.
+	// (see FindMoves): it moves or copies it, and the archive leaves them out.
 	Moves map[string]Move
-	// Patches are copies, by rel, sent as deltas of the file the container
-	// holds there (see findPatches).
-	Patches map[string]*patch
-	// patched are the patches the container applied, by rel: a later try
-	// of the plan (a retry, the guard's after a conflict) neither patches
-	// nor checks them again.
-	patched map[string]patched
-	expect  []precondition // sync-back's (see applyGuarded)
-}
-
-// precondition is apply.sh's check (remote.ExpectFile and the like) of
-// what the container must hold at rel before the plan replaces or deletes
-// it.
-type precondition struct{ rel, check string }
-
-// expectAt returns p's precondition for rel, if any.
-func (p *Plan) expectAt(rel string) []string {
-	for _, pc := range p.expect {
-		if pc.rel == rel {
-			return []string{pc.check}
-		}
-	}
-	return nil
 }
 
 // Empty reports whether the plan changes nothing in the container.
 func (p *Plan) Empty() bool { return len(p.Deletes) == 0 && len(p.Copies) == 0 }
+
+// CopiesOnly drops p's deletes and the copies at or under them (a type
+// change, a symlink replaced by a directory), and what p would report (holds,
+// warnings): what is left only adds to the container. A full compare that
+// follows decides the rest.
+func (p *Plan) CopiesOnly() {
+	if len(p.Deletes) > 0 {
+		gone := make(map[string]bool, len(p.Deletes))
+		for _, d := range p.Deletes {
+			gone[d] = true
+		}
+		p.Copies = slices.DeleteFunc(p.Copies, func(c Copy) bool { return localtree.UnderAny(c.Rel, gone) })
+	}
+	p.Deletes, p.Held, p.Warnings = nil, nil, nil
+}
+
+// Drop leaves the copies and deletes at or under gone out of p.
+func (p *Plan) Drop(gone map[string]bool) {
+	if len(gone) > 0 {
+		p.Copies = slices.DeleteFunc(p.Copies, func(c Copy) bool { return localtree.UnderAny(c.Rel, gone) })
+		p.Deletes = slices.DeleteFunc(p.Deletes, func(d string) bool { return localtree.UnderAny(d, gone) })
+	}
+}
+
+// Sent returns the copies p's archive carries: those the container does
+// not move (see Plan.Moves).
+func (p *Plan) Sent() []Copy {
+	if len(p.Moves) == 0 {
+		return p.Copies
+	}
+	out := make([]Copy, 0, len(p.Copies))
+	for _, c := range p.Copies {
+		if _, ok := p.Moves[c.Rel]; !ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
 
 // errRootMissing stops an initial sync whose local root is missing. A batch
 // plan holds its deletes instead (see guard): mirroring a vanished root would
@@ -84,7 +99,7 @@ type stat struct {
 // planner holds one plan's state: memoized Lstat results and directory
 // listings, so a path is stat'ed once however it is reached.
 type planner struct {
-	m       *mapping
+	m       *Resolved
 	idx     *Index
 	deep    bool // descend into known directories too (rescan)
 	stats   map[string]stat
@@ -97,18 +112,18 @@ type planner struct {
 	// top-level entry is planned for deletion; guard holds that even if the
 	// root is back by then.
 	rootGone bool
-	// deepUnder: held paths decided again, compared in depth (see planOpts).
+	// deepUnder: held paths decided again, compared in depth (see Opts).
 	deepUnder map[string]bool
 	// released lifts the mass-delete verdict for deletes at or under it (see guard).
 	released map[string]bool
 	// prior: entries the delete burst under way already deleted (see
-	// deleteBurst).
+	// DeleteBurst).
 	prior int
 	// err stops the plan: the root's type no longer fits the mapping.
 	err error
 }
 
-func newPlanner(m *mapping, idx *Index) *planner {
+func newPlanner(m *Resolved, idx *Index) *planner {
 	return &planner{
 		m: m, idx: idx,
 		stats: map[string]stat{}, dirs: map[string][]string{}, visited: map[string]bool{},
@@ -117,48 +132,48 @@ func newPlanner(m *mapping, idx *Index) *planner {
 	}
 }
 
-// plan decides, by Lstat now, what the hinted paths (relative to m's root)
+// Changes decides, by Lstat now, what the hinted paths (relative to m's root)
 // need in a target whose state is idx. With rescan, the whole root is walked
 // and diffed against idx instead. Deletes that could lose files are held
 // (see guard). What cannot be read becomes a warning, and doubt never becomes
 // a delete; the only error is a root whose type no longer fits the mapping.
-func plan(m *mapping, idx *Index, hints []string, rescan bool) (*Plan, error) {
-	return planWith(m, idx, hints, rescan, planOpts{})
+func Changes(m *Resolved, idx *Index, hints []string, rescan bool) (*Plan, error) {
+	return ChangesWith(m, idx, hints, rescan, Opts{})
 }
 
-// planOpts are what a target adds to a batch's plan.
-type planOpts struct {
-	// kept: deletes at or under these held paths stay held whatever the
+// Opts are what a target adds to a batch's plan.
+type Opts struct {
+	// Kept: deletes at or under these held paths stay held whatever the
 	// guard would say of them now, and the copies at or under them wait (see
-	// heldSet).
-	kept map[string]bool
-	// again: held paths decided again, compared in depth as a rescan would.
-	again []string
-	// released lifts the mass-delete verdict for deletes at or under it.
-	released map[string]bool
-	// early holds the entries that copies ahead of the batch added to the
-	// index (see syncBatch), which the mass-delete guard does not count, so
+	// filesync.Engine.Release).
+	Kept map[string]bool
+	// Again: held paths decided again, compared in depth as a rescan would.
+	Again []string
+	// Released lifts the mass-delete verdict for deletes at or under it.
+	Released map[string]bool
+	// Early holds the entries that copies ahead of the batch added to the
+	// index (see filesync's syncBatch), which the mass-delete guard does not count, so
 	// that its verdict on the batch's deletes does not depend on how the
 	// batch was cut. Without them, a burst that deletes 60 files under src/
 	// and writes 60 under lib/ is held as one batch but runs when a peek sent
 	// lib/ first.
-	early map[string]bool
-	// burst is the delete burst under way, nil if none: the guard judges
-	// the burst, not the batch (see deleteBurst).
-	burst *deleteBurst
+	Early map[string]bool
+	// Burst is the delete burst under way, nil if none: the guard judges
+	// the burst, not the batch (see DeleteBurst).
+	Burst *DeleteBurst
 }
 
-// planWith is plan in a target, with what it holds and sent ahead (see
-// planOpts).
-func planWith(m *mapping, idx *Index, hints []string, rescan bool, o planOpts) (*Plan, error) {
+// ChangesWith is plan in a target, with what it holds and sent ahead (see
+// Opts).
+func ChangesWith(m *Resolved, idx *Index, hints []string, rescan bool, o Opts) (*Plan, error) {
 	pl := newPlanner(m, idx)
-	pl.released = o.released
-	if len(o.again) > 0 {
+	pl.released = o.Released
+	if len(o.Again) > 0 {
 		pl.deepUnder = map[string]bool{}
-		for _, a := range o.again {
+		for _, a := range o.Again {
 			pl.deepUnder[a] = true
 			hints = append(hints, a)
-			idx.walk(a, func(p string) { hints = append(hints, p) })
+			idx.Walk(a, func(p string) { hints = append(hints, p) })
 		}
 	}
 	if rescan {
@@ -172,29 +187,29 @@ func planWith(m *mapping, idx *Index, hints []string, rescan bool, o planOpts) (
 		}
 	}
 	p := pl.finish()
-	p.keep(o.kept)
+	p.keep(o.Kept)
 	// Entries whose delete the guard does not count: those that copies
 	// ahead of the batch or the burst's batches added (they were not there
 	// before it), and those the batch writes again elsewhere (see
 	// movedAway). What the target held is counted as before the burst.
 	total := idx.Len()
-	uncounted := movedAway(idx, p, o.early)
-	for rel := range o.early {
+	uncounted := movedAway(idx, p, o.Early)
+	for rel := range o.Early {
 		if _, ok := idx.Get(rel); ok {
 			uncounted[rel] = true
 			total--
 		}
 	}
-	if b := o.burst; b != nil {
+	if b := o.Burst; b != nil {
 		for rel := range b.added {
 			if _, ok := idx.Get(rel); ok {
 				uncounted[rel] = true
 			}
 		}
 		// What the batch writes again where the burst deleted is back.
-		total, pl.prior = b.before, b.entries-b.givenBack(freshCopies(idx, p))
+		total, pl.prior = b.before, b.Entries-b.givenBack(freshCopies(idx, p))
 	}
-	size := idx.countTree
+	size := idx.CountTree
 	if len(uncounted) > 0 {
 		// under counts, per path, the uncounted entries at or under it.
 		under := map[string]int{}
@@ -206,7 +221,7 @@ func planWith(m *mapping, idx *Index, hints []string, rescan bool, o planOpts) (
 				}
 			}
 		}
-		size = func(rel string) int { return idx.countTree(rel) - under[rel] }
+		size = func(rel string) int { return idx.CountTree(rel) - under[rel] }
 	}
 	pl.guard(p, total, size, "restart with --initial=mirror --allow-mass-delete")
 	p.before, p.fresh = total, freshCopies(idx, p)
@@ -245,7 +260,7 @@ func (pl *planner) visit(rel string) {
 		pl.p.Warnings = append(pl.p.Warnings, st.err)
 		return
 	}
-	if rel == "" && !pl.m.file && (!st.found || st.e.Type == TypeFile) {
+	if rel == "" && !pl.m.File && (!st.found || st.e.Type == TypeFile) {
 		// The root itself is gone: mirroring that deletes everything the
 		// target has, which guard holds.
 		pl.rootGone = true
@@ -267,7 +282,7 @@ func (pl *planner) visit(rel string) {
 			return
 		}
 	}
-	if pl.m.ignored(rel, e.Type == TypeDir) {
+	if pl.m.Ignored(rel, e.Type == TypeDir) {
 		return
 	}
 	old, had := pl.idx.Get(rel)
@@ -280,7 +295,7 @@ func (pl *planner) visit(rel string) {
 		if had {
 			e.Mode = localtree.KeepExec(e.Mode, old.Mode)
 		}
-		if had && pl.unchanged(rel, old, &e) || pl.m.unreadable.Holds(pl.m.fs(), pl.m.localPath(rel), rel) {
+		if had && pl.unchanged(rel, old, &e) || pl.m.Unreadable.Holds(pl.m.FS(), pl.m.LocalPath(rel), rel) {
 			return
 		}
 	case TypeSymlink:
@@ -317,7 +332,7 @@ func (pl *planner) unchanged(rel string, old Entry, e *Entry) bool {
 	if old.Sum == nil {
 		return false
 	}
-	sum, err := hashFile(pl.m.localPath(rel))
+	sum, err := hashFile(pl.m.LocalPath(rel))
 	if err != nil || *sum != *old.Sum {
 		return false
 	}
@@ -342,7 +357,7 @@ func (pl *planner) visitChildren(rel string) {
 // first and sent whole: tar would otherwise write through a stale remote
 // symlink, outside the remote root.
 func (pl *planner) add(rel string, e Entry) {
-	pl.copies[rel] = Copy{Rel: rel, Name: pl.m.remoteName(rel), Src: pl.m.localPath(rel), Entry: e}
+	pl.copies[rel] = Copy{Rel: rel, Name: pl.m.RemoteName(rel), Src: pl.m.LocalPath(rel), Entry: e}
 	for a := localtree.ParentRel(rel); a != ""; a = localtree.ParentRel(a) {
 		if _, ok := pl.copies[a]; ok {
 			return
@@ -355,7 +370,7 @@ func (pl *planner) add(rel string, e Entry) {
 		if !st.found || st.e.Type != TypeDir {
 			return
 		}
-		pl.copies[a] = Copy{Rel: a, Name: pl.m.remoteName(a), Src: pl.m.localPath(a), Entry: st.e}
+		pl.copies[a] = Copy{Rel: a, Name: pl.m.RemoteName(a), Src: pl.m.LocalPath(a), Entry: st.e}
 		if had && old.Type != TypeDir {
 			pl.deletes[a] = true
 			pl.visitChildren(a)
@@ -368,16 +383,16 @@ func (pl *planner) lstat(rel string) stat {
 		return st
 	}
 	var st stat
-	name := pl.m.localPath(rel)
-	fi, err := pl.m.fs().Lstat(name)
+	name := pl.m.LocalPath(rel)
+	fi, err := pl.m.FS().Lstat(name)
 	switch {
 	case err == nil && !pl.exactName(rel):
 		// Found under another case only (Foo.txt renamed to foo.txt on a
 		// case-insensitive disk): this name is gone.
 	case err == nil:
-		st.e, st.found = entryOf(fi)
+		st.e, st.found = EntryOf(fi)
 		if st.e.Type == TypeSymlink {
-			st.e.Link, err = pl.m.fs().Readlink(name)
+			st.e.Link, err = pl.m.FS().Readlink(name)
 			if err != nil {
 				st = stat{err: fmt.Errorf("reading link %q: %w", name, err)}
 			}
@@ -394,7 +409,7 @@ func (pl *planner) lstat(rel string) stat {
 // listing. Only mappings on case-folding file systems need the listing; when
 // it cannot be read, the Lstat result stands (doubt never becomes a delete).
 func (pl *planner) exactName(rel string) bool {
-	if !pl.m.foldCase || rel == "" || pl.m.file {
+	if !pl.m.foldCase || rel == "" || pl.m.File {
 		return true
 	}
 	names, err := pl.readDir(localtree.ParentRel(rel))
@@ -410,9 +425,9 @@ func (pl *planner) readDir(rel string) ([]string, error) {
 	if names, ok := pl.dirs[rel]; ok {
 		return names, nil
 	}
-	des, err := pl.m.fs().ReadDir(pl.m.localPath(rel))
+	des, err := pl.m.FS().ReadDir(pl.m.LocalPath(rel))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("listing %q: %w", pl.m.localPath(rel), err)
+		return nil, fmt.Errorf("Listing %q: %w", pl.m.LocalPath(rel), err)
 	}
 	names := make([]string, 0, len(des))
 	for _, de := range des {
@@ -457,8 +472,8 @@ func (pl *planner) deletedAncestor(rel string) bool {
 	return false
 }
 
-// planBytes is the file content a plan sends.
-func planBytes(p *Plan) int64 {
+// PlanBytes is the file content a plan sends.
+func PlanBytes(p *Plan) int64 {
 	var n int64
 	for _, c := range p.Copies {
 		n += c.Size

@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 func TestListRemote(t *testing.T) {
 	variants := map[string]struct {
 		ex  func(t *testing.T) Executor
-		alg string
+		Alg string
 	}{
 		"busybox":                   {func(t *testing.T) Executor { return busybox(t) }, "sha256sum"},
 		"busybox without sha256sum": {func(t *testing.T) Executor { return busybox(t, "sha256sum") }, "md5sum"},
@@ -28,32 +28,32 @@ func TestListRemote(t *testing.T) {
 			writeTree(t, remote, map[string]string{"bin/run": "#!/bin/sh", "empty/": "", "link@bin/run": "", "nl@new\nline\n": ""})
 			must(t, os.Chmod(filepath.Join(remote, "bin/run"), 0o751))
 			m := testMapping(t, t.TempDir(), remote, nil)
-			l, err := listRemote(context.Background(), v.ex(t), testTarget, m, false)
+			l, err := ListRemote(context.Background(), v.ex(t), testTarget, m, false)
 			must(t, err)
-			if !l.exists || l.alg != v.alg {
-				t.Fatalf("exists=%v alg=%q, want true %q", l.exists, l.alg, v.alg)
+			if !l.Exists || l.Alg != v.Alg {
+				t.Fatalf("exists=%v alg=%q, want true %q", l.Exists, l.Alg, v.Alg)
 			}
 			want := readTree(t, remote)
-			if len(l.entries) != len(want) {
-				t.Errorf("listed %d entries, want %d", len(l.entries), len(want))
+			if len(l.Entries) != len(want) {
+				t.Errorf("listed %d entries, want %d", len(l.Entries), len(want))
 			}
 			for rel := range want {
-				e, ok := l.entries[filepath.ToSlash(rel)]
+				e, ok := l.Entries[filepath.ToSlash(rel)]
 				if !ok {
 					t.Errorf("%q not listed", rel)
 					continue
 				}
 				fi, err := os.Lstat(filepath.Join(remote, rel))
 				must(t, err)
-				le, _ := entryOf(fi)
+				le, _ := EntryOf(fi)
 				if e.Type != le.Type || e.MTime != fi.ModTime().Unix() {
 					t.Errorf("%q: listed %+v, have %+v", rel, e, le)
 				}
 				switch le.Type {
 				case TypeFile:
 					b, _ := os.ReadFile(filepath.Join(remote, rel))
-					if e.Size != fi.Size() || e.Mode != le.Mode || string(e.Sum) != string(digest(v.alg, b)) {
-						t.Errorf("%q: listed %+v (sum %x), want size %d mode %v sum %x", rel, e, e.Sum, fi.Size(), le.Mode, digest(v.alg, b))
+					if e.Size != fi.Size() || e.Mode != le.Mode || string(e.Sum) != string(digest(v.Alg, b)) {
+						t.Errorf("%q: listed %+v (sum %x), want size %d mode %v sum %x", rel, e, e.Sum, fi.Size(), le.Mode, digest(v.Alg, b))
 					}
 				case TypeSymlink:
 					target, _ := os.Readlink(filepath.Join(remote, rel))
@@ -82,9 +82,9 @@ func TestListRemoteMissingAndFile(t *testing.T) {
 	ex := busybox(t)
 	dir := t.TempDir()
 	m := testMapping(t, t.TempDir(), filepath.Join(dir, "nope"), nil)
-	l, err := listRemote(context.Background(), ex, testTarget, m, false)
+	l, err := ListRemote(context.Background(), ex, testTarget, m, false)
 	must(t, err)
-	if l.exists || len(l.entries) != 0 {
+	if l.Exists || len(l.Entries) != 0 {
 		t.Errorf("missing root listed as %+v", l)
 	}
 
@@ -92,10 +92,10 @@ func TestListRemoteMissingAndFile(t *testing.T) {
 	must(t, os.WriteFile(local, []byte("a: 1"), 0o644))
 	writeTree(t, dir, map[string]string{"config.yaml": "a: 1", "other": "not listed"})
 	m = testMapping(t, local, filepath.Join(dir, "config.yaml"), nil)
-	l, err = listRemote(context.Background(), ex, testTarget, m, false)
+	l, err = ListRemote(context.Background(), ex, testTarget, m, false)
 	must(t, err)
-	if e, ok := l.entries[""]; len(l.entries) != 1 || !ok || e.Size != 4 {
-		t.Errorf("file mapping listed %+v", l.entries)
+	if e, ok := l.Entries[""]; len(l.Entries) != 1 || !ok || e.Size != 4 {
+		t.Errorf("file Resolved listed %+v", l.Entries)
 	}
 }
 
@@ -106,11 +106,11 @@ func TestParseListingRejectsUnsafeNames(t *testing.T) {
 	rl, err := remote.ParseListing([]byte(out))
 	must(t, err)
 	l := listingOf(rl, m)
-	if len(l.entries) != 1 {
-		t.Errorf("entries = %v, want only ok", l.entries)
+	if len(l.Entries) != 1 {
+		t.Errorf("entries = %v, want only ok", l.Entries)
 	}
 	if _, err := remote.ParseListing([]byte("LS2\x00\x00\x00dir\x00C\x00./ok\x00S\x00")); err == nil {
-		t.Error("truncated listing parsed")
+		t.Error("truncated Listing parsed")
 	}
 }
 
@@ -124,10 +124,10 @@ func TestListRemoteNanosAndNames(t *testing.T) {
 			writeTree(t, dir, weirdNames)
 			writeTree(t, dir, map[string]string{"sub/": "", "link@with space": ""})
 			m := testMapping(t, t.TempDir(), dir, nil)
-			l, err := listRemote(context.Background(), ex, testTarget, m, true)
+			l, err := ListRemote(context.Background(), ex, testTarget, m, true)
 			must(t, err)
 			var files []string
-			for rel, e := range l.entries {
+			for rel, e := range l.Entries {
 				fi, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(rel)))
 				must(t, err)
 				if e.MTimeNs != fi.ModTime().UnixNano() || e.MTime != fi.ModTime().Unix() {
@@ -137,8 +137,8 @@ func TestListRemoteNanosAndNames(t *testing.T) {
 					files = append(files, rel)
 				}
 			}
-			if len(l.entries) != len(readTree(t, dir)) {
-				t.Errorf("listed %d entries, want %d", len(l.entries), len(readTree(t, dir)))
+			if len(l.Entries) != len(readTree(t, dir)) {
+				t.Errorf("listed %d entries, want %d", len(l.Entries), len(readTree(t, dir)))
 			}
 			// Every file, a directory, a link and a missing name, each asked
 			// for many times over so that the names take several execs.
@@ -154,11 +154,11 @@ func TestListRemoteNanosAndNames(t *testing.T) {
 				}
 				return nil
 			}}
-			must(t, hashUnsure(context.Background(), counting, testTarget, m, l, rels))
+			must(t, HashUnsure(context.Background(), counting, testTarget, m, l, rels))
 			if n < 3 {
 				t.Errorf("%d execs for %d names", n, len(rels))
 			}
-			for rel, e := range l.entries {
+			for rel, e := range l.Entries {
 				if e.Type != TypeFile {
 					if e.Sum != nil {
 						t.Errorf("%q hashed", rel)

@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import (
 	"context"
@@ -13,26 +13,26 @@ import (
 )
 
 // The listing tells a directory mapping whose remote root is a file, and
-// planInitial refuses a root that is a directory on one side only.
+// Initial refuses a root that is a directory on one side only.
 func TestPlanInitialRootConflict(t *testing.T) {
 	ex := busybox(t)
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"app": "a file", "data/pg/base": "precious"})
 	seed := filepath.Join(t.TempDir(), "seed.sql")
 	must(t, os.WriteFile(seed, []byte("insert"), 0o644))
-	for _, m := range []*mapping{
+	for _, m := range []*Resolved{
 		testMapping(t, t.TempDir(), filepath.Join(dir, "app"), nil),
 		testMapping(t, seed, filepath.Join(dir, "data"), nil),
 	} {
-		l, err := listRemote(context.Background(), ex, testTarget, m, false)
+		l, err := ListRemote(context.Background(), ex, testTarget, m, false)
 		must(t, err)
-		if l.notDir != !m.file {
+		if l.notDir != !m.File {
 			t.Errorf("%s: notDir = %v", m.Mapping, l.notDir)
 		}
-		local, _, err := localTree(m)
+		local, _, err := LocalTree(m)
 		must(t, err)
-		if _, _, err := planInitial(m, local, l, InitialUpload); !errors.Is(err, remote.ErrTypeConflict) {
-			t.Errorf("%s: planInitial: %v, want remote.ErrTypeConflict", m.Mapping, err)
+		if _, _, err := Initial(m, local, l, InitialUpload); !errors.Is(err, remote.ErrTypeConflict) {
+			t.Errorf("%s: Initial: %v, want remote.ErrTypeConflict", m.Mapping, err)
 		}
 	}
 }
@@ -80,14 +80,14 @@ func TestPlanInitial(t *testing.T) {
 			if !tt.hashes {
 				ex = busybox(t, "sha256sum", "md5sum")
 			}
-			l, err := listRemote(context.Background(), ex, testTarget, m, false)
+			l, err := ListRemote(context.Background(), ex, testTarget, m, false)
 			must(t, err)
-			tree, warns, err := localTree(m)
+			tree, warns, err := LocalTree(m)
 			must(t, err)
 			if len(warns) > 0 {
 				t.Fatal(warns)
 			}
-			p, idx, err := planInitial(m, tree, l, tt.mode)
+			p, idx, err := Initial(m, tree, l, tt.mode)
 			must(t, err)
 			assertPlan(t, p, tt.wantCopies, tt.wantDeletes)
 			if e, ok := idx.Get("same-content"); tt.hashes && (!ok || e.Sum == nil) {
@@ -97,12 +97,12 @@ func TestPlanInitial(t *testing.T) {
 			// Applying it converges, and the index then matches the local tree.
 			res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
 			must(t, err)
-			idx.apply(p, res.Result)
+			idx.Apply(p, res.Result)
 			if tt.mode == InitialMirror {
 				must(t, os.Remove(filepath.Join(remote, "cache.swp")))
 				assertSameTree(t, local, remote)
 			}
-			again, err := plan(m, idx, nil, true)
+			again, err := Changes(m, idx, nil, true)
 			must(t, err)
 			if !again.Empty() {
 				t.Errorf("index does not match the local tree: %+v", again)

@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import (
 	"bytes"
@@ -15,30 +15,30 @@ import (
 // remoteEntry is one entry of a container listing.
 type remoteEntry = remote.Entry
 
-// listing is what the container has under a mapping's remote path, by rel.
-type listing struct {
-	alg     string // "sha256sum", "md5sum" or ""
-	gzip    bool   // `gzip -dc` works: an archive may be sent compressed
-	exists  bool
-	notDir  bool                   // a directory mapping's root is something else
-	entries map[string]remoteEntry // by rel
+// Listing is what the container has under a mapping's remote path, by rel.
+type Listing struct {
+	Alg     string // "sha256sum", "md5sum" or ""
+	Gzip    bool   // `gzip -dc` works: an archive may be sent compressed
+	Exists  bool
+	notDir  bool                   // a directory Resolved's root is something else
+	Entries map[string]remoteEntry // by rel
 	// unknown holds rels that were found but not described: stat failed,
 	// or a FIFO, socket or device. Mirror keeps the directories holding them.
 	unknown []string
 }
 
-// listRemote lists m's remote side in t: the whole remote directory, or a
+// ListRemote lists m's remote side in t: the whole remote directory, or a
 // file mapping's one entry; with stat alone, without hashes.
-func listRemote(ctx context.Context, ex Executor, t Target, m *mapping, stat bool) (*listing, error) {
+func ListRemote(ctx context.Context, ex remote.Executor, t remote.Target, m *Resolved, stat bool) (*Listing, error) {
 	name := ""
-	if m.file {
-		name = m.remoteName("")
+	if m.File {
+		name = m.RemoteName("")
 	}
 	list := remote.List
 	if stat {
 		list = remote.ListStat
 	}
-	rl, err := list(ctx, ex, t, string(m.remoteDir()), name)
+	rl, err := list(ctx, ex, t, string(m.RemoteDir()), name)
 	if err != nil {
 		return nil, err
 	}
@@ -46,11 +46,11 @@ func listRemote(ctx context.Context, ex Executor, t Target, m *mapping, stat boo
 }
 
 // listingOf keeps what rl lists that belongs to m, by rel.
-func listingOf(rl *remote.Listing, m *mapping) *listing {
-	l := &listing{alg: rl.Alg, gzip: rl.Gzip, exists: rl.Exists, notDir: rl.NotDir, entries: map[string]remoteEntry{}}
+func listingOf(rl *remote.Listing, m *Resolved) *Listing {
+	l := &Listing{Alg: rl.Alg, Gzip: rl.Gzip, Exists: rl.Exists, notDir: rl.NotDir, Entries: map[string]remoteEntry{}}
 	for name, e := range rl.Names {
 		if rel, ok := remoteRel(m, name); ok {
-			l.entries[rel] = e
+			l.Entries[rel] = e
 		}
 	}
 	for _, name := range rl.Unknown {
@@ -63,20 +63,20 @@ func listingOf(rl *remote.Listing, m *mapping) *listing {
 
 // remoteRel turns a listed "./name" into a rel of m; false for anything that
 // does not belong to m or is not a clean relative path.
-func remoteRel(m *mapping, name string) (string, bool) {
+func remoteRel(m *Resolved, name string) (string, bool) {
 	rest, ok := strings.CutPrefix(name, "./")
 	if !ok {
 		return "", false
 	}
-	if m.file {
-		return "", rest == m.remoteName("")
+	if m.File {
+		return "", rest == m.RemoteName("")
 	}
 	return rest, rest != "" && localtree.ValidRel(rest)
 }
 
 // matchesRemote reports whether the container already has le. Permission bits
 // are compared loosely (group/other write may differ by the remote umask).
-func matchesRemote(m *mapping, rel string, le *Entry, re remoteEntry, alg string) bool {
+func matchesRemote(m *Resolved, rel string, le *Entry, re remoteEntry, alg string) bool {
 	switch le.Type {
 	case TypeSymlink:
 		return le.Link == re.Link
@@ -87,7 +87,7 @@ func matchesRemote(m *mapping, rel string, le *Entry, re remoteEntry, alg string
 		return false
 	}
 	if le.Sum != nil && alg == "sha256sum" && len(re.Sum) == sha256.Size {
-		return [32]byte(re.Sum) == *le.Sum // hashed before, its stat unchanged since (see applyCache)
+		return [32]byte(re.Sum) == *le.Sum // hashed before, its stat unchanged since (see ApplyCache)
 	}
 	var h hash.Hash
 	switch {
@@ -100,7 +100,7 @@ func matchesRemote(m *mapping, rel string, le *Entry, re remoteEntry, alg string
 	default:
 		return false
 	}
-	sum, err := hashWith(m.localPath(rel), h)
+	sum, err := hashWith(m.LocalPath(rel), h)
 	if err != nil || !bytes.Equal(sum, re.Sum) {
 		return false
 	}

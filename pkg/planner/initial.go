@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import (
 	"compress/gzip"
@@ -35,23 +35,23 @@ func ParseInitialMode(s string) (InitialMode, error) {
 	return "", fmt.Errorf("parsing initial sync mode %q: want upload, mirror or none", s)
 }
 
-// localFiles is a walked local tree.
-type localFiles struct {
-	entries map[string]Entry // by rel; a directory mapping's root is not included
+// LocalFiles is a walked local tree.
+type LocalFiles struct {
+	Entries map[string]Entry // by rel; a directory Resolved's root is not included
 	// unreadable holds rels that could not be read: a directory that could
 	// not be listed, an entry that could not be stat'ed. They are not in
 	// entries, and the container's side of them and of everything under
 	// them is left alone.
-	unreadable map[string]bool
+	Unreadable map[string]bool
 }
 
 // unreadableAt reports whether rel or a parent of it could not be read.
-func (lf *localFiles) unreadableAt(rel string) bool {
-	if len(lf.unreadable) == 0 {
+func (lf *LocalFiles) unreadableAt(rel string) bool {
+	if len(lf.Unreadable) == 0 {
 		return false
 	}
 	for p := rel; ; p = localtree.ParentRel(p) {
-		if lf.unreadable[p] {
+		if lf.Unreadable[p] {
 			return true
 		}
 		if p == "" {
@@ -60,19 +60,19 @@ func (lf *localFiles) unreadableAt(rel string) bool {
 	}
 }
 
-// localTree walks m's local root, pruning ignored paths. What cannot be read
-// is reported as a warning and left alone (see localFiles).
-func localTree(m *mapping) (*localFiles, []error, error) {
+// LocalTree walks m's local root, pruning ignored paths. What cannot be read
+// is reported as a warning and left alone (see LocalFiles).
+func LocalTree(m *Resolved) (*LocalFiles, []error, error) {
 	pl := newPlanner(m, NewIndex())
-	lf := &localFiles{entries: map[string]Entry{}, unreadable: map[string]bool{}}
+	lf := &LocalFiles{Entries: map[string]Entry{}, Unreadable: map[string]bool{}}
 	var warns []error
 	var walk func(rel string)
 	walk = func(rel string) {
 		names, err := pl.readDir(rel)
 		if err != nil {
 			warns = append(warns, fmt.Errorf("%w: leaving it alone in the container", err))
-			lf.unreadable[rel] = true
-			delete(lf.entries, rel)
+			lf.Unreadable[rel] = true
+			delete(lf.Entries, rel)
 			return
 		}
 		for _, n := range names {
@@ -84,10 +84,10 @@ func localTree(m *mapping) (*localFiles, []error, error) {
 			switch {
 			case st.err != nil:
 				warns = append(warns, fmt.Errorf("%w: leaving it alone in the container", st.err))
-				lf.unreadable[child] = true
-			case !st.found || m.ignored(child, st.e.Type == TypeDir):
+				lf.Unreadable[child] = true
+			case !st.found || m.Ignored(child, st.e.Type == TypeDir):
 			default:
-				lf.entries[child] = st.e
+				lf.Entries[child] = st.e
 				if st.e.Type == TypeDir {
 					walk(child)
 				}
@@ -99,20 +99,20 @@ func localTree(m *mapping) (*localFiles, []error, error) {
 	case st.err != nil:
 		return nil, nil, st.err
 	case !st.found:
-		return nil, nil, fmt.Errorf("walking %q: %w", m.root, errRootMissing)
+		return nil, nil, fmt.Errorf("walking %q: %w", m.Root, errRootMissing)
 	}
 	if err := m.localRootConflict(st.e.Type); err != nil {
 		return nil, nil, err
 	}
-	if m.file {
-		lf.entries[""] = st.e
+	if m.File {
+		lf.Entries[""] = st.e
 	} else {
 		walk("")
 	}
 	return lf, warns, nil
 }
 
-// planInitial compares the local tree with a container listing (nil when the
+// Initial compares the local tree with a container listing (nil when the
 // listing failed: everything is sent). It returns the plan and the index of
 // entries that already match; apply the plan's result on top of it.
 //
@@ -120,27 +120,27 @@ func localTree(m *mapping) (*localFiles, []error, error) {
 // so the common cases (new file, edited file) cost no local reads. A root that
 // is a directory on one side only is refused (remote.ErrTypeConflict): replacing it
 // would delete a directory, perhaps a volume, or a file nobody asked to lose.
-func planInitial(m *mapping, local *localFiles, l *listing, mode InitialMode) (*Plan, *Index, error) {
-	return planInitialWith(m, local, l, mode, nil)
+func Initial(m *Resolved, local *LocalFiles, l *Listing, mode InitialMode) (*Plan, *Index, error) {
+	return InitialWith(m, local, l, mode, nil)
 }
 
-// planInitialWith is planInitial that leaves alone, neither sent nor
+// InitialWith is Initial that leaves alone, neither sent nor
 // indexed, each file that differs from the container's where theirs says
 // the container's is its own (see Start): sync-back reports it as a conflict.
-func planInitialWith(m *mapping, local *localFiles, l *listing, mode InitialMode, theirs func(rel string, re remoteEntry) bool) (*Plan, *Index, error) {
+func InitialWith(m *Resolved, local *LocalFiles, l *Listing, mode InitialMode, theirs func(rel string, re remoteEntry) bool) (*Plan, *Index, error) {
 	idx := NewIndex()
 	pl := newPlanner(m, idx)
 	var remote map[string]remoteEntry
 	if l != nil {
-		remote = l.entries
-		if re, ok := remote[""]; m.file && ok && re.Type == TypeDir {
-			return nil, nil, conflictError(m, "", remoteIsDir)
+		remote = l.Entries
+		if re, ok := remote[""]; m.File && ok && re.Type == TypeDir {
+			return nil, nil, ConflictError(m, "", RemoteIsDir)
 		}
-		if !m.file && l.notDir {
-			return nil, nil, conflictError(m, "", remoteNotDir)
+		if !m.File && l.notDir {
+			return nil, nil, ConflictError(m, "", RemoteNotDir)
 		}
 	}
-	for rel, le := range local.entries {
+	for rel, le := range local.Entries {
 		re, ok := remote[rel]
 		if ok && re.Type != le.Type {
 			pl.deletes[rel] = true
@@ -149,17 +149,17 @@ func planInitialWith(m *mapping, local *localFiles, l *listing, mode InitialMode
 		if ok && le.Type == TypeFile {
 			le.Mode = localtree.KeepExec(le.Mode, re.Mode)
 		}
-		if ok && matchesRemote(m, rel, &le, re, l.alg) {
+		if ok && matchesRemote(m, rel, &le, re, l.Alg) {
 			idx.Put(rel, le)
 			continue
 		}
-		if le.Type == TypeFile && m.unreadable.Holds(m.fs(), m.localPath(rel), rel) {
+		if le.Type == TypeFile && m.Unreadable.Holds(m.FS(), m.LocalPath(rel), rel) {
 			continue // see localtree.UnreadableSet; the container keeps what it has
 		}
 		if ok && theirs != nil && le.Type == TypeFile && re.Type == TypeFile && theirs(rel, re) {
 			continue
 		}
-		pl.copies[rel] = Copy{Rel: rel, Name: m.remoteName(rel), Src: m.localPath(rel), Entry: le}
+		pl.copies[rel] = Copy{Rel: rel, Name: m.RemoteName(rel), Src: m.LocalPath(rel), Entry: le}
 	}
 	var rmdirs []string
 	if mode == InitialMirror && l != nil {
@@ -181,7 +181,7 @@ func planInitialWith(m *mapping, local *localFiles, l *listing, mode InitialMode
 // A remote-only directory with nothing to keep under it goes as a whole (one
 // argument, however big); one that holds something to keep loses its other
 // entries one by one and is returned, deepest first, to be removed once empty.
-func (pl *planner) mirror(local *localFiles, l *listing) []string {
+func (pl *planner) mirror(local *LocalFiles, l *Listing) []string {
 	keep := map[string]bool{} // remote directories with something to keep under them
 	keepParents := func(rel string) {
 		for a := localtree.ParentRel(rel); a != "" && !keep[a]; a = localtree.ParentRel(a) {
@@ -189,11 +189,11 @@ func (pl *planner) mirror(local *localFiles, l *listing) []string {
 		}
 	}
 	var gone []string
-	for rel, re := range l.entries {
-		if _, ok := local.entries[rel]; ok {
+	for rel, re := range l.Entries {
+		if _, ok := local.Entries[rel]; ok {
 			continue
 		}
-		if pl.m.ignored(rel, re.Type == TypeDir) || local.unreadableAt(rel) {
+		if pl.m.Ignored(rel, re.Type == TypeDir) || local.unreadableAt(rel) {
 			keep[rel] = true
 			keepParents(rel)
 			continue
@@ -212,7 +212,7 @@ func (pl *planner) mirror(local *localFiles, l *listing) []string {
 		// Its remote-only parents that hold something to keep go with
 		// rmdir once their deletable entries are gone.
 		for a := localtree.ParentRel(rel); a != "" && keep[a]; a = localtree.ParentRel(a) {
-			if _, isLocal := local.entries[a]; isLocal || pl.m.ignored(a, true) || local.unreadableAt(a) {
+			if _, isLocal := local.Entries[a]; isLocal || pl.m.Ignored(a, true) || local.unreadableAt(a) {
 				break
 			}
 			rmdirs[a] = true
@@ -232,11 +232,11 @@ func (pl *planner) mirror(local *localFiles, l *listing) []string {
 // the whole transfer is a few round trips either way.
 const initialCompressMin = 1 << 20
 
-// compressInitial says whether p's archive goes compressed: the container
+// CompressInitial says whether p's archive goes compressed: the container
 // has a working gzip (l, nil when the listing failed, says so), p is big
 // enough for it to matter, and a sample of its files shrinks.
-func compressInitial(l *listing, p *Plan) bool {
-	return l != nil && l.gzip && planBytes(p) >= initialCompressMin && compressible(p.Copies)
+func CompressInitial(l *Listing, p *Plan) bool {
+	return l != nil && l.Gzip && PlanBytes(p) >= initialCompressMin && Compressible(p.Copies)
 }
 
 // Sampling for compressible: up to sampleFiles files spread over the plan,
@@ -246,10 +246,10 @@ const (
 	sampleBytes = 64 << 10
 )
 
-// compressible compresses a sample of the regular files in copies at level
+// Compressible compresses a sample of the regular files in copies at level
 // 1 and reports whether it shrank by a fifth or more: images, archives and
 // other compressed files would cost the CPU on both ends for nothing.
-func compressible(copies []Copy) bool {
+func Compressible(copies []Copy) bool {
 	var files []Copy
 	for _, c := range copies {
 		if c.Type == TypeFile && c.Size > 0 {

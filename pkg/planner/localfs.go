@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import "github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 
@@ -18,10 +18,11 @@ type localSide struct {
 	devKnown bool
 	// allowMassDelete lifts the guards that hold deletes of an emptied root
 	// and mass deletes (Config.AllowMassDelete).
-	allowMassDelete bool
+	AllowMassDelete bool
 }
 
-func (l *localSide) fs() localtree.FS {
+// FS is how the local side is read: localtree.OS unless a test set one.
+func (l *localSide) FS() localtree.FS {
 	if l.fsys == nil {
 		return localtree.OS{}
 	}
@@ -30,15 +31,15 @@ func (l *localSide) fs() localtree.FS {
 
 // probeRoot fills in what is known about m's local root now: its device,
 // and whether its file system folds case.
-func (m *mapping) probeRoot() {
-	if m.file {
-		return // a single file's own name never changes under the mapping
+func (m *Resolved) probeRoot() {
+	if m.File {
+		return // a single file's own name never changes under the Resolved
 	}
-	fi, err := m.fs().Stat(m.root)
+	fi, err := m.FS().Stat(m.Root)
 	if err != nil || !fi.IsDir() {
-		m.foldCase = true // see localtree.FoldsCase: unsure means yes
+		m.foldCase = true // see localtree.FoldsCase: Unsure means yes
 		return
 	}
 	m.dev, m.devKnown = localtree.DeviceOf(fi)
-	m.foldCase = localtree.FoldsCase(m.fs(), m.root, fi)
+	m.foldCase = localtree.FoldsCase(m.FS(), m.Root, fi)
 }

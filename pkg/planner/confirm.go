@@ -1,13 +1,13 @@
-package filesync
+package planner
 
 import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
-// apply records a successfully applied plan: deletes first, then copies, so a
+// Apply records a successfully applied plan: deletes first, then copies, so a
 // type change leaves the new entry.
-func (x *Index) apply(p *Plan, res tarstream.Result) {
+func (x *Index) Apply(p *Plan, res tarstream.Result) {
 	for _, d := range p.Deletes {
 		x.DeleteTree(d)
 	}
@@ -29,7 +29,7 @@ func (x *Index) apply(p *Plan, res tarstream.Result) {
 	}
 }
 
-// unconfirm records a plan that was sent but not confirmed: the target may
+// Unconfirm records a plan that was sent but not confirmed: the target may
 // hold any mix of the state before and after it. Every entry a delete would
 // have removed, and every copied path, is marked stale; a copied path the
 // index lacked is recorded stale too, so a local delete meanwhile still
@@ -37,7 +37,7 @@ func (x *Index) apply(p *Plan, res tarstream.Result) {
 // change) may now be either type there: only it is kept, marked retype, so
 // the next plan removes it whole before sending what is local then. It
 // returns how many entries it marked.
-func (x *Index) unconfirm(p *Plan) int {
+func (x *Index) Unconfirm(p *Plan) int {
 	n := 0
 	mark := func(rel string) {
 		if e, ok := x.m[rel]; ok && !e.stale {
@@ -64,7 +64,7 @@ func (x *Index) unconfirm(p *Plan) int {
 	}
 	for _, d := range p.Deletes {
 		if !retyped[d] {
-			x.walk(d, mark)
+			x.Walk(d, mark)
 		}
 	}
 	for _, c := range p.Copies {
@@ -83,19 +83,19 @@ func (x *Index) unconfirm(p *Plan) int {
 	return n
 }
 
-// reconcile settles x's stale entries against l, a listing of the target
+// Reconcile settles x's stale entries against l, a listing of the target
 // taken after an apply whose outcome is unknown: an entry the container
 // lacks is forgotten with what is under it (a local one is then sent as
 // new); one it holds as the local side has it now is confirmed with the
 // local metadata; any other stays stale. Entries that are not stale are the
 // container's confirmed word already and stay as they are.
-func (x *Index) reconcile(m *mapping, l *listing) {
+func (x *Index) Reconcile(m *Resolved, l *Listing) {
 	pl := newPlanner(m, x) // for its Lstat, once for all entries
 	for rel, e := range x.m {
 		if !e.stale {
 			continue
 		}
-		re, ok := l.entries[rel]
+		re, ok := l.Entries[rel]
 		if !ok {
 			if rel != "" {
 				x.DeleteTree(rel)
@@ -107,7 +107,7 @@ func (x *Index) reconcile(m *mapping, l *listing) {
 		if st.err != nil || !st.found || le.Type != re.Type || re.Type != e.Type {
 			continue
 		}
-		if matchesRemote(m, rel, &le, re, l.alg) {
+		if matchesRemote(m, rel, &le, re, l.Alg) {
 			x.m[rel] = le
 			x.gen++
 		}

@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import (
 	"crypto/sha256"
@@ -31,9 +31,17 @@ type Hold struct {
 	// the set of deletes of a mass delete.
 	same string
 	// mass: held by the mass-delete verdict alone, which the user may lift
-	// (see heldSet); a root problem is lifted only by the root.
+	// (see filesync.Engine.Release); a root problem is lifted only by the root.
 	mass bool
 }
+
+// Same identifies what h holds, to say it once: the root's problem, or the
+// set of deletes of a mass delete.
+func (h *Hold) Same() string { return h.same }
+
+// Mass reports whether h is held by the mass-delete verdict alone, which the
+// user may lift; a root problem is lifted only by the root.
+func (h *Hold) Mass() bool { return h.mass }
 
 // guard holds p's deletes when running them could lose files: the local root
 // is missing, no longer a directory, or on another device than when the
@@ -48,16 +56,16 @@ type Hold struct {
 // way of a directory).
 //
 // total is what the target held before the delete burst under way (see
-// deleteBurst), and the deletes are judged with what the burst already
+// DeleteBurst), and the deletes are judged with what the burst already
 // deleted (pl.prior): a delete cut into several batches (rm -rf under load, a
 // slow remover, with a dev server's log written beside it) is held as it
 // would be in one.
 //
 // pl.released lifts the mass-delete verdict for a plan whose deletes are all
-// at or under it: the user let exactly those through (see Engine.Release).
+// at or under it: the user let exactly those through (see filesync.Engine.Release).
 func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string) {
-	if len(p.Deletes) == 0 || pl.m.file {
-		return // a single-file mapping deletes one entry: its own
+	if len(p.Deletes) == 0 || pl.m.File {
+		return // a single-file Resolved deletes one entry: its own
 	}
 	n := 0
 	released := pl.released != nil
@@ -69,7 +77,7 @@ func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string
 	}
 	reason, hint := pl.rootProblem(total)
 	same, mass := reason, false
-	if burst := n + pl.prior; reason == "" && !pl.m.allowMassDelete && !released && burst > massDeleteMin && 2*burst > total {
+	if burst := n + pl.prior; reason == "" && !pl.m.AllowMassDelete && !released && burst > massDeleteMin && 2*burst > total {
 		reason = fmt.Sprintf("more than half of the %d entries the container has", total)
 		if pl.prior > 0 {
 			reason = fmt.Sprintf("with the %d deleted just before, more than half of the %d entries the container had", pl.prior, total)
@@ -101,8 +109,8 @@ func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string
 // rootProblem says why the local root cannot vouch for deletes under it, or
 // "" when it can. total is what the target holds for the mapping.
 func (pl *planner) rootProblem(total int) (reason, hint string) {
-	root := pl.m.root
-	fi, err := pl.m.fs().Stat(root)
+	root := pl.m.Root
+	fi, err := pl.m.FS().Stat(root)
 	if pl.rootGone && err == nil && fi.IsDir() {
 		err = fs.ErrNotExist // back already: the next change decides, against what is there then
 	}
@@ -118,7 +126,7 @@ func (pl *planner) rootProblem(total int) (reason, hint string) {
 		return fmt.Sprintf("local root %q is on another file system than when livesync started (unmounted?)", root),
 			"remount it, or restart livesync to sync what is there now"
 	}
-	if total > 0 && !pl.m.allowMassDelete && pl.rootEmpty() {
+	if total > 0 && !pl.m.AllowMassDelete && pl.rootEmpty() {
 		return fmt.Sprintf("local root %q is empty", root),
 			"if it was emptied on purpose, restart with --initial=mirror --allow-mass-delete"
 	}
@@ -134,18 +142,18 @@ func (pl *planner) rootEmpty() bool {
 	}
 	for _, n := range names {
 		st := pl.lstat(n)
-		if st.err != nil || st.found && !pl.m.ignored(n, st.e.Type == TypeDir) {
+		if st.err != nil || st.found && !pl.m.Ignored(n, st.e.Type == TypeDir) {
 			return false
 		}
 	}
 	return true
 }
 
-// guardInitial applies guard to an initial sync's plan p against the
+// GuardInitial applies guard to an initial sync's plan p against the
 // container listing l, and records the remote entries whose deletion is held
 // in idx (the index of what the target has), marked stale: a later batch or
 // rescan decides about them again.
-func guardInitial(m *mapping, p *Plan, idx *Index, l *listing) {
+func GuardInitial(m *Resolved, p *Plan, idx *Index, l *Listing) {
 	if l == nil || len(p.Deletes) == 0 {
 		return
 	}
@@ -154,7 +162,7 @@ func guardInitial(m *mapping, p *Plan, idx *Index, l *listing) {
 		dels[d] = true
 	}
 	sizes := map[string]int{}
-	for rel := range l.entries {
+	for rel := range l.Entries {
 		for a := rel; ; a = localtree.ParentRel(a) {
 			if dels[a] {
 				sizes[a]++
@@ -166,7 +174,7 @@ func guardInitial(m *mapping, p *Plan, idx *Index, l *listing) {
 		}
 	}
 	pl := newPlanner(m, idx)
-	pl.guard(p, len(l.entries), func(rel string) int { return max(sizes[rel], 1) }, "run again with --allow-mass-delete")
+	pl.guard(p, len(l.Entries), func(rel string) int { return max(sizes[rel], 1) }, "run again with --allow-mass-delete")
 	if p.Held == nil {
 		return
 	}
@@ -174,7 +182,7 @@ func guardInitial(m *mapping, p *Plan, idx *Index, l *listing) {
 	for _, d := range p.Held.Deletes {
 		held[d] = true
 	}
-	for rel, re := range l.entries {
+	for rel, re := range l.Entries {
 		if localtree.UnderAny(rel, held) {
 			idx.Put(rel, Entry{Type: re.Type, Mode: re.Mode, Size: re.Size, MTime: time.Unix(re.MTime, 0), Link: re.Link, stale: true})
 		}
@@ -182,7 +190,7 @@ func guardInitial(m *mapping, p *Plan, idx *Index, l *listing) {
 }
 
 // keep drops p's deletes at or under kept, and the copies at or under kept:
-// what a target holds stays held (see heldSet).
+// what a target holds stays held (see filesync.Engine.Release).
 func (p *Plan) keep(kept map[string]bool) {
 	if len(kept) == 0 {
 		return
@@ -191,8 +199,8 @@ func (p *Plan) keep(kept map[string]bool) {
 	p.Copies = slices.DeleteFunc(p.Copies, func(c Copy) bool { return localtree.UnderAny(c.Rel, kept) })
 }
 
-// commonRel returns the deepest path every one of rels is at or under.
-func commonRel(rels []string) string {
+// CommonRel returns the deepest path every one of rels is at or under.
+func CommonRel(rels []string) string {
 	if len(rels) == 0 {
 		return ""
 	}
@@ -205,14 +213,14 @@ func commonRel(rels []string) string {
 	return c
 }
 
-// deleteBurstGap is how long after a batch's deletes the next batch's count
-// with them (see deleteBurst): longer than a batch's cap, so that a remover
+// DeleteBurstGap is how long after a batch's deletes the next batch's count
+// with them (see DeleteBurst): longer than a batch's cap, so that a remover
 // that never pauses is one burst, and short enough that deletes a user makes
 // one after the other are judged each on its own.
-const deleteBurstGap = 2 * time.Second
+const DeleteBurstGap = 2 * time.Second
 
-// deleteBurst is the deletes a target ran for a mapping in batches that
-// followed each other by less than deleteBurstGap, as a remover (rm -rf,
+// DeleteBurst is the deletes a target ran for a mapping in batches that
+// followed each other by less than DeleteBurstGap, as a remover (rm -rf,
 // find -delete, git clean, a branch switch) cut into batches makes them: the
 // guard counts them with the next batch's, so that how the watcher cut it
 // does not decide whether it is held, and a slow remover whose every batch
@@ -229,32 +237,31 @@ const deleteBurstGap = 2 * time.Second
 // entry counted that its batch writes again elsewhere (see movedAway), and
 // what a later batch writes again where the burst deleted (rm -rf dist &&
 // tsc) is given back.
-type deleteBurst struct {
+type DeleteBurst struct {
 	last    time.Time       // when the last of its deletes ran or was held
 	before  int             // the entries the target held when it began
-	entries int             // the entries its deletes removed, of those
+	Entries int             // the entries its deletes removed, of those
 	added   map[string]bool // the entries its batches added
 	// gone is, per path the burst deleted, the entries it counted there
 	// that no later batch wrote again.
 	gone map[string]int
 }
 
-// burstAt is mapping i's delete burst under way in tg, or nil when there is
-// none or its last deletes ran deleteBurstGap or more ago.
-func (tg *target) burstAt(i int, now time.Time) *deleteBurst {
-	b := tg.deleted[i]
-	if b == nil || now.Sub(b.last) >= deleteBurstGap {
+// Ongoing is b while its deletes continue: nil when b is nil or its last
+// deletes ran DeleteBurstGap or more before now.
+func (b *DeleteBurst) Ongoing(now time.Time) *DeleteBurst {
+	if b == nil || now.Sub(b.last) >= DeleteBurstGap {
 		return nil
 	}
 	return b
 }
 
-// ranDeletes records mapping i's batch plan p, once applied, in tg's delete
-// burst: deletes it counted add to it (a new burst after a gap), and so does
-// a mass delete the guard held, which keeps it going; the entries it added
-// are the burst's own.
-func (tg *target) ranDeletes(i int, now time.Time, p *Plan) {
-	b := tg.burstAt(i, now)
+// Ran records a mapping's batch plan p, once applied, in b, the delete
+// burst under way (see Ongoing; nil if none), and returns the burst that
+// goes on, nil if none: deletes it counted add to it (a new burst after a
+// gap), and so does a mass delete the guard held, which keeps it going; the
+// entries it added are the burst's own.
+func (b *DeleteBurst) Ran(now time.Time, p *Plan) *DeleteBurst {
 	if b != nil {
 		for _, rel := range p.fresh {
 			b.giveBack(rel)
@@ -262,38 +269,34 @@ func (tg *target) ranDeletes(i int, now time.Time, p *Plan) {
 	}
 	if p.deleted > 0 || p.Held != nil && p.Held.mass {
 		if b == nil {
-			b = &deleteBurst{before: p.before, added: map[string]bool{}, gone: map[string]int{}}
-			if tg.deleted == nil {
-				tg.deleted = map[int]*deleteBurst{}
-			}
-			tg.deleted[i] = b
+			b = &DeleteBurst{before: p.before, added: map[string]bool{}, gone: map[string]int{}}
 		}
-		b.last, b.entries = now, b.entries+p.deleted
+		b.last, b.Entries = now, b.Entries+p.deleted
 		for d, n := range p.counted {
 			b.gone[d] += n
 		}
 	}
 	if b == nil {
-		delete(tg.deleted, i)
-		return
+		return nil
 	}
 	for _, rel := range p.fresh {
 		b.added[rel] = true
 	}
+	return b
 }
 
 // giveBack takes an entry written at rel off b's count when b deleted rel,
 // or a path above it, and counted what it deleted there.
-func (b *deleteBurst) giveBack(rel string) {
+func (b *DeleteBurst) giveBack(rel string) {
 	if a, ok := b.goneAbove(rel, nil); ok {
 		b.gone[a]--
-		b.entries--
+		b.Entries--
 	}
 }
 
 // givenBack is how many of the entries written at rels giveBack would take
 // off b's count.
-func (b *deleteBurst) givenBack(rels []string) int {
+func (b *DeleteBurst) givenBack(rels []string) int {
 	taken := map[string]int{}
 	for _, rel := range rels {
 		if a, ok := b.goneAbove(rel, taken); ok {
@@ -309,7 +312,7 @@ func (b *deleteBurst) givenBack(rels []string) int {
 
 // goneAbove returns the path at or above rel where b counted entries that
 // are still gone, less taken.
-func (b *deleteBurst) goneAbove(rel string, taken map[string]int) (string, bool) {
+func (b *DeleteBurst) goneAbove(rel string, taken map[string]int) (string, bool) {
 	for a := rel; ; a = localtree.ParentRel(a) {
 		if b.gone[a]-taken[a] > 0 {
 			return a, true
@@ -355,7 +358,7 @@ func movedAway(idx *Index, p *Plan, early map[string]bool) map[string]bool {
 		}
 	}
 	for _, d := range p.Deletes {
-		idx.walk(d, func(rel string) {
+		idx.Walk(d, func(rel string) {
 			e, ok := idx.Get(rel)
 			if !ok || early[rel] {
 				return

@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
@@ -20,14 +20,14 @@ type Move struct {
 // source does.
 const moveMin = 64 << 10
 
-// findMoves sets p.Moves: for each file p copies that is at least moveMin,
+// FindMoves sets p.Moves: for each file p copies that is at least moveMin,
 // an entry of idx with its size and sha256 that p does not copy over, where
 // p does not delete the destination first. Only where the container has
 // sha256sum (alg, from its listing), which checks each source before
 // anything is moved. A local file is hashed only when idx holds one of its
 // size, and is not moved when it changed while hashed.
-func findMoves(m *mapping, idx *Index, p *Plan, alg string) {
-	if m.file || alg != "sha256sum" {
+func FindMoves(m *Resolved, idx *Index, p *Plan, alg string) {
+	if m.File || alg != "sha256sum" {
 		return
 	}
 	var big []int
@@ -61,7 +61,7 @@ func findMoves(m *mapping, idx *Index, p *Plan, alg string) {
 			continue
 		}
 		sum, err := hashFile(c.Src)
-		if err != nil || !sameFile(m, c) {
+		if err != nil || !SameFile(m, c) {
 			continue
 		}
 		for _, s := range srcs {
@@ -80,21 +80,21 @@ func findMoves(m *mapping, idx *Index, p *Plan, alg string) {
 	}
 }
 
-// sameFile reports whether c's local file is still what c planned (size,
+// SameFile reports whether c's local file is still what c planned (size,
 // mtime, mode): what was hashed is what is recorded.
-func sameFile(m *mapping, c Copy) bool {
-	fi, err := m.fs().Lstat(c.Src)
+func SameFile(m *Resolved, c Copy) bool {
+	fi, err := m.FS().Lstat(c.Src)
 	if err != nil {
 		return false
 	}
-	e, ok := entryOf(fi)
+	e, ok := EntryOf(fi)
 	return ok && e.Type == c.Type && e.Size == c.Size && e.MTime.Equal(c.MTime) && e.Mode == c.Mode
 }
 
-// moveArgs splits p's copies into those the container moves or copies
+// MoveArgs splits p's copies into those the container moves or copies
 // itself, as apply.sh's arguments, and those the archive carries; a move's
 // source goes away only where p deletes it.
-func moveArgs(m *mapping, p *Plan) (moves [][2]string, sent []Copy) {
+func MoveArgs(m *Resolved, p *Plan) (moves [][2]string, sent []Copy) {
 	if len(p.Moves) == 0 {
 		return nil, p.Copies
 	}
@@ -109,7 +109,7 @@ func moveArgs(m *mapping, p *Plan) (moves [][2]string, sent []Copy) {
 			continue
 		}
 		keep := !localtree.UnderAny(mv.Src, deleted)
-		moves = append(moves, remote.MoveArgs("./"+m.remoteName(mv.Src), "./"+c.Name, mv.Sum, keep, c.Mode))
+		moves = append(moves, remote.MoveArgs("./"+m.RemoteName(mv.Src), "./"+c.Name, mv.Sum, keep, c.Mode))
 	}
 	return moves, sent
 }

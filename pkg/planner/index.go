@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import (
 	"crypto/sha256"
@@ -50,8 +50,8 @@ type Entry struct {
 	retype bool
 }
 
-// entryOf describes fi, and false for types that are not synced.
-func entryOf(fi fs.FileInfo) (Entry, bool) {
+// EntryOf describes fi, and false for types that are not synced.
+func EntryOf(fi fs.FileInfo) (Entry, bool) {
 	e := Entry{Mode: localtree.Perm(fi), MTime: fi.ModTime()}
 	e.Ino, e.CTime, _ = localtree.IdentityOf(fi)
 	switch {
@@ -112,7 +112,7 @@ type Index struct {
 	// seconds).
 	kids map[string]map[string]struct{}
 	// gen counts changes, so a saved copy is taken only when there is
-	// something new to save (see Engine.save).
+	// something new to save (see Gen).
 	gen uint64
 }
 
@@ -165,7 +165,7 @@ func (x *Index) DeleteTree(rel string) {
 		clear(x.kids)
 		return
 	}
-	x.walk(rel, func(p string) {
+	x.Walk(rel, func(p string) {
 		delete(x.m, p)
 		delete(x.kids, p)
 	})
@@ -174,10 +174,10 @@ func (x *Index) DeleteTree(rel string) {
 	}
 }
 
-// countTree returns how many entries rel and everything under it hold.
-func (x *Index) countTree(rel string) int {
+// CountTree returns how many entries rel and everything under it hold.
+func (x *Index) CountTree(rel string) int {
 	n := 0
-	x.walk(rel, func(p string) {
+	x.Walk(rel, func(p string) {
 		if _, ok := x.m[p]; ok {
 			n++
 		}
@@ -195,10 +195,10 @@ func (x *Index) children(rel string) []string {
 	return out
 }
 
-// walk calls fn for rel and every path under it, children before parents.
-func (x *Index) walk(rel string, fn func(string)) {
+// Walk calls fn for rel and every path under it, children before parents.
+func (x *Index) Walk(rel string, fn func(string)) {
 	for k := range x.kids[rel] {
-		x.walk(k, fn)
+		x.Walk(k, fn)
 	}
 	fn(rel)
 }
@@ -235,8 +235,8 @@ func hashWith(name string, h hash.Hash) ([]byte, error) {
 	return h.Sum(nil), nil
 }
 
-// treeBytes is the file content of a local tree.
-func treeBytes(tree map[string]Entry) int64 {
+// TreeBytes is the file content of a local tree.
+func TreeBytes(tree map[string]Entry) int64 {
 	var n int64
 	for _, e := range tree {
 		if e.Type == TypeFile {
@@ -245,3 +245,13 @@ func treeBytes(tree map[string]Entry) int64 {
 	}
 	return n
 }
+
+// Gen counts x's changes: a saved copy is taken only when it moved (see
+// Records).
+func (x *Index) Gen() uint64 { return x.gen }
+
+// Bytes is what x's files hold, in bytes.
+func (x *Index) Bytes() int64 { return TreeBytes(x.m) }
+
+// Stale reports whether e's state in the target is unknown (see Entry).
+func (e Entry) Stale() bool { return e.stale }

@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import (
 	"errors"
@@ -35,21 +35,21 @@ func (m Mapping) String() string { return string(m.Local) + ":" + string(m.Remot
 func ParseMapping(s string) (Mapping, error) {
 	i := strings.LastIndex(s, ":/")
 	if i < 0 {
-		return Mapping{}, fmt.Errorf("parsing mapping %q: want LOCAL:REMOTE with an absolute REMOTE path, e.g. ./src:/app", s)
+		return Mapping{}, fmt.Errorf("parsing Resolved %q: want LOCAL:REMOTE with an absolute REMOTE path, e.g. ./src:/app", s)
 	}
 	local, remote := s[:i], s[i+1:]
 	switch {
 	case local == "":
-		return Mapping{}, fmt.Errorf("parsing mapping %q: LOCAL is empty", s)
+		return Mapping{}, fmt.Errorf("parsing Resolved %q: LOCAL is empty", s)
 	case strings.ContainsRune(s, 0):
-		return Mapping{}, fmt.Errorf("parsing mapping %q: contains a NUL byte", s)
+		return Mapping{}, fmt.Errorf("parsing Resolved %q: contains a NUL byte", s)
 	case isBareDrive(local):
 		// C: alone is that drive's current directory, whatever it is.
-		return Mapping{}, fmt.Errorf("parsing mapping %q: LOCAL %q is only a drive; write %s\\ for its root or %s. for its current directory", s, local, local, local)
+		return Mapping{}, fmt.Errorf("parsing Resolved %q: LOCAL %q is only a drive; write %s\\ for its root or %s. for its current directory", s, local, local, local)
 	}
 	remote = path.Clean(remote)
 	if remote == "/" {
-		return Mapping{}, fmt.Errorf("parsing mapping %q: refusing to sync into the container's root directory; name a directory such as /app", s)
+		return Mapping{}, fmt.Errorf("parsing Resolved %q: refusing to sync into the container's root directory; name a directory such as /app", s)
 	}
 	return Mapping{Local: LocalPath(filepath.Clean(local)), Remote: RemotePath(remote)}, nil
 }
@@ -67,7 +67,7 @@ func ValidateMappings(ms []Mapping) error {
 	var errs []error
 	for _, m := range ms {
 		if _, err := os.Stat(string(m.Local)); err != nil {
-			errs = append(errs, fmt.Errorf("mapping %q: local path %q: %w", m, m.Local, err))
+			errs = append(errs, fmt.Errorf("Resolved %q: local path %q: %w", m, m.Local, err))
 		}
 	}
 	for i, a := range ms {
@@ -89,26 +89,32 @@ func isUnder(p, dir string) bool {
 	return strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
-// mapping is a Mapping resolved for use: absolute local path, and the
+// Matcher says which paths not to sync. rel is slash-separated and relative to
+// the mapping's local root; pkg/ignore implements it.
+type Matcher interface {
+	Match(rel string, isDir bool) bool
+}
+
+// Resolved is a Mapping resolved for use: absolute local path, and the
 // directories scripts run in.
-type mapping struct {
+type Resolved struct {
 	Mapping
-	root  string // absolute local root (file or directory)
-	file  bool   // LOCAL is a single file: rel "" names it
+	Root  string // absolute local root (file or directory)
+	File  bool   // LOCAL is a single file: rel "" names it
 	match Matcher
 	localSide
 	// unreadable is what could not be read, left out until it changes.
-	unreadable localtree.UnreadableSet
+	Unreadable localtree.UnreadableSet
 }
 
-// newMapping resolves m for use. A LOCAL that is or goes through a symlink
+// Resolve resolves m for use. A LOCAL that is or goes through a symlink
 // is resolved once, here: the planner Lstats the root and the archive opens
 // files with O_NOFOLLOW, so a linked root would be planned as a link (an
 // entry with no name for a directory, a dangling link in the container for
 // a file). Changes must then name paths under the resolved root, as the
 // watcher does when given the same resolved path. A LOCAL that does not
 // exist keeps its absolute path: the initial sync reports it missing.
-func newMapping(m Mapping, match Matcher) (*mapping, error) {
+func Resolve(m Mapping, match Matcher) (*Resolved, error) {
 	abs, err := filepath.Abs(string(m.Local))
 	if err != nil {
 		return nil, fmt.Errorf("resolving local path %q: %w", m.Local, err)
@@ -117,38 +123,38 @@ func newMapping(m Mapping, match Matcher) (*mapping, error) {
 		abs = real
 	}
 	fi, err := os.Stat(abs)
-	mm := &mapping{Mapping: m, root: abs, file: err == nil && !fi.IsDir(), match: match}
+	mm := &Resolved{Mapping: m, Root: abs, File: err == nil && !fi.IsDir(), match: match}
 	mm.probeRoot()
 	return mm, nil
 }
 
-// remoteDir is the directory the remote scripts cd into.
-func (m *mapping) remoteDir() RemotePath {
-	if m.file {
+// RemoteDir is the directory the remote scripts cd into.
+func (m *Resolved) RemoteDir() RemotePath {
+	if m.File {
 		return RemotePath(path.Dir(string(m.Remote)))
 	}
 	return m.Remote
 }
 
-// remoteName turns rel into a name relative to remoteDir.
-func (m *mapping) remoteName(rel string) string {
-	if m.file {
+// RemoteName turns rel into a name relative to RemoteDir.
+func (m *Resolved) RemoteName(rel string) string {
+	if m.File {
 		return path.Base(string(m.Remote))
 	}
 	return rel
 }
 
-// localPath turns rel into an absolute local path.
-func (m *mapping) localPath(rel string) string {
+// LocalPath turns rel into an absolute local path.
+func (m *Resolved) LocalPath(rel string) string {
 	if rel == "" {
-		return m.root
+		return m.Root
 	}
-	return filepath.Join(m.root, filepath.FromSlash(rel))
+	return filepath.Join(m.Root, filepath.FromSlash(rel))
 }
 
-// ignored reports whether rel or any of its parents is ignored. The root is
+// Ignored reports whether rel or any of its parents is ignored. The root is
 // never ignored.
-func (m *mapping) ignored(rel string, isDir bool) bool {
+func (m *Resolved) Ignored(rel string, isDir bool) bool {
 	if m.match == nil || rel == "" {
 		return false
 	}

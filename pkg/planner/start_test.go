@@ -1,4 +1,4 @@
-package filesync
+package planner
 
 import (
 	"context"
@@ -7,29 +7,27 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 	"github.com/livesync-dev/kubectl-livesync/pkg/threeway"
 )
 
 // startFixture syncs local into remote as a first start would, and
 // returns the mapping and the records an Ancestry would have saved.
-func startFixture(t *testing.T, ex Executor, local, remote string) (*mapping, []Record) {
+func startFixture(t *testing.T, ex Executor, local, remote string) (*Resolved, []Record) {
 	t.Helper()
 	m := testMapping(t, local, remote, globMatcher{"*.pyc"})
-	l, err := listRemote(context.Background(), ex, testTarget, m, false)
+	l, err := ListRemote(context.Background(), ex, testTarget, m, false)
 	must(t, err)
-	tree, _, err := localTree(m)
+	tree, _, err := LocalTree(m)
 	must(t, err)
-	p, idx, err := planInitial(m, tree, l, InitialUpload)
+	p, idx, err := Initial(m, tree, l, InitialUpload)
 	must(t, err)
 	res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
 	must(t, err)
-	idx.apply(p, res.Result)
+	idx.Apply(p, res.Result)
 	return m, idx.Records()
 }
 
@@ -49,7 +47,7 @@ func TestPlanStart(t *testing.T) {
 		"both-gone": "bg",
 	})
 	m, saved := startFixture(t, ex, local, remote)
-	anc := indexOf(saved)
+	anc := IndexOf(saved)
 	if anc.Len() != len(saved) || anc.Len() == 0 {
 		t.Fatalf("records round trip: %d of %d", anc.Len(), len(saved))
 	}
@@ -68,19 +66,19 @@ func TestPlanStart(t *testing.T) {
 	must(t, os.Remove(filepath.Join(remote, "both-gone")))
 	must(t, os.Remove(filepath.Join(remote, "gen/gone")))
 
-	l, err := listRemote(context.Background(), ex, testTarget, m, true)
+	l, err := ListRemote(context.Background(), ex, testTarget, m, true)
 	must(t, err)
-	for rel, re := range l.entries {
+	for rel, re := range l.Entries {
 		if re.Sum != nil {
-			t.Fatalf("a stat listing hashed %s", rel)
+			t.Fatalf("a stat Listing hashed %s", rel)
 		}
 	}
-	if l.alg != "sha256sum" {
-		t.Fatalf("a stat listing names the tool %q, want sha256sum (moves and deltas rely on it)", l.alg)
+	if l.Alg != "sha256sum" {
+		t.Fatalf("a stat Listing names the tool %q, want sha256sum (moves and deltas rely on it)", l.Alg)
 	}
-	tree, _, err := localTree(m)
+	tree, _, err := LocalTree(m)
 	must(t, err)
-	p, idx, decided := planStart(m, tree, l, anc, time.Now(), listedGen)
+	p, idx, decided := ThreeWay(m, tree, l, anc, time.Now(), listedGen)
 	want := map[string]threeway.Action{
 		"edited": threeway.Send, "created": threeway.Send, "gone": threeway.Delete, "olddir": threeway.Delete,
 		"olddir/a": threeway.Delete, "olddir/b": threeway.Delete, "lib/x": threeway.Send,
@@ -118,7 +116,7 @@ func TestPlanStart(t *testing.T) {
 
 	res, err := apply(context.Background(), ex, testTarget, m, p, tarstream.Options{})
 	must(t, err)
-	idx.apply(p, res.Result)
+	idx.Apply(p, res.Result)
 	got := readTree(t, remote)
 	for rel, want := range map[string]string{
 		"edited": "v2 longer", "created": "c", "lib/x": "lib v1", "gen/out": "gen container",
@@ -145,11 +143,11 @@ func TestPlanStartDeleteKeepsContainerChange(t *testing.T) {
 	m, saved := startFixture(t, ex, local, remote)
 	must(t, os.RemoveAll(filepath.Join(local, "gen")))
 	writeTree(t, remote, map[string]string{"gen/sub/b": "b from the container"})
-	l, err := listRemote(context.Background(), ex, testTarget, m, true)
+	l, err := ListRemote(context.Background(), ex, testTarget, m, true)
 	must(t, err)
-	tree, _, err := localTree(m)
+	tree, _, err := LocalTree(m)
 	must(t, err)
-	p, _, decided := planStart(m, tree, l, indexOf(saved), time.Now(), listedGen)
+	p, _, decided := ThreeWay(m, tree, l, IndexOf(saved), time.Now(), listedGen)
 	if decided["gen/sub/b"] != threeway.Theirs || decided["gen"] != threeway.Leave || decided["gen/sub"] != threeway.Leave {
 		t.Errorf("decided %v", decided)
 	}
@@ -162,9 +160,9 @@ func TestLocalSameByStat(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"f": "content"})
 	m := testMapping(t, dir, "/app", nil)
-	tree, _, err := localTree(m)
+	tree, _, err := LocalTree(m)
 	must(t, err)
-	le := tree.entries["f"]
+	le := tree.Entries["f"]
 	wrong := [32]byte{1} // not the file's hash: only a read would tell
 	a := le
 	a.Sum = &wrong
@@ -184,9 +182,9 @@ func TestLocalSameByStat(t *testing.T) {
 	}
 	must(t, os.Chmod(filepath.Join(dir, "f"), 0o600))
 	must(t, os.Chmod(filepath.Join(dir, "f"), le.Mode))
-	tree, _, err = localTree(m)
+	tree, _, err = LocalTree(m)
 	must(t, err)
-	if l := tree.entries["f"]; localSame(m, "f", a, &l, time.Now().Add(time.Hour)) {
+	if l := tree.Entries["f"]; localSame(m, "f", a, &l, time.Now().Add(time.Hour)) {
 		t.Error("a file whose ctime changed was not read again")
 	}
 }
@@ -207,18 +205,18 @@ func TestPlanStartMassDeleteHeld(t *testing.T) {
 			must(t, os.Remove(filepath.Join(local, rel)))
 		}
 	}
-	l, err := listRemote(context.Background(), ex, testTarget, m, true)
+	l, err := ListRemote(context.Background(), ex, testTarget, m, true)
 	must(t, err)
-	tree, _, err := localTree(m)
+	tree, _, err := LocalTree(m)
 	must(t, err)
-	p, idx, _ := planStart(m, tree, l, indexOf(saved), time.Now(), listedGen)
-	guardInitial(m, p, idx, l)
+	p, idx, _ := ThreeWay(m, tree, l, IndexOf(saved), time.Now(), listedGen)
+	GuardInitial(m, p, idx, l)
 	if p.Held == nil || len(p.Deletes) != 0 {
 		t.Fatalf("deletes not held: %d deletes, held %+v", len(p.Deletes), p.Held)
 	}
 }
 
-// Saved records round-trip through Records and indexOf, an unknown entry
+// Saved records round-trip through Records and IndexOf, an unknown entry
 // stays unknown, and a record with a path that is not clean is dropped.
 func TestRecordsRoundTrip(t *testing.T) {
 	x := NewIndex()
@@ -228,7 +226,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 	x.Put("d/l", Entry{Type: TypeSymlink, Link: "../a"})
 	x.Put("s", Entry{Type: TypeFile, Sum: &sum, stale: true})
 	recs := append(x.Records(), Record{Path: "../escape", Type: uint8(TypeFile)}, Record{Path: "x", Type: 9})
-	y := indexOf(recs)
+	y := IndexOf(recs)
 	if y.Len() != 4 {
 		t.Fatalf("round trip: %d entries", y.Len())
 	}
@@ -240,142 +238,6 @@ func TestRecordsRoundTrip(t *testing.T) {
 	}
 	if e, _ := y.Get("d/l"); e.Link != "../a" {
 		t.Errorf("d/l: %+v", e)
-	}
-}
-
-// fakeAncestry is an Ancestry in memory: what Confirmed got is what the
-// next Start hands back when the container is the same.
-type fakeAncestry struct {
-	mu     sync.Mutex
-	saved  map[string][][]Record // by container ID
-	starts []string
-	n      int // Confirmed calls
-}
-
-func (a *fakeAncestry) Start(t Target) Start {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if s, ok := a.saved[t.ContainerID]; ok {
-		a.starts = append(a.starts, StartSaved)
-		return Start{From: StartSaved, Saved: s, SavedAt: time.Now()}
-	}
-	a.starts = append(a.starts, StartNone)
-	return Start{From: StartNone}
-}
-
-func (a *fakeAncestry) Confirmed(t Target, ms [][]Record) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.saved[t.ContainerID] = ms
-	a.n++
-}
-
-// confirmed returns how many times Confirmed was called, and whether the
-// last index handed over holds rel.
-func (a *fakeAncestry) confirmed(id, rel string) (int, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, m := range a.saved[id] {
-		for _, r := range m {
-			if r.Path == rel {
-				return a.n, true
-			}
-		}
-	}
-	return a.n, false
-}
-
-// A worker hands its index over after the initial sync, then at most every
-// saveEvery: batches in between cost no copy of the whole index, and what
-// the last of them confirmed is handed over when the interval ends, without
-// another batch to wake the worker.
-func TestEngineSavesAtMostEverySaveEvery(t *testing.T) {
-	anc := &fakeAncestry{saved: map[string][][]Record{}}
-	f := newEngineFixture(t, Config{}, WithAncestry(anc))
-	tg := podTarget("web-1")
-	f.e.AddTarget(tg)
-	f.run(t)
-	wait[InitialSync](t, f.rec)
-	start := time.Now()
-	poll := func(what string, ok func() bool) {
-		t.Helper()
-		for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatalf("%s: %d hand-overs", what, anc.n)
-			}
-		}
-	}
-	poll("the initial sync's index", func() bool { n, ok := anc.confirmed(tg.ContainerID, "a"); return n == 1 && ok })
-	for _, name := range []string{"b1", "b2", "b3"} {
-		writeTree(t, f.local, map[string]string{name: name})
-		if b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, name)}, 1); b.Changed != 1 {
-			t.Fatalf("batch %s = %+v", name, b)
-		}
-	}
-	if n, _ := anc.confirmed(tg.ContainerID, "b3"); n != 1 && time.Since(start) < saveEvery {
-		t.Fatalf("%d hand-overs within %v of the first, want 1", n, time.Since(start))
-	}
-	poll("b3 handed over once the interval ended", func() bool { _, ok := anc.confirmed(tg.ContainerID, "b3"); return ok })
-	if n, _ := anc.confirmed(tg.ContainerID, "b3"); n > 3 {
-		t.Errorf("%d hand-overs for three batches in %v, want at most one per %v after the first", n, time.Since(start), saveEvery)
-	}
-}
-
-// An engine hands its confirmed index to its Ancestry, and the next
-// engine of the same container starts three-way from it: a local delete
-// made in between reaches the container (a first start would leave it
-// there), and a container change is kept; a restarted container starts
-// from nothing, and the local side wins.
-func TestEngineStartsFromSavedAncestor(t *testing.T) {
-	anc := &fakeAncestry{saved: map[string][][]Record{}}
-	f := newEngineFixture(t, Config{}, WithAncestry(anc))
-	tg := podTarget("web-1")
-	f.e.AddTarget(tg)
-	if ok, err := f.e.Once(context.Background()); !ok || err != nil {
-		t.Fatalf("Once = %v, %v", ok, err)
-	}
-	if len(anc.saved[tg.ContainerID]) != 1 || len(anc.saved[tg.ContainerID][0]) == 0 {
-		t.Fatalf("nothing confirmed: %v", anc.saved)
-	}
-	must(t, os.Remove(filepath.Join(f.local, "a")))
-	writeTree(t, f.remote("web-1"), map[string]string{"d/x": "the container's"})
-	again := New(f.ex, Config{Mappings: f.e.cfg.Mappings}, WithAncestry(anc), WithReporter(f.rec))
-	again.AddTarget(tg)
-	if ok, err := again.Once(context.Background()); !ok || err != nil {
-		t.Fatalf("Once = %v, %v", ok, err)
-	}
-	got := readTree(t, f.remote("web-1"))
-	if _, ok := got["a"]; ok {
-		t.Error("a local delete made while stopped did not reach the container")
-	}
-	if anc.starts[1] != StartSaved {
-		t.Errorf("starts %v", anc.starts)
-	}
-	// An unlisted container change: the local side wins.
-	if !strings.Contains(got["d/x"], "x") || strings.Contains(got["d/x"], "container") {
-		t.Errorf("d/x = %q, want the local x", got["d/x"])
-	}
-	evs := eventsOf[Ancestor](f.rec)
-	var seen bool
-	for _, a := range evs {
-		if a.From == StartSaved && a.ThreeWay && a.Decided["delete"] == 1 && a.Decided["send"] == 1 {
-			seen = true
-		}
-	}
-	if !seen {
-		t.Errorf("no three-way ancestor event among %v", evs)
-	}
-
-	// A restarted container: nothing saved for it.
-	restarted := tg
-	restarted.ContainerID = "web-1-2"
-	third := New(f.ex, Config{Mappings: f.e.cfg.Mappings}, WithAncestry(anc), WithReporter(f.rec))
-	third.AddTarget(restarted)
-	if ok, err := third.Once(context.Background()); !ok || err != nil {
-		t.Fatalf("Once = %v, %v", ok, err)
-	}
-	if anc.starts[2] != StartNone {
-		t.Errorf("starts %v", anc.starts)
 	}
 }
 
@@ -391,12 +253,12 @@ func TestPlanInitialLeavesContainersOwnWrites(t *testing.T) {
 	old := started.Add(-time.Hour)
 	must(t, os.Chtimes(filepath.Join(remote, "gen/image"), old, old))
 	m := testMapping(t, local, remote, nil)
-	l, err := listRemote(context.Background(), ex, testTarget, m, false)
+	l, err := ListRemote(context.Background(), ex, testTarget, m, false)
 	must(t, err)
-	tree, _, err := localTree(m)
+	tree, _, err := LocalTree(m)
 	must(t, err)
 	theirs := func(rel string, re remoteEntry) bool { return re.MTime > started.Unix() && listedGen(rel, false) }
-	p, idx, err := planInitialWith(m, tree, l, InitialUpload, theirs)
+	p, idx, err := InitialWith(m, tree, l, InitialUpload, theirs)
 	must(t, err)
 	assertPlan(t, p, []string{"gen/image", "src/new"}, nil)
 	if _, ok := idx.Get("gen/new"); ok {
@@ -419,66 +281,14 @@ func TestPlanStartTypeChangeKeepsListed(t *testing.T) {
 		must(t, os.Remove(filepath.Join(remote, n)))
 	}
 	writeTree(t, remote, map[string]string{"cfg/a.json": "{}", "other/b.txt": "b"})
-	l, err := listRemote(context.Background(), ex, testTarget, m, true)
+	l, err := ListRemote(context.Background(), ex, testTarget, m, true)
 	must(t, err)
-	tree, _, err := localTree(m)
+	tree, _, err := LocalTree(m)
 	must(t, err)
 	listed := func(rel string, _ bool) bool { return strings.HasSuffix(rel, ".json") }
-	p, _, decided := planStart(m, tree, l, indexOf(saved), time.Now(), listed)
+	p, _, decided := ThreeWay(m, tree, l, IndexOf(saved), time.Now(), listed)
 	if decided["cfg"] != threeway.Leave || decided["cfg/a.json"] != threeway.Back || decided["other"] != threeway.Send {
 		t.Errorf("decided %v", decided)
 	}
 	assertPlan(t, p, []string{"other"}, []string{"other"})
-}
-
-// A start decides an unlisted file by its content where its stat data
-// cannot: a container rewrite that kept the size within tar's second is a
-// change (the local side wins, as a cold start's hashes would say), and an
-// mtime that alone moved (a delta, an in-container copy) is none.
-func TestStartDecidesByContent(t *testing.T) {
-	for name, ex := range executors(t) {
-		t.Run(name, func(t *testing.T) {
-			anc := &fakeAncestry{saved: map[string][][]Record{}}
-			f := newEngineFixture(t, Config{}, WithAncestry(anc))
-			f.ex.Runner = ex.Runner
-			tg := podTarget("web-1")
-			f.e.AddTarget(tg)
-			if ok, err := f.e.Once(context.Background()); !ok || err != nil {
-				t.Fatalf("Once = %v, %v", ok, err)
-			}
-			fi, err := os.Stat(filepath.Join(f.local, "a"))
-			must(t, err)
-			rewritten := filepath.Join(f.remote("web-1"), "a")
-			must(t, os.WriteFile(rewritten, []byte("b"), 0o644))
-			same := time.Unix(fi.ModTime().Unix(), 500_000_000)
-			must(t, os.Chtimes(rewritten, same, same))
-			touched := filepath.Join(f.remote("web-1"), "d/x")
-			hourAgo := time.Now().Add(-time.Hour).Truncate(time.Second)
-			must(t, os.Chtimes(touched, hourAgo, hourAgo))
-
-			again := New(f.ex, Config{Mappings: f.e.cfg.Mappings}, WithAncestry(anc), WithReporter(f.rec))
-			again.AddTarget(tg)
-			if ok, err := again.Once(context.Background()); !ok || err != nil {
-				t.Fatalf("Once = %v, %v", ok, err)
-			}
-			if got := readTree(t, f.remote("web-1"))["a"]; !strings.HasSuffix(got, " a") {
-				t.Errorf("container a = %s, want the local a", got)
-			}
-			var (
-				decided  map[string]int
-				examples []string
-			)
-			for _, a := range eventsOf[Ancestor](f.rec) {
-				if a.ThreeWay {
-					decided, examples = a.Decided, a.Examples
-				}
-			}
-			if decided["send"] != 1 || len(decided) != 1 {
-				t.Errorf("decided %v (%q), want one send (a; d/x kept)", decided, examples)
-			}
-			if fi, err := os.Stat(touched); err != nil || !fi.ModTime().Equal(hourAgo) {
-				t.Errorf("d/x was sent again: %v", err)
-			}
-		})
-	}
 }
