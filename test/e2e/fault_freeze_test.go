@@ -42,19 +42,7 @@ type tarFreezer struct {
 // open events.
 func startTarFreezer(t *testing.T, ns, pod, remote string) *tarFreezer {
 	t.Helper()
-	p, err := e.client.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cid := ""
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == "app" {
-			_, cid, _ = strings.Cut(cs.ContainerID, "://")
-		}
-	}
-	if cid == "" {
-		t.Fatalf("pod %s has no running app container to freeze a tar in", pod)
-	}
+	cid := appContainerID(t, ns, pod)
 	pid, err := containerPID(cid)
 	if err != nil {
 		t.Fatalf("the tar freezer: %v", err)
@@ -200,6 +188,24 @@ func killFrozen(t *testing.T, pid int) {
 	})
 }
 
+// appContainerID returns the ID of the running container app of pod, as containerd names it.
+func appContainerID(t *testing.T, ns, pod string) string {
+	t.Helper()
+	p, err := e.client.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == "app" && cs.State.Running != nil {
+			if _, cid, _ := strings.Cut(cs.ContainerID, "://"); cid != "" {
+				return cid
+			}
+		}
+	}
+	t.Fatalf("pod %s has no running app container", pod)
+	return ""
+}
+
 // containerPID finds a process of the container with this ID on this host: one whose cgroup
 // names it (containerd's cgroup paths end in the ID, under cgroupfs and systemd alike).
 func containerPID(cid string) (int, error) {
@@ -218,4 +224,93 @@ func containerPID(cid string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no process of container %.12s on this host: the tar freezer needs the node to be this machine", cid)
+}
+
+// --- stream loops on the local node ------------------------------------------------------------
+
+// streamLoops returns the pids (on this host) of the stream loops in container cid: the shells
+// that run stream.sh, as the client starts it (`sh -c SCRIPT livesync-stream`), but not the
+// subshells they fork for a batch, which share their command line.
+func streamLoops(cid string) []int {
+	var shells []int
+	parent := map[int]int{}
+	for _, pid := range procs() {
+		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil || !strings.Contains(string(cg), cid) {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if err != nil || len(argv) != 4 || argv[1] != "-c" || argv[3] != "livesync-stream" {
+			continue
+		}
+		if _, ppid, ok := procStat(pid); ok {
+			shells = append(shells, pid)
+			parent[pid] = ppid
+		}
+	}
+	var loops []int
+	for _, pid := range shells {
+		if _, sub := parent[parent[pid]]; !sub {
+			loops = append(loops, pid)
+		}
+	}
+	return loops
+}
+
+// procs lists the pids of this host.
+func procs() []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, de := range ents {
+		if pid, err := strconv.Atoi(de.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// procStat returns the state letter and the parent of pid; ok is false when it is gone.
+func procStat(pid int) (state byte, ppid int, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	// The fields after the command's closing parenthesis, which may itself hold one.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return f[0][0], ppid, err == nil
+}
+
+// unreadStdin returns how many bytes wait in the pipe on pid's stdin, unread.
+func unreadStdin(pid int) (int, error) {
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/fd/0", pid), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	return unix.IoctlGetInt(fd, unix.TIOCINQ) // FIONREAD: a pipe answers it too
+}
+
+// idleLoop says whether the stream loop pid waits for its next frame: asleep, running no batch
+// (no child) and with nothing unread on its stdin. A loop between the steps of a frame runs, or
+// has a child (dd, the batch's subshell) or bytes to read.
+func idleLoop(pid int) bool {
+	state, _, ok := procStat(pid)
+	if !ok || state != 'S' {
+		return false
+	}
+	if n, err := unreadStdin(pid); err != nil || n > 0 {
+		return false
+	}
+	for _, c := range procs() {
+		if _, ppid, ok := procStat(c); ok && ppid == pid {
+			return false
+		}
+	}
+	return true
 }
