@@ -318,13 +318,13 @@ func faultList() []fault {
 			if !f.g.do(func() string { return f.g.createSized(maxFileBytes) }) {
 				f.fatalf("the generator could not create a file")
 			}
-			pid, ok := fz.next(20 * time.Second)
+			tar, ok := fz.next(20 * time.Second)
 			if !ok {
 				f.fatalf("no tar extracting in pod %s to freeze: %s", p.Name, fz.why())
 			}
-			t.Cleanup(func() { killFrozen(t, pid) })
+			t.Cleanup(func() { killFrozen(t, tar) })
 			f.inject()
-			t.Logf("tar (pid %d on the node) frozen in pod %s", pid, p.Name)
+			t.Logf("tar (pid %d on the node) frozen in pod %s", tar.pid, p.Name)
 			f.secondHalf()
 		}},
 		// A stream the client gave up on may still hold frames in flight (a stalled link, a
@@ -373,18 +373,18 @@ func faultList() []fault {
 				f.fatalf("%v", err)
 			}
 			holds("v0", fmt.Sprintf("%x", sha256.Sum256(b0)), burstTimeout)
-			var loop int
+			var loop nodeProc
 			if !poll(20*time.Second, func() bool {
 				loops := streamLoops(cid)
 				if len(loops) == 1 && idleLoop(loops[0]) {
-					loop = loops[0]
+					loop, _ = procOf(loops[0])
 				}
-				return loop != 0
+				return loop.pid != 0
 			}) {
 				f.fatalf("no idle stream loop in pod %s (loops %v): the fault needs the stream transport", p.Name, streamLoops(cid))
 			}
-			if err := unix.Kill(loop, unix.SIGSTOP); err != nil {
-				f.fatalf("stopping the stream loop (pid %d) of pod %s: %v", loop, p.Name, err)
+			if err := loop.signal(unix.SIGSTOP); err != nil {
+				f.fatalf("stopping the stream loop (pid %d) of pod %s: %v", loop.pid, p.Name, err)
 			}
 			t.Cleanup(func() { killFrozen(t, loop) })
 			f.inject()
@@ -392,25 +392,27 @@ func faultList() []fault {
 			v1 := version("v1", n1)
 			held := 0
 			if !poll(20*time.Second, func() bool {
-				held, _ = unreadStdin(loop)
+				held, _ = unreadStdin(loop.pid)
 				return held >= n1
 			}) {
-				f.fatalf("v1 of %s (%d B) is not held in the stopped loop (pid %d) of pod %s: %d B unread on its stdin", rel, n1, loop, p.Name, held)
+				f.fatalf("v1 of %s (%d B) is not held in the stopped loop (pid %d) of pod %s: %d B unread on its stdin", rel, n1, loop.pid, p.Name, held)
 			}
-			t.Logf("v1 of %s held in flight: %d B unread by the stopped stream loop (pid %d) of pod %s", rel, held, loop, p.Name)
+			t.Logf("v1 of %s held in flight: %d B unread by the stopped stream loop (pid %d) of pod %s", rel, held, loop.pid, p.Name)
 			// The batch's deadline gives up on the stream; its retry goes on a new one.
-			if !poll(faultTimeout, func() bool { return slices.ContainsFunc(streamLoops(cid), func(pid int) bool { return pid != loop }) }) {
+			if !poll(faultTimeout, func() bool {
+				return slices.ContainsFunc(streamLoops(cid), func(pid int) bool { return pid != loop.pid })
+			}) {
 				f.fatalf("no new stream loop in pod %s after %s:\n%s", p.Name, faultTimeout, f.s.Dump())
 			}
 			holds("v1", v1, burstTimeout)
 			v2 := version("v2", 1+f.g.rng.IntN(16<<10))
 			holds("v2", v2, burstTimeout)
-			fenced := exited(loop)
-			_ = unix.Kill(loop, unix.SIGCONT)
+			fenced := loop.gone()
+			_ = loop.signal(unix.SIGCONT)
 			// Let go, an unfenced loop reads the frame, applies it and ends or waits for the
 			// next; either way it is done with v1.
-			if !poll(30*time.Second, func() bool { return exited(loop) || idleLoop(loop) }) {
-				f.fatalf("the stream loop (pid %d) of pod %s let go did not finish its held frame", loop, p.Name)
+			if !poll(30*time.Second, func() bool { return loop.gone() || idleLoop(loop.pid) }) {
+				f.fatalf("the stream loop (pid %d) of pod %s let go did not finish its held frame", loop.pid, p.Name)
 			}
 			switch sum := remoteSum(); sum {
 			case v2:
@@ -421,7 +423,7 @@ func faultList() []fault {
 				f.fatalf("pod %s holds neither v1 nor v2 of %s (sha256 %q)", p.Name, rel, sum)
 			}
 			if !fenced {
-				f.fatalf("the stream loop (pid %d) of pod %s, replaced by the retry's stream, still ran after v2's ack", loop, p.Name)
+				f.fatalf("the stream loop (pid %d) of pod %s, replaced by the retry's stream, still ran after v2's ack", loop.pid, p.Name)
 			}
 			f.rec.Detail = fmt.Sprintf("v1 of %s held (%d B unread) in the stopped stream loop of pod %s past its deadline; the retry's stream killed the loop before v2's ack; the container kept v2", rel, held, p.Name)
 			t.Log(f.rec.Detail)
@@ -473,11 +475,11 @@ func faultList() []fault {
 			if err := os.WriteFile(b, f.g.content(maxFileBytes), 0o644); err != nil {
 				f.fatalf("%v", err)
 			}
-			tarPid, ok := fz.next(20 * time.Second)
+			tar, ok := fz.next(20 * time.Second)
 			if !ok {
 				f.fatalf("no tar extracting in pod %s to freeze: %s", p.Name, fz.why())
 			}
-			t.Cleanup(func() { killFrozen(t, tarPid) })
+			t.Cleanup(func() { killFrozen(t, tar) })
 			f.inject()
 			f.lc.outage(t, "kube-apiserver", pid)
 			// The revert, while no try can reach the container: the file is back as it was
@@ -499,7 +501,7 @@ func faultList() []fault {
 				f.fatalf("the session said nothing about the revert:\n%s", f.s.Dump())
 			}
 			t.Logf("%s deleted and %s written in one burst, tar %d frozen in pod %s, kube-apiserver killed, both reverted",
-				rel, filepath.Base(b), tarPid, p.Name)
+				rel, filepath.Base(b), tar.pid, p.Name)
 			if err := f.lc.restart("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"); err != nil {
 				f.fatalf("restarting kube-apiserver: %v", err)
 			}
