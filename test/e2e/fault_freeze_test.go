@@ -178,6 +178,10 @@ func (z *tarFreezer) stop() { z.once.Do(func() { z.f.Close() }) }
 // retry's loop kills a frozen loop and its tar) is left so, and so is whatever took its pid since.
 func killFrozen(t *testing.T, p nodeProc) {
 	t.Helper()
+	if p.gone() {
+		t.Logf("the frozen process (pid %d) was gone before the test's cleanup", p.pid)
+		return
+	}
 	_ = p.signal(unix.SIGKILL)
 	waitFor(t, "the frozen process (pid "+strconv.Itoa(p.pid)+") to go", 30*time.Second, func() (bool, error) {
 		return p.gone(), nil
