@@ -482,7 +482,8 @@ type faultRecord struct {
 	Skipped         string  `json:"skipped,omitempty"`
 	Recovered       bool    `json:"recovered"`
 	RecoverySeconds float64 `json:"recoverySeconds,omitempty"`
-	SessionErrors   int     `json:"sessionErrors"` // events with an error the session printed meanwhile
+	SessionErrors   int     `json:"sessionErrors"`    // events with an error the session printed meanwhile
+	Detail          string  `json:"detail,omitempty"` // what the fault saw, where it checks more than convergence
 	Error           string  `json:"error,omitempty"`
 }
 
@@ -856,6 +857,16 @@ func (g *fsGen) createFile() string { return g.createSized(g.size()) }
 
 // createSized creates a file of n bytes in a random directory.
 func (g *fsGen) createSized(n int) string {
+	rel := g.newFile(n)
+	if rel == "" {
+		return ""
+	}
+	return fmt.Sprintf("create %q (%d B)", rel, n)
+}
+
+// newFile creates a file of n bytes in a random directory and returns its path, "" when no
+// directory has room for a new name.
+func (g *fsGen) newFile(n int) string {
 	dir := g.pick(g.parents(1))
 	name := g.newName(dir)
 	if name == "" {
@@ -869,7 +880,7 @@ func (g *fsGen) createSized(n int) string {
 	g.must(os.WriteFile(g.abs(rel), g.content(n), mode))
 	g.kinds[rel] = kindFile
 	g.setSize(rel, int64(n))
-	return fmt.Sprintf("create %q (%d B)", rel, n)
+	return rel
 }
 
 func (g *fsGen) modifyFile() string {
