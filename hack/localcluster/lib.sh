@@ -23,11 +23,21 @@ LC_RUNC_VERSION=v1.5.3
 LC_HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 LC_CACHE="${LIVESYNC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-livesync}"
 LC_DIR="$(realpath -m "${LIVESYNC_CLUSTER_DIR:-$LC_CACHE/cluster}")"
+LC_MARK=.livesync-cluster
 LC_NODES="${LIVESYNC_CLUSTER_NODES:-2}"
+# A cluster's dir records its ID: restart.sh and down.sh given only the dir act on that cluster's
+# ports, bridges and cgroups, never on those of the default ID's.
 LC_ID="${LIVESYNC_CLUSTER_ID:-0}"
+if [[ -f $LC_DIR/$LC_MARK && -s $LC_DIR/id ]]; then
+  if [[ -n ${LIVESYNC_CLUSTER_ID:-} && $LIVESYNC_CLUSTER_ID != "$(<"$LC_DIR/id")" ]]; then
+    echo "the cluster in $LC_DIR has LIVESYNC_CLUSTER_ID $(<"$LC_DIR/id"), not $LIVESYNC_CLUSTER_ID" >&2
+    return 2
+  fi
+  LC_ID="$(<"$LC_DIR/id")"
+fi
 if ! [[ $LC_NODES =~ ^[1-9]$ && $LC_ID =~ ^[0-9]$ ]]; then
   echo "LIVESYNC_CLUSTER_NODES must be 1-9 and LIVESYNC_CLUSTER_ID 0-9 (have $LC_NODES, $LC_ID)" >&2
-  return 2 2>/dev/null || exit 2
+  return 2
 fi
 lc_port() { echo $(($1 + LC_ID * 100)); }
 LC_REGISTRY=127.0.0.1:$(lc_port 5000)
@@ -48,7 +58,8 @@ LC_NAME=livesync
 LC_CGROUP=$LC_NAME
 LC_CNI_NET=$LC_NAME
 LC_POD_NET=10.$((244 + LC_ID)) # node N: LC_POD_NET.(N-1).0/24
-LC_MARK=.livesync-cluster
+# Names the dir of the cluster that holds this ID's bridges and cgroups (lc_owns_host).
+LC_OWNER=/run/livesync-cluster/$LC_ID
 # The kubelet sets the kernel.* and vm.* ones, the bridge plugin ip_forward; down puts them back.
 LC_SYSCTLS=(net.ipv4.ip_forward kernel.panic kernel.panic_on_oops vm.overcommit_memory vm.panic_on_oom
   kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
@@ -177,8 +188,20 @@ lc_stop() {
   done
 }
 
+# lc_owns_host succeeds when this cluster may remove what its ID names outside LC_DIR: the
+# bridges, the cgroups and the processes in them, the CNI results. Up records LC_DIR in LC_OWNER;
+# a cluster of an up.sh before that record owns them while its dir has the mark. So a down.sh of a
+# dir that is gone, or of another cluster beside this one, leaves a running cluster's alone.
+lc_owns_host() {
+  local o
+  o="$(cat "$LC_OWNER" 2>/dev/null)" || o=
+  [[ $o == "$LC_DIR" ]] && return 0
+  [[ -f $LC_DIR/$LC_MARK ]] && { [[ -z $o ]] || [[ ! -f $o/$LC_MARK ]]; }
+}
+
 # lc_leftover_pids prints processes the cluster left behind without a pid file: daemons and
-# containerd shims that name a file under LC_DIR, and container processes in the kubelets' cgroups.
+# containerd shims that name a file under LC_DIR, and (lc_owns_host) container processes in the
+# kubelets' cgroups.
 lc_leftover_pids() {
   local f p exe
   grep -lsaF "$LC_DIR/" /proc/[0-9]*/cmdline | while IFS= read -r f; do
@@ -191,7 +214,10 @@ lc_leftover_pids() {
       ;;
     esac
   done
-  grep -ls ":/$LC_CGROUP/" /proc/[0-9]*/cgroup | sed 's|^/proc/\([0-9]*\)/cgroup$|\1|'
+  if lc_owns_host; then
+    grep -ls ":/$LC_CGROUP/" /proc/[0-9]*/cgroup | sed 's|^/proc/\([0-9]*\)/cgroup$|\1|'
+  fi
+  return 0
 }
 
 # lc_crictl N ARGS... runs crictl against node N's containerd.
@@ -274,8 +300,8 @@ lc_bridges() {
 
 # lc_leftovers succeeds when anything of a cluster is there: its dir, processes, bridges or cgroups.
 lc_leftovers() {
-  [[ -e $LC_DIR ]] || [[ -n "$(lc_leftover_pids)" ]] || [[ -n "$(lc_bridges)" ]] ||
-    compgen -G "/sys/fs/cgroup/*/$LC_CGROUP" >/dev/null
+  [[ -e $LC_DIR ]] || [[ -n "$(lc_leftover_pids)" ]] ||
+    { lc_owns_host && { [[ -n "$(lc_bridges)" ]] || compgen -G "/sys/fs/cgroup/*/$LC_CGROUP" >/dev/null; }; }
 }
 
 # lc_down removes everything lc_up made: processes, pod sandboxes (with CNI DEL), mounts, the bridges,
@@ -350,9 +376,15 @@ lc_down() {
   done
   [[ -z "$(lc_mounts)" ]] || lc_warn "still mounted under $LC_DIR: $(lc_mounts | tr '\n' ' ')"
 
-  # 5. The bridges and any veth still on them (their routes go with them).
+  # 5. The bridges and any veth still on them (their routes go with them), and 6. the cgroups,
+  #    when no other cluster holds this ID's.
+  local owner=1
+  if ! lc_owns_host; then
+    owner=
+    lc_warn "leaving the bridges and cgroups of cluster ID $LC_ID: $LC_OWNER names $(cat "$LC_OWNER" 2>/dev/null || echo 'no cluster'), not $LC_DIR"
+  fi
   local b v
-  for b in $(lc_bridges); do
+  for b in ${owner:+$(lc_bridges)}; do
     for v in $(ip -o link show master "$b" | awk -F': ' '{print $2}' | cut -d@ -f1); do
       ip link del "$v" 2>/dev/null || true
     done
@@ -362,7 +394,7 @@ lc_down() {
   # 6. The kubelet's cgroups, deepest first; a cgroup empties a moment after its last task dies.
   local c
   for c in /sys/fs/cgroup/*/"$LC_CGROUP" /sys/fs/cgroup/"$LC_CGROUP"; do
-    [[ -d $c ]] || continue
+    [[ -n $owner && -d $c ]] || continue
     for ((i = 0; i < 40; i++)); do
       find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
       [[ -d $c ]] || break
@@ -382,7 +414,7 @@ lc_down() {
   for f in /var/log/containers/*.log; do
     [[ -L $f && "$(readlink "$f")" == "$LC_DIR"/* ]] && rm -f "$f"
   done
-  rm -f /var/lib/cni/results/"$LC_CNI_NET"-*
+  [[ -z $owner ]] || rm -f /var/lib/cni/results/"$LC_CNI_NET"-*
   if [[ -f $LC_DIR/created-outside ]]; then
     while IFS= read -r f; do rmdir "$f" 2>/dev/null || true; done <"$LC_DIR/created-outside"
   fi
@@ -395,6 +427,10 @@ lc_down() {
 
   if [[ -e $LC_DIR ]]; then
     rm -rf --one-file-system "$LC_DIR" || lc_warn "could not remove $LC_DIR"
+  fi
+  if [[ "$(cat "$LC_OWNER" 2>/dev/null)" == "$LC_DIR" ]]; then
+    rm -f "$LC_OWNER"
+    rmdir "${LC_OWNER%/*}" 2>/dev/null || true
   fi
 }
 

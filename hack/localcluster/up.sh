@@ -23,7 +23,8 @@ hint() {
   export KUBECONFIG=$kubeconfig
   kubectl:  $LC_DIR/bin/kubectl   (or: eval "\$(hack/localcluster/env.sh)")
   registry: $LC_REGISTRY   images: $LC_DIR/bin/lcimage build NAME:TAG --kind app|app-gnu|app-notar|app-nodd|app-nonroot|distroless
-  stop:     LIVESYNC_CLUSTER_DIR=$LC_DIR LIVESYNC_CLUSTER_ID=$LC_ID hack/localcluster/down.sh
+  nodes:    $(awk '{printf "%s on %s, ", $2, $3}' "$LC_DIR/nodes" 2>/dev/null)pids/ and logs/ name node N's kubelet-N, containerd-N (node 1's: kubelet, containerd)
+  stop:     LIVESYNC_CLUSTER_DIR=$LC_DIR hack/localcluster/down.sh
 EOF
   echo "$kubeconfig"
 }
@@ -83,6 +84,11 @@ if lc_leftovers; then
   lc_step "cleaning up a previous cluster"
   lc_down
 fi
+# Another cluster holds this ID's bridges (its dir is not LC_DIR): two would share pod networks.
+if [[ -n "$(lc_bridges)" ]] || [[ -s $LC_OWNER && "$(<"$LC_OWNER")" != "$LC_DIR" && -f "$(<"$LC_OWNER")/$LC_MARK" ]]; then
+  echo "up: cluster ID $LC_ID is in use ($(lc_bridges | tr '\n' ' ')${LC_OWNER}: $(cat "$LC_OWNER" 2>/dev/null)): start this one with another LIVESYNC_CLUSTER_ID (0-9)" >&2
+  exit 1
+fi
 if ((${#LC_SOCK} + 3 > 100)); then
   echo "up: LIVESYNC_CLUSTER_DIR is too long for a unix socket path: $LC_DIR" >&2
   exit 1
@@ -93,6 +99,9 @@ for ((n = 1; n <= LC_NODES; n++)); do
   mkdir -p "$(lc_ndir $n)"/{kubelet,pod-logs,cni/net.d,cni/ipam,containerd,runc}
 done
 touch "$LC_DIR/$LC_MARK"
+echo "$LC_ID" >"$LC_DIR/id"
+mkdir -p "${LC_OWNER%/*}"
+echo "$LC_DIR" >"$LC_OWNER"
 ln -sfn "$bin" "$LC_DIR/bin"
 ln -sfn "$cbin" "$LC_DIR/containerd-bin"
 # Host state the cluster changes: sysctls are put back by down, iptables must not change at all.
@@ -280,7 +289,10 @@ EOF
     done
   fi
 }
-for ((n = 1; n <= LC_NODES; n++)); do node_configs $n; done
+for ((n = 1; n <= LC_NODES; n++)); do
+  node_configs $n
+  echo "$n $(lc_nname $n) $(lc_nip $n)"
+done >"$LC_DIR/nodes"
 lc_step "configs"
 
 # --- daemons -------------------------------------------------------------------------------------
