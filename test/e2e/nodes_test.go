@@ -1,0 +1,185 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// readyNodes returns the names of the cluster's Ready nodes, failing the test when there are
+// fewer than two: these tests are about replicas on different nodes, which hack/localcluster
+// starts (two by default, LIVESYNC_CLUSTER_NODES).
+func readyNodes(t *testing.T) []string {
+	t.Helper()
+	list, err := e.client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("listing nodes: %v", err)
+	}
+	var ready []string
+	for _, n := range list.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && len(n.Spec.Taints) == 0 {
+				ready = append(ready, n.Name)
+			}
+		}
+	}
+	if len(ready) < 2 {
+		t.Fatalf("%d Ready nodes without taints (%v), want two: hack/localcluster/up.sh starts two", len(ready), ready)
+	}
+	slices.Sort(ready)
+	return ready
+}
+
+// spreadDeployment creates a Deployment of img with replicas spread over the nodes (a
+// ReplicaSet's replicas differ by at most one per node, so that two replicas land on two nodes
+// and a scale from one to two puts the second on the other node) and waits until it is available.
+func spreadDeployment(t *testing.T, ns, name, img string, replicas int32) {
+	t.Helper()
+	spec := podSpec(img, corev1.PullIfNotPresent)
+	spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector:  &metav1.LabelSelector{MatchLabels: labelsFor(name)},
+		MatchLabelKeys: []string{appsv1.DefaultDeploymentUniqueLabelKey},
+	}}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labelsFor(name)},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labelsFor(name)}, Spec: spec},
+		},
+	}
+	if _, err := e.client.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating deployment %s: %v", name, err)
+	}
+	settle(t, ns, name)
+}
+
+// podsOnNodes returns the running pods of app=name by node, failing unless there is exactly one
+// on each of the first want nodes.
+func podsOnNodes(t *testing.T, ns, name string, want int) map[string]corev1.Pod {
+	t.Helper()
+	byNode := map[string]corev1.Pod{}
+	for _, p := range runningPods(t, ns, "app="+name) {
+		if _, dup := byNode[p.Spec.NodeName]; dup {
+			t.Fatalf("two pods of %s on node %s", name, p.Spec.NodeName)
+		}
+		byNode[p.Spec.NodeName] = p
+	}
+	if len(byNode) != want {
+		t.Fatalf("pods of %s on %d nodes (%v), want %d", name, len(byNode), byNode, want)
+	}
+	return byNode
+}
+
+// TestAcrossNodes: replicas on two nodes, each behind its own kubelet and containerd. A sync
+// reaches both (its streams go through both kubelets), helpers are injected into both, and
+// inspect tells each pod's node and how its image got there: after the tag moved, the replica
+// on the node that lacked the image pulled the new digest and the other kept the old one, the
+// verdict says mixed, and refresh brings both to one digest.
+func TestAcrossNodes(t *testing.T) {
+	nodes := readyNodes(t)
+	t.Logf("nodes: %v", nodes)
+
+	t.Run("sync", func(t *testing.T) {
+		ns := namespace(t)
+		repo := "nodes-" + ns
+		pushImage(t, repo, "dev", "app")
+		spreadDeployment(t, ns, "web", image(repo, "dev"), 2)
+		podsOnNodes(t, ns, "web", 2)
+
+		local := t.TempDir()
+		write(t, filepath.Join(local, "index.html"), "v1")
+		write(t, filepath.Join(local, "static/site.css"), "body{}")
+		s := newSession(t, ns).Args("deploy/web").Map(local, "/app").Start().WaitSynced()
+		defer s.Stop()
+		waitConverged(t, ns, "app=web", 2, local, "/app", time.Minute)
+		write(t, filepath.Join(local, "index.html"), "v2")
+		if err := os.RemoveAll(filepath.Join(local, "static")); err != nil {
+			t.Fatal(err)
+		}
+		waitConverged(t, ns, "app=web", 2, local, "/app", time.Minute)
+	})
+
+	t.Run("helpers", func(t *testing.T) {
+		ns := namespace(t)
+		repo := "nodes-distroless-" + ns
+		pushImage(t, repo, "dev", "distroless")
+		spreadDeployment(t, ns, "web", image(repo, "dev"), 2)
+		pods := podsOnNodes(t, ns, "web", 2)
+		hImg := helperImage(t)
+
+		local := t.TempDir()
+		write(t, filepath.Join(local, "main.go"), "package main")
+		s := newSession(t, ns).Args("deploy/web", "--helper-image", hImg).Map(local, "/app").Start().WaitSynced()
+		defer s.Stop()
+		for node, p := range pods {
+			t.Logf("helper in %s on %s", p.Name, node)
+			waitHelperTree(t, ns, p.Name, "livesync-helper-1", local, "/app")
+		}
+		write(t, filepath.Join(local, "main.go"), "package main // edited")
+		for _, p := range pods {
+			waitHelperTree(t, ns, p.Name, "livesync-helper-1", local, "/app")
+		}
+	})
+
+	t.Run("inspect", func(t *testing.T) {
+		ns := namespace(t)
+		repo := "nodes-seed-" + ns
+		d1 := pushImage(t, repo, "dev", "app")
+		spreadDeployment(t, ns, "web", image(repo, "dev"), 1)
+		first := runningPods(t, ns, "app=web")[0]
+		d2 := pushImage(t, repo, "dev", "app")
+
+		// The second replica goes to the other node, which has no copy of the image: it
+		// pulls what the tag serves now.
+		r := run(t, e.kubectl, "--kubeconfig", e.kubeconfig, "-n", ns, "scale", "deployment/web", "--replicas", "2")
+		if r.code != 0 {
+			t.Fatalf("scaling: %s", r)
+		}
+		settle(t, ns, "web")
+		pods := podsOnNodes(t, ns, "web", 2)
+		rep := inspectJSON(t, "-n", ns, "deploy/web")
+		c := rep.Containers[0]
+		if c.Verdict != "mixed" || c.RegistryDigest != d2 || len(c.Pods) != 2 {
+			t.Fatalf("inspect after the scale-up: verdict %q, registry %s, %d pods, want mixed, %s, 2: %+v", c.Verdict, c.RegistryDigest, len(c.Pods), d2, c)
+		}
+		for _, p := range c.Pods {
+			want := d2
+			if p.Node == first.Spec.NodeName {
+				want = d1
+			}
+			if pods[p.Node].Name != p.Name || p.Digest != want || p.Pull != "pulled" {
+				t.Errorf("pod %s on %s: digest %s, pull %q; want pod %s there, %s, pulled", p.Name, p.Node, p.Digest, p.Pull, pods[p.Node].Name, want)
+			}
+		}
+		text := mustLivesync(t, "-n", ns, "inspect", "deploy/web").stdout
+		if !strings.Contains(text, "replicas run different digests") {
+			t.Errorf("inspect does not say the replicas run different digests:\n%s", text)
+		}
+
+		mustLivesync(t, "-n", ns, "refresh", "deploy/web", "--timeout", "2m")
+		settle(t, ns, "web")
+		rep = inspectJSON(t, "-n", ns, "deploy/web")
+		c = rep.Containers[0]
+		if c.Verdict != "pinned" || len(c.Pods) != 2 {
+			t.Fatalf("inspect after refresh: verdict %q, %d pods, want pinned, 2: %+v", c.Verdict, len(c.Pods), c)
+		}
+		for _, p := range c.Pods {
+			if p.Digest != d2 {
+				t.Errorf("after refresh pod %s on %s runs %s, want %s", p.Name, p.Node, p.Digest, d2)
+			}
+		}
+	})
+}
