@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
 
 // readyNodes returns the names of the cluster's Ready nodes, failing the test when there are
@@ -83,9 +85,21 @@ func podsOnNodes(t *testing.T, ns, name string, want int) map[string]corev1.Pod 
 	return byNode
 }
 
+// moveTo puts the Deployment's pods on node (a node selector) and waits until the old ones are gone.
+func moveTo(t *testing.T, ns, name, node string) {
+	t.Helper()
+	d := getDeployment(t, ns, name)
+	d.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
+	if _, err := e.client.AppsV1().Deployments(ns).Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("moving %s to %s: %v", name, node, err)
+	}
+	settle(t, ns, name)
+}
+
 // TestAcrossNodes: replicas on two nodes, each behind its own kubelet and containerd. A sync
 // reaches both (its streams go through both kubelets), helpers are injected into both, and
-// inspect tells each pod's node and how its image got there: after the tag moved, the replica
+// a forward and the logs follow the workload from one node to the other, and inspect tells each
+// pod's node and how its image got there: after the tag moved, the replica
 // on the node that lacked the image pulled the new digest and the other kept the old one, the
 // verdict says mixed, and refresh brings both to one digest.
 func TestAcrossNodes(t *testing.T) {
@@ -132,6 +146,36 @@ func TestAcrossNodes(t *testing.T) {
 		for _, p := range pods {
 			waitHelperTree(t, ns, p.Name, "livesync-helper-1", local, "/app")
 		}
+	})
+
+	t.Run("forward-and-logs-follow-a-move", func(t *testing.T) {
+		ns := namespace(t)
+		webDeployment(t, ns)
+		moveTo(t, ns, "web", nodes[0])
+		local := t.TempDir()
+		write(t, filepath.Join(local, "index.html"), "v1")
+		s := newSession(t, ns).Args("deploy/web", "--forward", "0:http", "--logs").Map(local, "/www").Timeout(3 * time.Minute).Start()
+		defer s.Stop()
+		addr := forwardAddr(s)
+		s.WaitSynced()
+		p1 := serving(t, s, 0, "")
+		served(t, addr, "/index.html", "v1")
+		s.WaitMatch("a tick line of "+p1, func(ev sessiontest.Event) bool {
+			return ev.Type == "log" && ev.Target != nil && ev.Target.Pod == p1 && strings.HasPrefix(ev.Message, "tick "+p1)
+		})
+
+		// The workload moves to the other node: the forward and the logs go through its kubelet.
+		mark := len(s.Events())
+		moveTo(t, ns, "web", nodes[1])
+		p2 := serving(t, s, mark, p1)
+		if n := onePod(t, ns, "web"); n.Name != p2 || n.Spec.NodeName != nodes[1] {
+			t.Fatalf("after the move the forward serves %s, the running pod is %s on %s, want it on %s", p2, n.Name, n.Spec.NodeName, nodes[1])
+		}
+		served(t, addr, "/index.html", "v1")
+		s.Edit("index.html", "v2")
+		served(t, addr, "/index.html", "v2")
+		logLine(s, p2, "start "+p2)
+		logLine(s, p1, "bye "+p1)
 	})
 
 	t.Run("inspect", func(t *testing.T) {
