@@ -98,7 +98,7 @@ func moveTo(t *testing.T, ns, name, node string) {
 
 // TestAcrossNodes: replicas on two nodes, each behind its own kubelet and containerd. A sync
 // reaches both (its streams go through both kubelets), helpers are injected into both, and
-// a forward and the logs follow the workload from one node to the other, and inspect tells each
+// the sync-back source is the replica on either node, a forward and the logs follow the workload from one node to the other, and inspect tells each
 // pod's node and how its image got there: after the tag moved, the replica
 // on the node that lacked the image pulled the new digest and the other kept the old one, the
 // verdict says mixed, and refresh brings both to one digest.
@@ -176,6 +176,67 @@ func TestAcrossNodes(t *testing.T) {
 		served(t, addr, "/index.html", "v2")
 		logLine(s, p2, "start "+p2)
 		logLine(s, p1, "bye "+p1)
+	})
+
+	t.Run("sync-back-source-on-either-node", func(t *testing.T) {
+		ns := namespace(t)
+		repo := "nodes-back-" + ns
+		pushImage(t, repo, "dev", "app")
+		spreadDeployment(t, ns, "web", image(repo, "dev"), 2)
+		pods := podsOnNodes(t, ns, "web", 2)
+		nodeOf := map[string]string{}
+		for n, p := range pods {
+			nodeOf[p.Name] = n
+		}
+		local := t.TempDir()
+		write(t, filepath.Join(local, "package-lock.json"), "v0")
+		s := newSession(t, ns).Args("deploy/web", "--sync-back", "package-lock.json").Map(local, "/app").Start().WaitSynced()
+		defer s.Stop()
+		waitConverged(t, ns, "app=web", 2, local, "/app", time.Minute)
+
+		// source returns the pod the last target-added or sync-back-source event names as
+		// the source, after event mark.
+		source := func(mark int) string {
+			src := ""
+			for _, ev := range s.Events()[mark:] {
+				if ev.Target != nil && (ev.Type == "target-added" && ev.SyncBack == "source" || ev.Type == "sync-back-source") {
+					src = ev.Target.Pod
+				}
+			}
+			return src
+		}
+		comesHome := func(pod, content string) {
+			t.Helper()
+			if r := kexec(t, ns, pod, "sh", "-c", "printf '"+content+"' > /app/package-lock.json"); r.code != 0 {
+				t.Fatal(r)
+			}
+			waitFor(t, "the lockfile from "+pod, time.Minute, func() (bool, error) {
+				b, _ := os.ReadFile(filepath.Join(local, "package-lock.json"))
+				return string(b) == content, nil
+			})
+		}
+		first := source(0)
+		if nodeOf[first] == "" {
+			t.Fatalf("the source %q is none of the replicas %v:\n%s", first, nodeOf, s.Dump())
+		}
+		comesHome(first, "from "+nodeOf[first])
+
+		// The source goes: the replica on the other node takes over.
+		mark := len(s.Events())
+		if err := e.client.CoreV1().Pods(ns).Delete(context.Background(), first, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+		var second string
+		waitFor(t, "a new sync-back source", time.Minute, func() (bool, error) {
+			second = source(mark)
+			return second != "" && second != first, nil
+		})
+		if nodeOf[second] == "" || nodeOf[second] == nodeOf[first] {
+			t.Fatalf("the new source %s is on node %q, want the other replica's (%v)", second, nodeOf[second], nodeOf)
+		}
+		comesHome(second, "from "+nodeOf[second])
+		t.Logf("sync-back from %s on %s, then from %s on %s", first, nodeOf[first], second, nodeOf[second])
+		waitConverged(t, ns, "app=web", 2, local, "/app", time.Minute)
 	})
 
 	t.Run("inspect", func(t *testing.T) {
