@@ -63,7 +63,7 @@ LC_OWNER=/run/livesync-cluster/$LC_ID
 # The kubelet sets the kernel.* and vm.* ones, the bridge plugin ip_forward; down puts them back.
 LC_SYSCTLS=(net.ipv4.ip_forward kernel.panic kernel.panic_on_oops vm.overcommit_memory vm.panic_on_oom
   kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
-# The control plane and the registry; each node adds its kubelet and containerd (lc_node_daemons).
+# The control plane and the registry; each node adds its kubelet and containerd (lc_dname).
 LC_DAEMONS=(kube-scheduler kube-controller-manager kube-apiserver etcd registry)
 LC_T0=${LC_T0:-$EPOCHREALTIME}
 
