@@ -60,9 +60,14 @@ LC_CNI_NET=$LC_NAME
 LC_POD_NET=10.$((244 + LC_ID)) # node N: LC_POD_NET.(N-1).0/24
 # Names the dir of the cluster that holds this ID's bridges and cgroups (lc_owns_host).
 LC_OWNER=/run/livesync-cluster/$LC_ID
-# The kubelet sets the kernel.* and vm.* ones, the bridge plugin ip_forward; down puts them back.
+# The kubelet sets the kernel.* and vm.* ones, the bridge plugin ip_forward, up the fs.inotify.* ones
+# (LC_INOTIFY); down puts them back.
 LC_SYSCTLS=(net.ipv4.ip_forward kernel.panic kernel.panic_on_oops vm.overcommit_memory vm.panic_on_oom
-  kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
+  kernel.keys.root_maxkeys kernel.keys.root_maxbytes fs.inotify.max_user_instances fs.inotify.max_user_watches)
+# Every node's kubelet and containerd, the e2e sessions' watchers and sync-back's inotifywait in the
+# containers take inotify instances of one user (root): Debian's 128 ran out with two nodes and a few
+# tests at once (the kubelet then logs "no space left on device"). The floor kind documents.
+LC_INOTIFY=(fs.inotify.max_user_instances=512 fs.inotify.max_user_watches=524288)
 # The control plane and the registry; each node adds its kubelet and containerd (lc_dname).
 LC_DAEMONS=(kube-scheduler kube-controller-manager kube-apiserver etcd registry)
 LC_T0=${LC_T0:-$EPOCHREALTIME}

@@ -106,6 +106,9 @@ ln -sfn "$bin" "$LC_DIR/bin"
 ln -sfn "$cbin" "$LC_DIR/containerd-bin"
 # Host state the cluster changes: sysctls are put back by down, iptables must not change at all.
 for s in "${LC_SYSCTLS[@]}"; do echo "$s=$(sysctl -n "$s")"; done >"$LC_DIR/sysctl.before"
+for kv in "${LC_INOTIFY[@]}"; do
+  (($(sysctl -n "${kv%%=*}") >= ${kv#*=})) || sysctl -qw "$kv" >/dev/null
+done
 lc_iptables >"$LC_DIR/iptables.before"
 for d in /var/log/containers /var/lib/cni/results /var/lib/cni /run/containerd/s /run/containerd; do
   [[ -e $d ]] || echo "$d"
