@@ -121,7 +121,7 @@ func failingBatch(t *testing.T, ex Executor, size int) {
 	must(t, err)
 	_, err = apply(context.Background(), s, testTarget, m, &sending{Plan: p}, tarstream.Options{})
 	if !errors.Is(err, remote.ErrTypeConflict) {
-		t.Fatalf("apply over a file: %v, want a type planner.Conflict", err)
+		t.Fatalf("apply over a file: %v, want a type conflict", err)
 	}
 	must(t, os.Remove(root))
 	idx := planner.NewIndex()

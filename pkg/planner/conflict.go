@@ -12,10 +12,10 @@ import (
 type Conflict uint8
 
 const (
-	RemoteIsDir  Conflict = iota // file Resolved, directory in the container
-	RemoteNotDir                 // directory Resolved, something else in the container
-	LocalIsDir                   // file Resolved whose local file became a directory
-	LocalNotDir                  // directory Resolved whose local directory became a file
+	RemoteIsDir  Conflict = iota // file mapping, directory in the container
+	RemoteNotDir                 // directory mapping, something else in the container
+	LocalIsDir                   // file mapping whose local file became a directory
+	LocalNotDir                  // directory mapping whose local directory became a file
 )
 
 // ConflictError is the one line that refuses a type conflict at m's root.
@@ -25,19 +25,19 @@ func ConflictError(m *Resolved, where string, c Conflict) *remote.SyncError {
 		where = "the container"
 	}
 	inside := fmt.Sprintf("%s:%s", m.Local, path.Join(string(m.Remote), filepath.Base(m.Root)))
-	se := &remote.SyncError{Kind: remote.ErrTypeConflict, Op: "checking the Resolved", Err: remote.ErrTypeConflict}
+	se := &remote.SyncError{Kind: remote.ErrTypeConflict, Op: "checking the mapping", Err: remote.ErrTypeConflict}
 	switch c {
 	case RemoteIsDir:
-		se.Msg = fmt.Sprintf("Resolved %q: %s is a directory in %s, and a file never replaces one", m.Mapping, m.Remote, where)
+		se.Msg = fmt.Sprintf("mapping %q: %s is a directory in %s, and a file never replaces one", m.Mapping, m.Remote, where)
 		se.Hint = "map the file to a path inside it, e.g. " + inside
 	case RemoteNotDir:
-		se.Msg = fmt.Sprintf("Resolved %q: %s is not a directory in %s, and a directory never replaces it", m.Mapping, m.Remote, where)
+		se.Msg = fmt.Sprintf("mapping %q: %s is not a directory in %s, and a directory never replaces it", m.Mapping, m.Remote, where)
 		se.Hint = "map the directory to a path that is a directory or missing in the container"
 	case LocalIsDir:
-		se.Msg = fmt.Sprintf("Resolved %q: %s is now a directory, and a directory never replaces the remote file", m.Mapping, m.Root)
+		se.Msg = fmt.Sprintf("mapping %q: %s is now a directory, and a directory never replaces the remote file", m.Mapping, m.Root)
 		se.Hint = "restart livesync with the directory mapped to another remote path"
 	case LocalNotDir:
-		se.Msg = fmt.Sprintf("Resolved %q: %s is now a file, and a file never replaces the remote directory", m.Mapping, m.Root)
+		se.Msg = fmt.Sprintf("mapping %q: %s is now a file, and a file never replaces the remote directory", m.Mapping, m.Root)
 		se.Hint = "restart livesync with the file mapped to a path inside the directory, e.g. " + inside
 	}
 	return se

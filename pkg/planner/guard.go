@@ -65,7 +65,7 @@ func (h *Hold) Mass() bool { return h.mass }
 // at or under it: the user let exactly those through (see filesync.Engine.Release).
 func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string) {
 	if len(p.Deletes) == 0 || pl.m.File {
-		return // a single-file Resolved deletes one entry: its own
+		return // a single-file mapping deletes one entry: its own
 	}
 	n := 0
 	released := pl.released != nil

@@ -37,7 +37,7 @@ func ParseInitialMode(s string) (InitialMode, error) {
 
 // LocalFiles is a walked local tree.
 type LocalFiles struct {
-	Entries map[string]Entry // by rel; a directory Resolved's root is not included
+	Entries map[string]Entry // by rel; a directory mapping's root is not included
 	// unreadable holds rels that could not be read: a directory that could
 	// not be listed, an entry that could not be stat'ed. They are not in
 	// entries, and the container's side of them and of everything under

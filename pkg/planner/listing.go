@@ -20,7 +20,7 @@ type Listing struct {
 	Alg     string // "sha256sum", "md5sum" or ""
 	Gzip    bool   // `gzip -dc` works: an archive may be sent compressed
 	Exists  bool
-	notDir  bool                   // a directory Resolved's root is something else
+	notDir  bool                   // a directory mapping's root is something else
 	Entries map[string]remoteEntry // by rel
 	// unknown holds rels that were found but not described: stat failed,
 	// or a FIFO, socket or device. Mirror keeps the directories holding them.

@@ -95,7 +95,7 @@ func TestListRemoteMissingAndFile(t *testing.T) {
 	l, err = ListRemote(context.Background(), ex, testTarget, m, false)
 	must(t, err)
 	if e, ok := l.Entries[""]; len(l.Entries) != 1 || !ok || e.Size != 4 {
-		t.Errorf("file Resolved listed %+v", l.Entries)
+		t.Errorf("file mapping listed %+v", l.Entries)
 	}
 }
 
@@ -110,7 +110,7 @@ func TestParseListingRejectsUnsafeNames(t *testing.T) {
 		t.Errorf("entries = %v, want only ok", l.Entries)
 	}
 	if _, err := remote.ParseListing([]byte("LS2\x00\x00\x00dir\x00C\x00./ok\x00S\x00")); err == nil {
-		t.Error("truncated Listing parsed")
+		t.Error("truncated listing parsed")
 	}
 }
 

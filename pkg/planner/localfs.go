@@ -33,11 +33,11 @@ func (l *localSide) FS() localtree.FS {
 // and whether its file system folds case.
 func (m *Resolved) probeRoot() {
 	if m.File {
-		return // a single file's own name never changes under the Resolved
+		return // a single file's own name never changes under the mapping
 	}
 	fi, err := m.FS().Stat(m.Root)
 	if err != nil || !fi.IsDir() {
-		m.foldCase = true // see localtree.FoldsCase: Unsure means yes
+		m.foldCase = true // see localtree.FoldsCase: unsure means yes
 		return
 	}
 	m.dev, m.devKnown = localtree.DeviceOf(fi)

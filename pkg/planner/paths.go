@@ -35,21 +35,21 @@ func (m Mapping) String() string { return string(m.Local) + ":" + string(m.Remot
 func ParseMapping(s string) (Mapping, error) {
 	i := strings.LastIndex(s, ":/")
 	if i < 0 {
-		return Mapping{}, fmt.Errorf("parsing Resolved %q: want LOCAL:REMOTE with an absolute REMOTE path, e.g. ./src:/app", s)
+		return Mapping{}, fmt.Errorf("parsing mapping %q: want LOCAL:REMOTE with an absolute REMOTE path, e.g. ./src:/app", s)
 	}
 	local, remote := s[:i], s[i+1:]
 	switch {
 	case local == "":
-		return Mapping{}, fmt.Errorf("parsing Resolved %q: LOCAL is empty", s)
+		return Mapping{}, fmt.Errorf("parsing mapping %q: LOCAL is empty", s)
 	case strings.ContainsRune(s, 0):
-		return Mapping{}, fmt.Errorf("parsing Resolved %q: contains a NUL byte", s)
+		return Mapping{}, fmt.Errorf("parsing mapping %q: contains a NUL byte", s)
 	case isBareDrive(local):
 		// C: alone is that drive's current directory, whatever it is.
-		return Mapping{}, fmt.Errorf("parsing Resolved %q: LOCAL %q is only a drive; write %s\\ for its root or %s. for its current directory", s, local, local, local)
+		return Mapping{}, fmt.Errorf("parsing mapping %q: LOCAL %q is only a drive; write %s\\ for its root or %s. for its current directory", s, local, local, local)
 	}
 	remote = path.Clean(remote)
 	if remote == "/" {
-		return Mapping{}, fmt.Errorf("parsing Resolved %q: refusing to sync into the container's root directory; name a directory such as /app", s)
+		return Mapping{}, fmt.Errorf("parsing mapping %q: refusing to sync into the container's root directory; name a directory such as /app", s)
 	}
 	return Mapping{Local: LocalPath(filepath.Clean(local)), Remote: RemotePath(remote)}, nil
 }
@@ -67,7 +67,7 @@ func ValidateMappings(ms []Mapping) error {
 	var errs []error
 	for _, m := range ms {
 		if _, err := os.Stat(string(m.Local)); err != nil {
-			errs = append(errs, fmt.Errorf("Resolved %q: local path %q: %w", m, m.Local, err))
+			errs = append(errs, fmt.Errorf("mapping %q: local path %q: %w", m, m.Local, err))
 		}
 	}
 	for i, a := range ms {

@@ -13,7 +13,7 @@ import (
 
 // Copy is one entry to send.
 type Copy struct {
-	Rel  string // relative to the Resolved root; the index key
+	Rel  string // relative to the mapping root; the index key
 	Name string // tar name, relative to the remote directory
 	Src  string // absolute local path
 	Entry
@@ -163,7 +163,7 @@ type Opts struct {
 	Burst *DeleteBurst
 }
 
-// ChangesWith is plan in a target, with what it holds and sent ahead (see
+// ChangesWith is Changes in a target, with what it holds and sent ahead (see
 // Opts).
 func ChangesWith(m *Resolved, idx *Index, hints []string, rescan bool, o Opts) (*Plan, error) {
 	pl := newPlanner(m, idx)
@@ -427,7 +427,7 @@ func (pl *planner) readDir(rel string) ([]string, error) {
 	}
 	des, err := pl.m.FS().ReadDir(pl.m.LocalPath(rel))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("Listing %q: %w", pl.m.LocalPath(rel), err)
+		return nil, fmt.Errorf("listing %q: %w", pl.m.LocalPath(rel), err)
 	}
 	names := make([]string, 0, len(des))
 	for _, de := range des {

@@ -337,7 +337,7 @@ func TestPlanHoldsDeletesOfRootBackTooSoon(t *testing.T) {
 	p, err := Changes(m, idx, []string{""}, false)
 	must(t, err)
 	if len(p.Deletes) != 0 || p.Held == nil || !slices.Equal(p.Held.Deletes, []string{"a", "d"}) || !strings.Contains(p.Held.Reason, "missing") {
-		t.Errorf("Changes = %+v, held %+v", p, p.Held)
+		t.Errorf("plan = %+v, held %+v", p, p.Held)
 	}
 }
 
@@ -346,7 +346,7 @@ func TestPlanFileMapping(t *testing.T) {
 	writeTree(t, dir, map[string]string{"config.dev.yaml": "a: 1"})
 	m := testMapping(t, filepath.Join(dir, "config.dev.yaml"), "/etc/app/config.yaml", nil)
 	if !m.File || m.RemoteDir() != "/etc/app" {
-		t.Fatalf("Resolved = %+v", m)
+		t.Fatalf("mapping = %+v", m)
 	}
 	idx := NewIndex()
 	p, err := Changes(m, idx, []string{""}, false)

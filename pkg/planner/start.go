@@ -146,7 +146,7 @@ func Unsure(anc *Index, l *Listing) []string {
 	return out
 }
 
-// HashUnsure lists the unsure files of l (see unsure) again, hashed, in
+// HashUnsure lists the unsure files of l (see Unsure) again, hashed, in
 // ex's t, and puts what it found in l: the few a start reads in the
 // container rather than take a moved mtime for a change. One that is no
 // longer a regular file keeps its first listing (a change by its mtime).

@@ -70,11 +70,11 @@ func TestPlanStart(t *testing.T) {
 	must(t, err)
 	for rel, re := range l.Entries {
 		if re.Sum != nil {
-			t.Fatalf("a stat Listing hashed %s", rel)
+			t.Fatalf("a stat listing hashed %s", rel)
 		}
 	}
 	if l.Alg != "sha256sum" {
-		t.Fatalf("a stat Listing names the tool %q, want sha256sum (moves and deltas rely on it)", l.Alg)
+		t.Fatalf("a stat listing names the tool %q, want sha256sum (moves and deltas rely on it)", l.Alg)
 	}
 	tree, _, err := LocalTree(m)
 	must(t, err)
