@@ -159,10 +159,10 @@ unit)
   start=$SECONDS
   # Every test of the packages whose behaviour depends on the OS: watching (ReadDirectoryChangesW
   # through notify), the local disk (atomic replace, os.Root, case folding), ignore rules, project
-  # files, the saved sync state. Of pkg/filesync and pkg/syncback only the tests that need no container side: the others
+  # files, the saved sync state. Of pkg/planner and pkg/syncback only the tests that need no container side: the others
   # run the remote scripts with Linux's busybox, which a Windows program cannot start.
   gotest -count=1 ./pkg/watch ./pkg/localtree ./pkg/ignore ./pkg/project ./pkg/syncstate
-  gotest -count=1 -run '^Test(ParseMapping|ParseMappingWindows|ValidateMappings)$' ./pkg/filesync
+  gotest -count=1 -run '^Test(ParseMapping|ParseMappingWindows|ValidateMappings)$' ./pkg/planner
   gotest -count=1 -run '^Test(Decide|ExpectOnlyOnTheSource|SourceIsTheOldestPod|TriggerWants)$' ./pkg/syncback
   echo "wine.sh: Windows unit tests under wine in $((SECONDS - start))s" >&2
   ;;
