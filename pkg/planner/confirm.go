@@ -90,7 +90,7 @@ func (x *Index) Unconfirm(p *Plan) int {
 // local metadata; any other stays stale. Entries that are not stale are the
 // container's confirmed word already and stay as they are.
 func (x *Index) Reconcile(m *Resolved, l *Listing) {
-	pl := newPlanner(m, x) // for its Lstat, once for all entries
+	pl := newPlanState(m, x) // for its Lstat, once for all entries
 	for rel, e := range x.m {
 		if !e.stale {
 			continue

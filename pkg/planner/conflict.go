@@ -11,6 +11,7 @@ import (
 // Conflict says which side of a mapping's root is a directory when the other is not.
 type Conflict uint8
 
+// The conflicts at a mapping's root.
 const (
 	RemoteIsDir  Conflict = iota // file mapping, directory in the container
 	RemoteNotDir                 // directory mapping, something else in the container

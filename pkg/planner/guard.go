@@ -63,7 +63,7 @@ func (h *Hold) Mass() bool { return h.mass }
 //
 // pl.released lifts the mass-delete verdict for a plan whose deletes are all
 // at or under it: the user let exactly those through (see filesync.Engine.Release).
-func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string) {
+func (pl *planState) guard(p *Plan, total int, size func(string) int, allow string) {
 	if len(p.Deletes) == 0 || pl.m.File {
 		return // a single-file mapping deletes one entry: its own
 	}
@@ -108,7 +108,7 @@ func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string
 
 // rootProblem says why the local root cannot vouch for deletes under it, or
 // "" when it can. total is what the target holds for the mapping.
-func (pl *planner) rootProblem(total int) (reason, hint string) {
+func (pl *planState) rootProblem(total int) (reason, hint string) {
 	root := pl.m.Root
 	fi, err := pl.m.FS().Stat(root)
 	if pl.rootGone && err == nil && fi.IsDir() {
@@ -135,7 +135,7 @@ func (pl *planner) rootProblem(total int) (reason, hint string) {
 
 // rootEmpty reports whether the root holds nothing to sync. What cannot be
 // read counts as something.
-func (pl *planner) rootEmpty() bool {
+func (pl *planState) rootEmpty() bool {
 	names, err := pl.readDir("")
 	if err != nil {
 		return false
@@ -173,7 +173,7 @@ func GuardInitial(m *Resolved, p *Plan, idx *Index, l *Listing) {
 			}
 		}
 	}
-	pl := newPlanner(m, idx)
+	pl := newPlanState(m, idx)
 	pl.guard(p, len(l.Entries), func(rel string) int { return max(sizes[rel], 1) }, "run again with --allow-mass-delete")
 	if p.Held == nil {
 		return

@@ -71,13 +71,9 @@ func (g globMatcher) Match(rel string, isDir bool) bool {
 }
 
 // localExecutor runs this package's scripts on this machine (see
-// localexec), with a sandbox per target and failure injection.
+// localexec), with failure injection.
 type localExecutor struct {
 	localexec.Runner
-	// Sandbox, if set, prefixes the remote directory argument of this
-	// package's scripts with a per-target host directory, so several targets
-	// can share one machine.
-	Sandbox func(remote.Target) string
 	// Fail, if set, is consulted before each call; a non-nil error is
 	// returned instead of running it (failure injection).
 	Fail func(t remote.Target, argv []string) error
@@ -88,9 +84,6 @@ func (l *localExecutor) Exec(ctx context.Context, t remote.Target, argv []string
 		if err := l.Fail(t, argv); err != nil {
 			return err
 		}
-	}
-	if l.Sandbox != nil {
-		argv = localexec.Sandboxed(argv, l.Sandbox(t))
 	}
 	return l.Run(ctx, argv, stdin, stdout, stderr)
 }
@@ -112,10 +105,8 @@ func executors(t *testing.T) map[string]*localExecutor {
 	return out
 }
 
-// isApply, isList and isStreamLoop tell the remote scripts apart by their $0.
-func isApply(argv []string) bool      { return len(argv) > 4 && argv[3] == "livesync" }
-func isList(argv []string) bool       { return len(argv) > 3 && argv[3] == "livesync-list" }
-func isStreamLoop(argv []string) bool { return len(argv) > 3 && argv[3] == "livesync-stream" }
+// isList tells the listing script by its $0.
+func isList(argv []string) bool { return len(argv) > 3 && argv[3] == "livesync-list" }
 
 // Executor and Target are the container side's, as the engine names them.
 type (

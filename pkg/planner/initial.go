@@ -63,7 +63,7 @@ func (lf *LocalFiles) unreadableAt(rel string) bool {
 // LocalTree walks m's local root, pruning ignored paths. What cannot be read
 // is reported as a warning and left alone (see LocalFiles).
 func LocalTree(m *Resolved) (*LocalFiles, []error, error) {
-	pl := newPlanner(m, NewIndex())
+	pl := newPlanState(m, NewIndex())
 	lf := &LocalFiles{Entries: map[string]Entry{}, Unreadable: map[string]bool{}}
 	var warns []error
 	var walk func(rel string)
@@ -129,7 +129,7 @@ func Initial(m *Resolved, local *LocalFiles, l *Listing, mode InitialMode) (*Pla
 // the container's is its own (see Start): sync-back reports it as a conflict.
 func InitialWith(m *Resolved, local *LocalFiles, l *Listing, mode InitialMode, theirs func(rel string, re remoteEntry) bool) (*Plan, *Index, error) {
 	idx := NewIndex()
-	pl := newPlanner(m, idx)
+	pl := newPlanState(m, idx)
 	var remote map[string]remoteEntry
 	if l != nil {
 		remote = l.Entries
@@ -181,7 +181,7 @@ func InitialWith(m *Resolved, local *LocalFiles, l *Listing, mode InitialMode, t
 // A remote-only directory with nothing to keep under it goes as a whole (one
 // argument, however big); one that holds something to keep loses its other
 // entries one by one and is returned, deepest first, to be removed once empty.
-func (pl *planner) mirror(local *LocalFiles, l *Listing) []string {
+func (pl *planState) mirror(local *LocalFiles, l *Listing) []string {
 	keep := map[string]bool{} // remote directories with something to keep under them
 	keepParents := func(rel string) {
 		for a := localtree.ParentRel(rel); a != "" && !keep[a]; a = localtree.ParentRel(a) {

@@ -96,9 +96,9 @@ type stat struct {
 	err   error
 }
 
-// planner holds one plan's state: memoized Lstat results and directory
+// planState holds one plan's state: memoized Lstat results and directory
 // listings, so a path is stat'ed once however it is reached.
-type planner struct {
+type planState struct {
 	m       *Resolved
 	idx     *Index
 	deep    bool // descend into known directories too (rescan)
@@ -123,8 +123,8 @@ type planner struct {
 	err error
 }
 
-func newPlanner(m *Resolved, idx *Index) *planner {
-	return &planner{
+func newPlanState(m *Resolved, idx *Index) *planState {
+	return &planState{
 		m: m, idx: idx,
 		stats: map[string]stat{}, dirs: map[string][]string{}, visited: map[string]bool{},
 		copies: map[string]Copy{}, deletes: map[string]bool{},
@@ -166,7 +166,7 @@ type Opts struct {
 // ChangesWith is Changes in a target, with what it holds and sent ahead (see
 // Opts).
 func ChangesWith(m *Resolved, idx *Index, hints []string, rescan bool, o Opts) (*Plan, error) {
-	pl := newPlanner(m, idx)
+	pl := newPlanState(m, idx)
 	pl.released = o.Released
 	if len(o.Again) > 0 {
 		pl.deepUnder = map[string]bool{}
@@ -239,7 +239,7 @@ func freshCopies(idx *Index, p *Plan) []string {
 	return out
 }
 
-func (pl *planner) visit(rel string) {
+func (pl *planState) visit(rel string) {
 	if pl.visited[rel] {
 		return
 	}
@@ -322,7 +322,7 @@ func (pl *planner) visit(rel string) {
 // keeps them (cp -p, touch -r, archive tools), which the inode (a rename
 // over it) or ctime (a write in place) still show, where the platform
 // says them (see localtree.IdentityOf).
-func (pl *planner) unchanged(rel string, old Entry, e *Entry) bool {
+func (pl *planState) unchanged(rel string, old Entry, e *Entry) bool {
 	if old.stale || old.Size != e.Size || old.Mode != e.Mode {
 		return false
 	}
@@ -341,7 +341,7 @@ func (pl *planner) unchanged(rel string, old Entry, e *Entry) bool {
 	return true
 }
 
-func (pl *planner) visitChildren(rel string) {
+func (pl *planState) visitChildren(rel string) {
 	names, err := pl.readDir(rel)
 	if err != nil {
 		pl.p.Warnings = append(pl.p.Warnings, err)
@@ -356,7 +356,7 @@ func (pl *planner) visitChildren(rel string) {
 // A parent the target has as something else (a symlink, a file) is deleted
 // first and sent whole: tar would otherwise write through a stale remote
 // symlink, outside the remote root.
-func (pl *planner) add(rel string, e Entry) {
+func (pl *planState) add(rel string, e Entry) {
 	pl.copies[rel] = Copy{Rel: rel, Name: pl.m.RemoteName(rel), Src: pl.m.LocalPath(rel), Entry: e}
 	for a := localtree.ParentRel(rel); a != ""; a = localtree.ParentRel(a) {
 		if _, ok := pl.copies[a]; ok {
@@ -378,7 +378,7 @@ func (pl *planner) add(rel string, e Entry) {
 	}
 }
 
-func (pl *planner) lstat(rel string) stat {
+func (pl *planState) lstat(rel string) stat {
 	if st, ok := pl.stats[rel]; ok {
 		return st
 	}
@@ -408,7 +408,7 @@ func (pl *planner) lstat(rel string) stat {
 // exactName reports whether rel's last element is spelled as in its parent's
 // listing. Only mappings on case-folding file systems need the listing; when
 // it cannot be read, the Lstat result stands (doubt never becomes a delete).
-func (pl *planner) exactName(rel string) bool {
+func (pl *planState) exactName(rel string) bool {
 	if !pl.m.foldCase || rel == "" || pl.m.File {
 		return true
 	}
@@ -421,7 +421,7 @@ func (pl *planner) exactName(rel string) bool {
 }
 
 // readDir returns the names in directory rel, sorted.
-func (pl *planner) readDir(rel string) ([]string, error) {
+func (pl *planState) readDir(rel string) ([]string, error) {
 	if names, ok := pl.dirs[rel]; ok {
 		return names, nil
 	}
@@ -438,7 +438,7 @@ func (pl *planner) readDir(rel string) ([]string, error) {
 	return names, nil
 }
 
-func (pl *planner) finish() *Plan {
+func (pl *planState) finish() *Plan {
 	p := pl.p
 	for d := range pl.deletes {
 		if !pl.deletedAncestor(d) {
@@ -463,7 +463,7 @@ func (pl *planner) finish() *Plan {
 
 // deletedAncestor reports whether a parent of rel is deleted, which makes
 // deleting rel itself redundant.
-func (pl *planner) deletedAncestor(rel string) bool {
+func (pl *planState) deletedAncestor(rel string) bool {
 	for a := localtree.ParentRel(rel); a != ""; a = localtree.ParentRel(a) {
 		if pl.deletes[a] {
 			return true

@@ -178,7 +178,7 @@ func HashUnsure(ctx context.Context, ex remote.Executor, t remote.Target, m *Res
 // the stat data trusted (see localSame); listed says which paths come back.
 func ThreeWay(m *Resolved, local *LocalFiles, l *Listing, anc *Index, trust time.Time, listed func(string, bool) bool) (*Plan, *Index, map[string]threeway.Action) {
 	idx := NewIndex()
-	pl := newPlanner(m, idx)
+	pl := newPlanState(m, idx)
 	decided := map[string]threeway.Action{}
 	rels := map[string]bool{}
 	for rel := range local.Entries {
