@@ -95,7 +95,9 @@ func TestWaitSynced(t *testing.T) {
 	}
 
 	done := make(chan control.WaitResult)
-	go func() { done <- r.Wait(ctx, control.WaitRequest{For: control.ForSynced, Paths: []string{filepath.Join(root, "main.go")}}) }()
+	go func() {
+		done <- r.Wait(ctx, control.WaitRequest{For: control.ForSynced, Paths: []string{filepath.Join(root, "main.go")}})
+	}()
 	// The wait hashed v2 when asked: a later local edit does not move its goal.
 	l.set(web2, "main.go", "v2")
 	r.observe(filesync.ReporterFunc(func(filesync.Event) {})).Report(filesync.Batch{})
