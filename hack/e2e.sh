@@ -41,6 +41,12 @@ if [[ -n "${LIVESYNC_E2E_LOCALCLUSTER:-}" ]]; then
 else
   echo "e2e: component faults skipped: not the local cluster (LIVESYNC_E2E_LOCALCLUSTER unset)" >&2
 fi
+# Helm 4 and the GitOps reconciler stand-in (test/e2e/owners_test.go): built once, then cached.
+if [[ -z "${LIVESYNC_HELM:-}" || -z "${LIVESYNC_RECONCILER:-}" ]]; then
+  tools="$(hack/tools/build.sh)"
+  LIVESYNC_HELM="${LIVESYNC_HELM:-$tools/helm}" LIVESYNC_RECONCILER="${LIVESYNC_RECONCILER:-$tools/lcreconcile}"
+fi
+export LIVESYNC_HELM LIVESYNC_RECONCILER
 # The Windows build under wine (TestWindowsBinaryUnderWine): the .exe and a wine prefix that runs it.
 if [[ -z "${LIVESYNC_WINDOWS_BINARY:-}" ]]; then
   LIVESYNC_WINDOWS_BINARY="$PWD/bin/kubectl-livesync.exe"

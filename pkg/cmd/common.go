@@ -113,6 +113,9 @@ func (m *mutateOptions) apply(ctx context.Context, g *globalOptions, out io.Writ
 	if err := workload.Apply(p, m.dryRun); err != nil {
 		return err
 	}
+	for _, g := range p.HandedBack {
+		writeln(out, "%s: ownership handed back: %s", w.Ref(), g)
+	}
 	if m.dryRun {
 		writeln(out, "%s: dry run, nothing changed; the API server accepted the patch: %s", w.Ref(), p.Data)
 		return nil
@@ -123,10 +126,43 @@ func (m *mutateOptions) apply(ctx context.Context, g *globalOptions, out io.Writ
 	}
 	start := time.Now()
 	waiter := &workload.Waiter{Client: g.client, Out: out, Timeout: m.timeout}
-	if err := waiter.Wait(ctx, w, podTargets); err != nil {
-		return err
+	if !p.Pins() {
+		if err := waiter.Wait(ctx, w, podTargets); err != nil {
+			return err
+		}
+		writeln(out, "%s rolled out in %s", w.Ref(), time.Since(start).Round(100*time.Millisecond))
+		return nil
 	}
-	writeln(out, "%s rolled out in %s", w.Ref(), time.Since(start).Round(100*time.Millisecond))
+	// A writer that reverts the pin (a reconciler's self-heal) does it within seconds: watch
+	// for it during the rollout and for the rest of the grace, and stop waiting for a rollout
+	// it has undone.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type watched struct {
+		reverts []workload.Revert
+		err     error
+	}
+	done := make(chan watched, 1)
+	go func() {
+		r, err := p.WatchReverts(wctx, workload.RevertGrace, nil)
+		if len(r) > 0 {
+			cancel()
+		}
+		done <- watched{r, err}
+	}()
+	werr := waiter.Wait(wctx, w, podTargets)
+	if werr == nil {
+		writeln(out, "%s rolled out in %s", w.Ref(), time.Since(start).Round(100*time.Millisecond))
+	}
+	res := <-done
+	switch {
+	case len(res.reverts) > 0:
+		return workload.RevertedError(w, res.reverts)
+	case werr != nil:
+		return werr
+	case res.err != nil:
+		writeln(g.ErrOut, "warning: %v", res.err)
+	}
 	return nil
 }
 

@@ -17,6 +17,7 @@ type PullPolicyOptions struct {
 	target targetOptions
 	mutate mutateOptions
 	policy string
+	force  bool
 	args   []string
 }
 
@@ -29,7 +30,9 @@ func newCmdPullPolicy(g *globalOptions) *cobra.Command {
 for the rollout.
 The original policy and image are recorded in the livesync.dev/original annotation, so
 "kubectl livesync restore" puts them back. A running Pod's pull policy is immutable: change
-the workload that owns it instead.`,
+the workload that owns it instead. When Helm, Argo CD or Flux owns the workload it says first
+what that tool will do to the change; it refuses a workload that Flux or Argo CD re-applies on
+its own unless --force (hold it first).`,
 		Example: `  # Pull a moved :dev tag whenever a container starts
   kubectl livesync pull-policy deploy/my-app Always
 
@@ -44,6 +47,7 @@ the workload that owns it instead.`,
 	o.target.addFlags(cmd.Flags(), "container to change (repeatable); default: every container and image volume")
 	o.target.addVolumeFlag(cmd.Flags(), "image volume (spec.volumes[].image) to change (repeatable); default: every one, unless -c is given")
 	o.mutate.addFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&o.force, "force", false, "change the policy even when Flux or Argo CD owns the workload and will revert it")
 	return cmd
 }
 
@@ -82,6 +86,16 @@ func (o *PullPolicyOptions) Run(ctx context.Context) error {
 			} else {
 				writeln(o.g.Out, "%s: %s: imagePullPolicy %s -> %s", p.Workload.Ref(), c.Label(), c.PullPolicy, p.Policy)
 			}
+		}
+	}
+	// Every owner is asked before any workload changes, so a refusal changes nothing.
+	for _, p := range plans {
+		line, err := p.Workload.CheckOwner(p.Changes, o.force)
+		if line != "" {
+			writeln(o.g.Out, "%s", line)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	for _, p := range plans {

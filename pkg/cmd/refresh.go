@@ -38,7 +38,9 @@ another digest, or the spec pins an older one), patch only that image to repo:ta
 (all moved images in one patch, so one rollout), record the original image and pull policy in
 the livesync.dev/original annotation, and wait for the rollout like "kubectl rollout status".
 Before patching it checks that the registry still serves each new digest (--force skips that). A digest-pinned rollout is deterministic: every
-replica runs the same bytes, whatever its node has cached. Undo with "kubectl livesync restore".`,
+replica runs the same bytes, whatever its node has cached. Undo with "kubectl livesync restore".
+When Helm, Argo CD or Flux owns the workload it says first what that tool will do to the pin;
+it refuses a workload that Flux or Argo CD re-applies on its own unless --force (hold it first).`,
 		Example: `  # Pin deploy/my-app to what :dev points at now, and wait
   kubectl livesync refresh deploy/my-app
 
@@ -55,7 +57,7 @@ replica runs the same bytes, whatever its node has cached. Undo with "kubectl li
 	}
 	o.target.addFlags(cmd.Flags(), "container to refresh (repeatable); default: every container and image volume whose tag moved")
 	o.target.addVolumeFlag(cmd.Flags(), "image volume (spec.volumes[].image) to refresh (repeatable); default: every one whose tag moved, unless -c is given")
-	cmd.Flags().BoolVar(&o.force, "force", false, "pin even when the registry no longer serves the new digest (by default refresh checks first and changes nothing)")
+	cmd.Flags().BoolVar(&o.force, "force", false, "pin even when the registry no longer serves the new digest, or when Flux or Argo CD owns the workload and will revert the pin (by default refresh checks first and changes nothing)")
 	o.registry.addFlags(cmd.Flags())
 	o.mutate.addFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&o.watch, "watch", false, "keep polling the registry (HEAD only) and refresh each time the tag moves, until interrupted")
@@ -100,6 +102,11 @@ func (o *RefreshOptions) Run(ctx context.Context) error {
 	writeln(o.g.Out, "watching the registry every %s; Ctrl-C to stop", o.interval)
 	r.quiet = true
 	warn := func(err error) { writeln(o.g.ErrOut, "warning: %v", err) }
+	// Another writer reverting a pin ends the watch: pinning each new push again would be a
+	// rollout loop against it.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var reverted error
 	workload.Follow(ctx, o.clock, o.interval, func(ctx context.Context) error {
 		// Re-read the workloads: the last refresh changed them, and so may anyone else.
 		ws, err := o.target.resolve(o.g, o.args)
@@ -107,12 +114,21 @@ func (o *RefreshOptions) Run(ctx context.Context) error {
 			return err
 		}
 		for _, w := range ws {
-			if err := r.refresh(ctx, w); err != nil && ctx.Err() == nil {
+			err := r.refresh(ctx, w)
+			switch {
+			case errors.Is(err, workload.ErrReverted) || errors.Is(err, workload.ErrReconciled):
+				reverted = err
+				stop()
+				return nil
+			case err != nil && ctx.Err() == nil:
 				warn(err)
 			}
 		}
 		return nil
 	}, warn)
+	if reverted != nil {
+		return fmt.Errorf("--watch stops: %w", reverted)
+	}
 	return nil
 }
 
@@ -176,6 +192,13 @@ func (r *refresher) refresh(ctx context.Context, w *workload.Workload) error {
 	case p.RolloutBehind():
 		waiter := &workload.Waiter{Client: r.g.client, Out: r.out(), Timeout: r.mutate.timeout}
 		return waiter.Wait(ctx, w, nil)
+	}
+	line, err := w.CheckOwner(p.Changes, r.force)
+	if line != "" {
+		r.say("%s", line)
+	}
+	if err != nil {
+		return err
 	}
 	if !r.force {
 		if err := inspect.CheckPins(ctx, res, w, p.Changes); err != nil {

@@ -33,6 +33,13 @@ func (s *syncImages) SetPullPolicy(ctx context.Context, w *workload.Workload, co
 		return err
 	}
 	r := s.refresher
+	line, err := w.CheckOwner(plan.Changes, false)
+	if line != "" {
+		r.say("%s", line)
+	}
+	if err != nil {
+		return err
+	}
 	return r.mutate.apply(ctx, r.g, r.out(), p, nil)
 }
 

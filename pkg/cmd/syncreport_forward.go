@@ -36,6 +36,7 @@ func (r *syncReporter) forward(ev forward.Event) {
 		r.emitErr(je, "%s: %s", head, ev.Text())
 		return
 	}
+	je.Message = ev.Message // how the pod left (trying, unreachable) failed
 	r.emit(je, "%s: %s", head, ev.Text())
 }
 

@@ -22,6 +22,8 @@ func TestForwardAndLogLines(t *testing.T) {
 		{Spec: spec, Addr: "127.0.0.1:41234", State: forward.Serving, Pod: "web-2", Previous: "web-1", Reason: forward.LostDeleted, Dials: 2},
 		{Spec: spec, Addr: "127.0.0.1:41234", State: forward.Lost, Pod: "web-2", Reason: forward.LostRestarted, Waiting: forward.WaitSyncing, Dials: 2},
 		{Spec: spec, Addr: "127.0.0.1:41234", State: forward.Failed, Pod: "web-2", Message: `pod "web-2" port 8080: connection refused`, Dials: 3},
+		{Spec: spec, Addr: "127.0.0.1:41234", State: forward.Trying, Pod: "web-3", Previous: "web-2", Reason: forward.LostUnreachable, Message: "i/o timeout", Dials: 4},
+		{Spec: spec, Addr: "127.0.0.1:41234", State: forward.Unreachable, Pod: "web-3", Message: "i/o timeout", Dials: 5},
 	}
 	line := logs.Line{Namespace: "ns", Pod: "web-2", Container: "app", Text: "hello \x1b[2Jworld\tok", Time: at}
 
@@ -36,6 +38,8 @@ func TestForwardAndLogLines(t *testing.T) {
 		"forward 127.0.0.1:41234 -> http: waiting: initial sync running",
 		"forward 127.0.0.1:41234 -> http: serving web-2 (was web-1: pod deleted)",
 		"forward 127.0.0.1:41234 -> http: lost web-2 (container restarted); waiting: initial sync running",
+		"forward 127.0.0.1:41234 -> http: pod web-2 unreachable (i/o timeout); trying pod web-3",
+		"forward 127.0.0.1:41234 -> http: pod web-3 unreachable (i/o timeout); no reachable pod",
 		`web-2/app hello \x1b[2Jworld` + "\tok",
 	}, "\n") + "\n"
 	if out.String() != wantOut {
@@ -49,9 +53,14 @@ func TestForwardAndLogLines(t *testing.T) {
 	r = newSyncReporter(&out, &errOut, true)
 	r.forEntry("api").Forward(events[2])
 	r.Log(line)
+	r.Forward(events[5])
 	evs := assertNDJSON(t, out.String())
-	if len(evs) != 2 {
+	if len(evs) != 3 {
 		t.Fatalf("%d events", len(evs))
+	}
+	tr, _ := json.Marshal(evs[2])
+	if want := `"dials":4,"forward":{"address":"127.0.0.1:41234","remote":"http"},"message":"i/o timeout","pod":"web-3","previous":"web-2","reason":"unreachable","state":"trying"`; !strings.Contains(string(tr), want) {
+		t.Errorf("trying event %s, want %s", tr, want)
 	}
 	fw, _ := json.Marshal(evs[0])
 	if want := `"dials":2,"entry":"api","forward":{"address":"127.0.0.1:41234","remote":"http"},"pod":"web-2","previous":"web-1","reason":"deleted","state":"serving"`; !strings.Contains(string(fw), want) {

@@ -17,7 +17,12 @@ import (
 
 // scriptArgsOf turns p into apply.sh's arguments.
 func scriptArgsOf(m *mapping, p *Plan) *remote.ApplyArgs {
-	a := &remote.ApplyArgs{Root: string(m.remoteDir()), Tar: len(p.Copies) > 0, Expect: p.expect}
+	a := &remote.ApplyArgs{Root: string(m.remoteDir()), Tar: len(p.Copies) > 0}
+	for _, pc := range p.expect {
+		if _, done := p.patched[pc.rel]; !done {
+			a.Expect = append(a.Expect, pc.check)
+		}
+	}
 	if m.file {
 		a.File = "./" + m.remoteName("")
 	}
@@ -158,13 +163,14 @@ func apply(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o ta
 // applyOnce is apply's one try.
 func applyOnce(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, o tarstream.Options) (applyResult, error) {
 	res := applyResult{deleted: len(p.Deletes)}
-	args := scriptArgsOf(m, p)
 	moves, sent := moveArgs(m, p)
-	var patched applyResult
-	sent, err := applyPatches(ctx, ex, t, m, p, sent, &patched)
+	sent, err := applyPatches(ctx, ex, t, m, p, sent)
 	if err != nil {
 		return res, err
 	}
+	// After the patches: the preconditions of those applied were checked
+	// in their own execs.
+	args := scriptArgsOf(m, p)
 	args.Moves, args.Tar = moves, len(sent) > 0
 	args.Gz = o.Gzip && args.Tar
 	for _, a := range args.Split(remote.MaxArgBytes) {
@@ -196,14 +202,14 @@ func applyOnce(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, 
 			return res, withMapping(err, t, m)
 		}
 	}
-	for rel, sum := range patched.Sums {
+	for rel, pd := range p.patched {
 		if res.Sums == nil {
 			res.Sums = map[string]*[32]byte{}
 		}
-		res.Sums[rel] = sum
+		res.Sums[rel] = &pd.sum
+		res.Files++
+		res.Bytes += pd.bytes
 	}
-	res.Files += patched.Files
-	res.Bytes += patched.Bytes
 	if len(moves) > 0 {
 		// Confirmed by the same ack as the archive: their sums are the
 		// ones the container checked at their sources.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/md5" //nolint:gosec // matching blocks locally; the container checks the result's sha256
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -315,22 +316,37 @@ func (e *Engine) findPatches(tg *target, i int, m *mapping, p *Plan) {
 	}
 }
 
-// applyPatches runs p's patches (see findPatches) and returns the copies
-// left to send whole: those without one, and those whose patch the
-// container refused. A patch that failed otherwise (the stream cut) is
-// dropped from p, so the retry sends the file whole, and ends the apply.
-func applyPatches(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, sent []Copy, res *applyResult) ([]Copy, error) {
-	if len(p.Patches) == 0 {
+// patched is a patch the container applied: the new file's sha256, and the
+// bytes its exec sent.
+type patched struct {
+	sum   [32]byte
+	bytes int64
+}
+
+// applyPatches runs p's patches (see findPatches), each in an exec of its
+// own with the file's precondition (see applyGuarded) checked first, and
+// returns the copies left to send whole: those without one, and those whose
+// patch the container refused. One applied is recorded in p.patched, and a
+// later try of p leaves it out. A precondition that failed ends the apply
+// with its *remote.ChangedError, the file as it was; a patch that failed
+// otherwise (the stream cut) is dropped from p, so the retry sends the file
+// whole, and ends the apply.
+func applyPatches(ctx context.Context, ex Executor, t Target, m *mapping, p *Plan, sent []Copy) ([]Copy, error) {
+	if len(p.Patches)+len(p.patched) == 0 {
 		return sent, nil
 	}
 	var whole []Copy
 	for _, c := range sent {
+		if _, done := p.patched[c.Rel]; done {
+			continue
+		}
 		pt, ok := p.Patches[c.Rel]
 		if !ok {
 			whole = append(whole, c)
 			continue
 		}
-		a := &remote.ApplyArgs{Root: string(m.remoteDir()), Patch: remote.PatchArgs("./"+c.Name, pt.old, pt.new, c.Mode, deltaBlock, pt.ops)}
+		a := &remote.ApplyArgs{Root: string(m.remoteDir()), Expect: p.expectAt(c.Rel),
+			Patch: remote.PatchArgs("./"+c.Name, pt.old, pt.new, c.Mode, deltaBlock, pt.ops)}
 		if m.file {
 			a.File = "./" + m.remoteName("")
 		}
@@ -339,14 +355,16 @@ func applyPatches(ctx context.Context, ex Executor, t Target, m *mapping, p *Pla
 			a.Gz, in = true, pt.zlit
 		}
 		_, err := remote.Apply(ctx, ex, t, "patching files", a, bytes.NewReader(in))
+		var ce *remote.ChangedError
 		switch {
 		case err == nil:
-			if res.Sums == nil {
-				res.Sums = map[string]*[32]byte{}
+			if p.patched == nil {
+				p.patched = map[string]patched{}
 			}
-			res.Sums[c.Rel] = &pt.new
-			res.Files++
-			res.Bytes += int64(len(in))
+			p.patched[c.Rel] = patched{sum: pt.new, bytes: int64(len(in))}
+			delete(p.Patches, c.Rel)
+		case errors.As(err, &ce):
+			return nil, err
 		case remote.IsPatchRefused(err):
 			delete(p.Patches, c.Rel)
 			whole = append(whole, c)

@@ -83,6 +83,13 @@ func (e Entry) sameMeta(o Entry) bool {
 	return true
 }
 
+// sameIdentity reports whether e and o are the same inode, unchanged
+// since (its ctime), where both say: an entry recorded without them (a
+// platform that does not say, a sync-back write) is taken at its word.
+func (e Entry) sameIdentity(o Entry) bool {
+	return e.Ino == 0 || o.Ino == 0 || e.Ino == o.Ino && e.CTime == o.CTime
+}
+
 // Index is what one target holds for one mapping, as far as the target
 // confirmed it, keyed by the slash-separated path relative to the mapping
 // root ("" is the root). Parents of every entry are in the index too. It is

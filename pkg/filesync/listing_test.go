@@ -113,3 +113,64 @@ func TestParseListingRejectsUnsafeNames(t *testing.T) {
 		t.Error("truncated listing parsed")
 	}
 }
+
+// A stat listing says each mtime to the nanosecond, whatever the names
+// hold; a listing of names hashes only those regular files, in execs
+// bounded by remote.MaxArgBytes.
+func TestListRemoteNanosAndNames(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, weirdNames)
+			writeTree(t, dir, map[string]string{"sub/": "", "link@with space": ""})
+			m := testMapping(t, t.TempDir(), dir, nil)
+			l, err := listRemote(context.Background(), ex, testTarget, m, true)
+			must(t, err)
+			var files []string
+			for rel, e := range l.entries {
+				fi, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(rel)))
+				must(t, err)
+				if e.MTimeNs != fi.ModTime().UnixNano() || e.MTime != fi.ModTime().Unix() {
+					t.Errorf("%q: mtime %d (%d ns), want %d ns", rel, e.MTime, e.MTimeNs, fi.ModTime().UnixNano())
+				}
+				if e.Type == TypeFile {
+					files = append(files, rel)
+				}
+			}
+			if len(l.entries) != len(readTree(t, dir)) {
+				t.Errorf("listed %d entries, want %d", len(l.entries), len(readTree(t, dir)))
+			}
+			// Every file, a directory, a link and a missing name, each asked
+			// for many times over so that the names take several execs.
+			var rels []string
+			for len(rels)*40 < 3*remote.MaxArgBytes {
+				rels = append(rels, files...)
+				rels = append(rels, "sub", "link", "gone")
+			}
+			n := 0
+			counting := &localExecutor{Runner: ex.Runner, Fail: func(_ Target, argv []string) error {
+				if isList(argv) {
+					n++
+				}
+				return nil
+			}}
+			must(t, hashUnsure(context.Background(), counting, testTarget, m, l, rels))
+			if n < 3 {
+				t.Errorf("%d execs for %d names", n, len(rels))
+			}
+			for rel, e := range l.entries {
+				if e.Type != TypeFile {
+					if e.Sum != nil {
+						t.Errorf("%q hashed", rel)
+					}
+					continue
+				}
+				b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+				must(t, err)
+				if sum := sha256.Sum256(b); string(e.Sum) != string(sum[:]) {
+					t.Errorf("%q: sum %x, want %x", rel, e.Sum, sum)
+				}
+			}
+		})
+	}
+}

@@ -42,7 +42,26 @@ type Plan struct {
 	// Patches are copies, by rel, sent as deltas of the file the container
 	// holds there (see findPatches).
 	Patches map[string]*patch
-	expect  []string // preconditions (see applyGuarded)
+	// patched are the patches the container applied, by rel: a later try
+	// of the plan (a retry, the guard's after a conflict) neither patches
+	// nor checks them again.
+	patched map[string]patched
+	expect  []precondition // sync-back's (see applyGuarded)
+}
+
+// precondition is apply.sh's check (remote.ExpectFile and the like) of
+// what the container must hold at rel before the plan replaces or deletes
+// it.
+type precondition struct{ rel, check string }
+
+// expectAt returns p's precondition for rel, if any.
+func (p *Plan) expectAt(rel string) []string {
+	for _, pc := range p.expect {
+		if pc.rel == rel {
+			return []string{pc.check}
+		}
+	}
+	return nil
 }
 
 // Empty reports whether the plan changes nothing in the container.
@@ -255,13 +274,17 @@ func (pl *planner) visit(rel string) {
 	pl.add(rel, e)
 }
 
-// unchanged reports whether a file needs no copy. A different mtime with the
-// same size and an equal hash (an editor's touch) only refreshes the index.
+// unchanged reports whether a file needs no copy. A different mtime, inode
+// or ctime with the same size and an equal hash (an editor's touch, a chmod
+// back) only refreshes the index. Size and mtime alone miss a save that
+// keeps them (cp -p, touch -r, archive tools), which the inode (a rename
+// over it) or ctime (a write in place) still show, where the platform
+// says them (see localtree.IdentityOf).
 func (pl *planner) unchanged(rel string, old Entry, e *Entry) bool {
 	if old.stale || old.Size != e.Size || old.Mode != e.Mode {
 		return false
 	}
-	if old.MTime.Equal(e.MTime) {
+	if old.MTime.Equal(e.MTime) && old.sameIdentity(*e) {
 		return true
 	}
 	if old.Sum == nil {

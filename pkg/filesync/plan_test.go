@@ -122,6 +122,18 @@ func TestPlan(t *testing.T) {
 				must(t, os.Chtimes(filepath.Join(d, "a.txt"), later, later))
 			},
 			wantCopies: []string{"a.txt"}},
+		{name: "a save keeping size and mtime (touch -r) is sent", hints: []string{"a.txt"},
+			change:     func(t *testing.T, d string) { rewriteKeepingStat(t, filepath.Join(d, "a.txt"), "A") },
+			wantCopies: []string{"a.txt"}},
+		{name: "a save keeping size and mtime with a known hash is sent", hints: []string{"keep"},
+			change:     func(t *testing.T, d string) { rewriteKeepingStat(t, filepath.Join(d, "keep"), "K") },
+			wantCopies: []string{"keep"}},
+		{name: "a chmod back and forth only refreshes the index", hints: []string{"keep"},
+			change: func(t *testing.T, d string) {
+				must(t, os.Chmod(filepath.Join(d, "keep"), 0o600))
+				must(t, os.Chmod(filepath.Join(d, "keep"), 0o644))
+			},
+			wantTouched: []string{"keep"}},
 		{name: "invalid hints are dropped", hints: []string{"../etc/passwd", "/abs", "a/./b"}},
 		{name: "rescan diffs the whole tree", rescan: true,
 			change: func(t *testing.T, d string) {
@@ -520,4 +532,19 @@ func TestPlanCaseOnlyRename(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rewriteKeepingStat writes body (of the file's size) over name through a
+// temporary file renamed over it, then gives it the old mtime back, as cp -p,
+// touch -r and archive tools leave a save: only its inode and ctime moved.
+func rewriteKeepingStat(t *testing.T, name, body string) {
+	t.Helper()
+	fi, err := os.Stat(name)
+	must(t, err)
+	if int64(len(body)) != fi.Size() {
+		t.Fatalf("rewriteKeepingStat(%q): %d bytes for a %d-byte file", name, len(body), fi.Size())
+	}
+	must(t, os.WriteFile(name+".new", []byte(body), fi.Mode().Perm()))
+	must(t, os.Chtimes(name+".new", fi.ModTime(), fi.ModTime()))
+	must(t, os.Rename(name+".new", name))
 }

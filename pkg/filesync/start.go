@@ -1,6 +1,7 @@
 package filesync
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/syncstate"
 )
 
@@ -173,9 +175,8 @@ func localSame(m *mapping, rel string, a Entry, l *Entry, trust time.Time) bool 
 
 // remoteSame reports whether the container's entry r is still the
 // ancestor a: the same type, for files the same size, exec bits and
-// content (by hash when the listing has one, else by mtime: tar gave the
-// file the ancestor's mtime, and a rewrite gives it another), for links the
-// same target.
+// content (by hash when the listing has one, see hashUnsure; else by
+// remoteStatSame), for links the same target.
 func remoteSame(a Entry, r remoteEntry, alg string) bool {
 	if a.stale || a.Type != r.Type {
 		return false
@@ -192,7 +193,60 @@ func remoteSame(a Entry, r remoteEntry, alg string) bool {
 	if alg == "sha256sum" && a.Sum != nil && len(r.Sum) == sha256.Size {
 		return [32]byte(r.Sum) == *a.Sum
 	}
-	return a.MTime.Unix() == r.MTime
+	return remoteStatSame(a, r)
+}
+
+// remoteStatSame reports whether the container's file r still has the
+// mtime tar gave it when it was sent as a: the ancestor's second, with no
+// fraction where the listing says one (tar sets whole seconds: a write in
+// that same second leaves a fraction).
+func remoteStatSame(a Entry, r remoteEntry) bool {
+	return a.MTime.Unix() == r.MTime && (r.MTimeNs == 0 || r.MTimeNs == r.MTime*1e9)
+}
+
+// unsure returns the files of l (rels) whose stat data cannot say whether
+// they still hold the ancestor's content, where the ancestor knows it: the
+// same size and exec bits, but an mtime that moved (a delta or an
+// in-container copy, or a rewrite, even within tar's second). Their
+// content decides (see hashUnsure), never their mtime.
+func unsure(anc *Index, l *listing) []string {
+	if l.alg != "sha256sum" {
+		return nil
+	}
+	var out []string
+	for rel, r := range l.entries {
+		a, ok := anc.Get(rel)
+		if ok && r.Type == TypeFile && a.Type == TypeFile && !a.stale && a.Sum != nil && r.Sum == nil &&
+			a.Size == r.Size && (a.Mode^r.Mode)&0o111 == 0 && !remoteStatSame(a, r) {
+			out = append(out, rel)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// hashUnsure lists the unsure files of l (see unsure) again, hashed, in
+// ex's t, and puts what it found in l: the few a start reads in the
+// container rather than take a moved mtime for a change. One that is no
+// longer a regular file keeps its first listing (a change by its mtime).
+func hashUnsure(ctx context.Context, ex Executor, t Target, m *mapping, l *listing, rels []string) error {
+	if len(rels) == 0 {
+		return nil
+	}
+	names := make([]string, len(rels))
+	for i, rel := range rels {
+		names[i] = "./" + m.remoteName(rel)
+	}
+	rl, err := remote.ListNames(ctx, ex, t, string(m.remoteDir()), names)
+	if err != nil {
+		return err
+	}
+	for rel, e := range listingOf(rl, m).entries {
+		if e.Type == TypeFile && len(e.Sum) == sha256.Size {
+			l.entries[rel] = e
+		}
+	}
+	return nil
 }
 
 // StartAction is what a start against a saved ancestor does at one path.

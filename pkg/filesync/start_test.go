@@ -473,3 +473,55 @@ func TestPlanStartTypeChangeKeepsListed(t *testing.T) {
 	}
 	assertPlan(t, p, []string{"other"}, []string{"other"})
 }
+
+// A start decides an unlisted file by its content where its stat data
+// cannot: a container rewrite that kept the size within tar's second is a
+// change (the local side wins, as a cold start's hashes would say), and an
+// mtime that alone moved (a delta, an in-container copy) is none.
+func TestStartDecidesByContent(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			anc := &fakeAncestry{saved: map[string][][]Record{}}
+			f := newEngineFixture(t, Config{}, WithAncestry(anc))
+			f.ex.Runner = ex.Runner
+			tg := podTarget("web-1")
+			f.e.AddTarget(tg)
+			if ok, err := f.e.Once(context.Background()); !ok || err != nil {
+				t.Fatalf("Once = %v, %v", ok, err)
+			}
+			fi, err := os.Stat(filepath.Join(f.local, "a"))
+			must(t, err)
+			rewritten := filepath.Join(f.remote("web-1"), "a")
+			must(t, os.WriteFile(rewritten, []byte("b"), 0o644))
+			same := time.Unix(fi.ModTime().Unix(), 500_000_000)
+			must(t, os.Chtimes(rewritten, same, same))
+			touched := filepath.Join(f.remote("web-1"), "d/x")
+			hourAgo := time.Now().Add(-time.Hour).Truncate(time.Second)
+			must(t, os.Chtimes(touched, hourAgo, hourAgo))
+
+			again := New(f.ex, Config{Mappings: f.e.cfg.Mappings}, WithAncestry(anc), WithReporter(f.rec))
+			again.AddTarget(tg)
+			if ok, err := again.Once(context.Background()); !ok || err != nil {
+				t.Fatalf("Once = %v, %v", ok, err)
+			}
+			if got := readTree(t, f.remote("web-1"))["a"]; !strings.HasSuffix(got, " a") {
+				t.Errorf("container a = %s, want the local a", got)
+			}
+			var (
+				decided  map[string]int
+				examples []string
+			)
+			for _, a := range eventsOf[Ancestor](f.rec) {
+				if a.ThreeWay {
+					decided, examples = a.Decided, a.Examples
+				}
+			}
+			if decided["send"] != 1 || len(decided) != 1 {
+				t.Errorf("decided %v (%q), want one send (a; d/x kept)", decided, examples)
+			}
+			if fi, err := os.Stat(touched); err != nil || !fi.ModTime().Equal(hourAgo) {
+				t.Errorf("d/x was sent again: %v", err)
+			}
+		})
+	}
+}

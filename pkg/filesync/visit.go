@@ -131,7 +131,10 @@ func WithUploadGuard(g UploadGuard) Option { return func(e *Engine) { e.guard = 
 // applyGuarded applies a batch's plan p with the guard's preconditions for
 // its files (those under a deleted directory too, and the directory); a path whose
 // precondition fails, or that the guard skips, is left out with what
-// stands on it, and the rest goes again.
+// stands on it, and the rest goes again. A file sent as a patch goes in an
+// exec of its own, which checks its precondition before the patch (see
+// applyPatches): whatever carries a file's bytes, nothing replaces it
+// before its check, in the same exec.
 func (e *Engine) applyGuarded(tg *target, i int, m *mapping, p *Plan) (applyResult, error) {
 	return e.applyGuardedOn(tg, tg.idx[i], i, m, p)
 }
@@ -150,12 +153,14 @@ func (e *Engine) applyGuardedOn(tg *target, x *Index, i int, m *mapping, p *Plan
 			if check, sk := e.guard.Expect(u); sk {
 				skip[own] = true
 			} else if check != "" {
-				p.expect, ups["./"+rel], owner["./"+rel] = append(p.expect, check), u, own
+				p.expect, ups["./"+rel], owner["./"+rel] = append(p.expect, precondition{rel, check}), u, own
 			}
 		}
 		p.expect = nil
 		for _, c := range p.Copies {
-			if c.Type != TypeDir {
+			if _, done := p.patched[c.Rel]; c.Type != TypeDir && !done {
+				// A patch applied by an earlier try was checked in its
+				// own exec: the container holds it now, not the ancestor.
 				ask(c.Rel, c.Rel)
 			}
 		}

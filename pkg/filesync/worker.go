@@ -394,6 +394,9 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				if err := startConflict(m, l); err != nil {
 					return err
 				}
+				if err := e.hashUnsure(ctx, tg.Target, m, l, saved); err != nil {
+					return err
+				}
 				p, idx, decided = planStart(m, local, l, saved, trust, e.listedIn(tg.Target, i))
 			} else {
 				if saved != nil {
@@ -465,6 +468,23 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 	}
 	ev.Duration = e.clk.Since(start)
 	return ev, err
+}
+
+// hashUnsure reads, in t, the files of l whose stat data cannot tell
+// whether they are still saved's (see unsure), with retries: a start
+// decides them by content. It fails the start rather than decide them by
+// their mtime.
+func (e *Engine) hashUnsure(ctx context.Context, t Target, m *mapping, l *listing, saved *Index) error {
+	rels := unsure(saved, l)
+	if len(rels) == 0 {
+		return nil
+	}
+	var size int64
+	for _, rel := range rels {
+		size += l.entries[rel].Size
+	}
+	lex := e.exec.Within(remote.ListLimit(e.cfg.ExecTimeout, size))
+	return e.retry.Do(ctx, e.clk, func() error { return hashUnsure(ctx, lex, t, m, l, rels) })
 }
 
 // applyPlan applies p in t with retries, or reports it under DryRun, with

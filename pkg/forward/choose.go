@@ -12,12 +12,18 @@ const (
 	WaitNotReady = "not-ready"
 	// WaitSyncing: a Ready pod's initial sync is still running: it serves unsynced code.
 	WaitSyncing = "syncing"
+	// WaitUnreachable: Ready, synced pods run, but each failed its last dial (or refused the
+	// forward's port) and its back-off has not ended.
+	WaitUnreachable = "unreachable"
 
 	// LostDeleted, LostTerminating, LostNotReady, LostRestarted: why the serving pod left.
 	LostDeleted     = "deleted"
 	LostTerminating = "terminating"
 	LostNotReady    = "not-ready"
 	LostRestarted   = "restarted"
+	// LostUnreachable: the pod failed a dial, or refused the forward's port with nothing sent
+	// back; another is tried.
+	LostUnreachable = WaitUnreachable
 )
 
 var reasonText = map[string]string{
@@ -27,6 +33,7 @@ var reasonText = map[string]string{
 	LostDeleted:     "pod deleted",
 	LostTerminating: "pod terminating",
 	LostRestarted:   "container restarted",
+	WaitUnreachable: "no reachable pod",
 }
 
 // podInfo is what the tracker last said about a pod.
@@ -86,22 +93,27 @@ func judge(p *podInfo, synced map[string]bool) state {
 	return eligible
 }
 
-// choose picks the pod for new connections: current while it stays eligible (connections do
-// not hop between healthy replicas), else the newest eligible pod, the one a rollout just
-// brought. With none it says why (the most hopeful reason any pod gives).
-func choose(pods map[string]*podInfo, synced map[string]bool, current string) (string, string) {
-	if judge(pods[current], synced) == eligible {
+// choose picks the pod for new connections: current while it stays eligible and reachable
+// (connections do not hop between healthy replicas), else the newest such pod, the one a
+// rollout just brought. With none it says why: an eligible pod that is unreachable (in the
+// back-off of a failure) first, else the most hopeful reason any pod gives.
+func choose(pods map[string]*podInfo, synced map[string]bool, current string, unreachable func(pod string) bool) (string, string) {
+	if judge(pods[current], synced) == eligible && !unreachable(current) {
 		return current, ""
 	}
 	best, why := "", WaitNoPod
 	for name, p := range pods {
 		switch judge(p, synced) {
 		case eligible:
-			if best == "" || newer(p.pod, pods[best].pod) {
+			if unreachable(name) {
+				why = WaitUnreachable
+			} else if best == "" || newer(p.pod, pods[best].pod) {
 				best = name
 			}
 		case unsynced:
-			why = WaitSyncing
+			if why != WaitUnreachable {
+				why = WaitSyncing
+			}
 		case notReady:
 			if why == WaitNoPod {
 				why = WaitNotReady

@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +33,12 @@ const (
 	Waiting   = "waiting"
 	Lost      = "lost"
 	Failed    = "error"
+	// Trying: the pod served failed (a dial, or its port with nothing sent back); new
+	// connections go to Pod, which has not answered yet. Serving follows its first answer.
+	Trying = "trying"
+	// Unreachable: every Ready, synced pod failed so; new connections are closed at once until
+	// a back-off ends or another pod can serve.
+	Unreachable = "unreachable"
 )
 
 // Event is a change of a forward's state. Each is said once per change, never per connection.
@@ -39,15 +47,16 @@ type Event struct {
 	// Addr is the address listened on, with the port picked for LOCAL 0.
 	Addr  string
 	State string
-	// Pod is the pod served (serving), lost (lost) or that failed (error).
+	// Pod is the pod served (serving), tried (trying), lost (lost), that failed (error) or
+	// that failed last (unreachable).
 	Pod string
-	// Previous is the pod served before (serving), and Reason why it left (Lost*).
+	// Previous is the pod served before (serving, trying), and Reason why it left (Lost*).
 	Previous string
 	// Reason: waiting's Wait*; lost's Lost*.
 	Reason string
 	// Waiting is why no other pod took over (lost).
 	Waiting string
-	// Message is the error (error).
+	// Message is the error (error), or how Previous (trying) or Pod (unreachable) failed.
 	Message string
 	// Dials counts the pod connections the forwards of the session dialled so far.
 	Dials int64
@@ -67,6 +76,13 @@ func (e Event) Text() string {
 		return fmt.Sprintf("lost %s (%s); waiting: %s", e.Pod, ReasonText(e.Reason), ReasonText(e.Waiting))
 	case Failed:
 		return "error: " + e.Message
+	case Trying:
+		if e.Previous != "" {
+			return fmt.Sprintf("pod %s unreachable (%s); trying pod %s", e.Previous, e.Message, e.Pod)
+		}
+		return "trying pod " + e.Pod
+	case Unreachable:
+		return fmt.Sprintf("pod %s unreachable (%s); %s", e.Pod, e.Message, ReasonText(WaitUnreachable))
 	}
 	return e.State
 }
@@ -94,8 +110,12 @@ const (
 	// DefaultStreamTimeout bounds opening a stream on it, and waiting for its error stream
 	// once the data stream ended.
 	DefaultStreamTimeout = 10 * time.Second
-	// maxBackoff caps the wait between dials to a pod whose last dial failed.
+	// minBackoff and maxBackoff bound how long a pod that failed stays unreachable: the wait
+	// doubles from the first to the second while it keeps failing, and a success resets it.
+	minBackoff = time.Second
 	maxBackoff = 30 * time.Second
+	// maxTries bounds the pods one local connection is sent to when they fail to dial.
+	maxTries = 3
 )
 
 // Forwarder runs the session's forwards of one workload.
@@ -115,22 +135,51 @@ type Forwarder struct {
 	addrs     []string
 	pods      map[string]*podInfo
 	synced    map[string]bool // containerIDs whose initial sync finished
-	current   string
 	listed    bool
-	said      []Event
-	change    chan struct{} // closed when current changes
+	change    chan struct{} // closed when a spec's current pod changes
 	conns     map[string]*podConn
-	backoff   map[string]backoff
-	errsSaid  map[string]bool
-	dials     atomic.Int64
-	requests  atomic.Int64
-	ctx       context.Context
+	// backoff holds the pods whose last dial failed: unreachable for every forward, and not
+	// dialled, until it ends.
+	backoff map[string]backoff
+	// refused holds, per forward, the pods whose port failed with nothing sent back:
+	// unreachable for that forward only (another port of the pod may serve).
+	refused  map[specPod]backoff
+	errsSaid map[string]bool
+	dials    atomic.Int64
+	requests atomic.Int64
+	ctx      context.Context
+
+	// Per spec: the pod new connections go to ("" for none) and why there is none; said is
+	// what was said last. trying is set when the spec's pod failed, until a connection to
+	// its pod succeeds; bad is the pod that failed last, and how.
+	current []string
+	why     []string
+	said    []Event
+	trying  []bool
+	bad     []failure
 }
 
 type backoff struct {
 	until time.Time
 	wait  time.Duration
 	err   error
+}
+
+// next is b after one more failure at now.
+func (b backoff) next(now time.Time, err error) backoff {
+	b.wait = min(max(2*b.wait, minBackoff), maxBackoff)
+	b.until, b.err = now.Add(b.wait), err
+	return b
+}
+
+type specPod struct {
+	spec int
+	pod  string
+}
+
+type failure struct {
+	pod string
+	err error
 }
 
 // podConn is one port-forward connection to a pod, shared by the local connections to it.
@@ -158,7 +207,9 @@ func (f *Forwarder) init() {
 		f.StreamTimeout = DefaultStreamTimeout
 	}
 	f.pods, f.synced, f.conns, f.backoff, f.errsSaid = map[string]*podInfo{}, map[string]bool{}, map[string]*podConn{}, map[string]backoff{}, map[string]bool{}
-	f.said = make([]Event, len(f.Specs))
+	f.refused = map[specPod]backoff{}
+	n := len(f.Specs)
+	f.current, f.why, f.said, f.trying, f.bad = make([]string, n), make([]string, n), make([]Event, n), make([]bool, n), make([]failure, n)
 	f.change = make(chan struct{})
 }
 
@@ -236,6 +287,12 @@ func (f *Forwarder) ObservePod(pod *corev1.Pod, containers []string, gone bool) 
 	if gone {
 		delete(f.pods, pod.Name)
 		delete(f.backoff, pod.Name)
+		for i := range f.Specs {
+			delete(f.refused, specPod{i, pod.Name})
+			if f.bad[i].pod == pod.Name { // nothing left to say about it
+				f.trying[i], f.bad[i] = false, failure{}
+			}
+		}
 	} else {
 		f.pods[pod.Name] = &podInfo{pod: pod, containers: containers}
 	}
@@ -258,48 +315,124 @@ func (f *Forwarder) Listed() {
 	f.recompute()
 }
 
-// recompute picks the pod for new connections and says what changed. Called with mu held.
+// recompute picks each spec's pod for new connections and says what changed; a back-off
+// that ended makes its pod eligible again. Called with mu held.
 func (f *Forwarder) recompute() {
-	old := f.current
-	next, why := choose(f.pods, f.synced, old)
-	if next != old {
-		f.current = next
-		close(f.change)
-		f.change = make(chan struct{})
-		if pc := f.conns[old]; pc != nil {
+	now := f.Clock.Now()
+	olds := slices.Clone(f.current)
+	for i := range f.Specs {
+		old := f.current[i]
+		next, why := choose(f.pods, f.synced, old, func(pod string) bool { return f.failed(i, pod, now) != nil })
+		f.current[i], f.why[i] = next, why
+		if !f.listed && next == "" {
+			continue
+		}
+		f.say(i, f.state(i, old, next, why, now))
+	}
+	if slices.Equal(olds, f.current) {
+		return
+	}
+	close(f.change)
+	f.change = make(chan struct{})
+	for _, old := range olds {
+		if pc := f.conns[old]; pc != nil && !slices.Contains(f.current, old) {
 			pc.retired = true
 			if pc.refs == 0 {
 				f.closeConn(pc)
 			}
 		}
 	}
-	if !f.listed && next == "" {
-		return
-	}
-	var ev Event
+}
+
+// state is what spec i's choice of next (over old) says. Called with mu held.
+func (f *Forwarder) state(i int, old, next, why string, now time.Time) Event {
 	switch {
+	case next != "" && f.trying[i]:
+		ev := Event{State: Trying, Pod: next}
+		if b := f.bad[i]; b.pod != "" && b.pod != next {
+			ev.Previous, ev.Reason, ev.Message = b.pod, LostUnreachable, b.err.Error()
+		}
+		return ev
 	case next != "":
-		ev = Event{State: Serving, Pod: next}
+		ev := Event{State: Serving, Pod: next}
 		if old != "" && old != next {
 			ev.Previous, ev.Reason = old, lostWhy(f.pods[old], f.synced)
 		}
+		return ev
+	case why == WaitUnreachable:
+		// Name the pod that failed last if it is still out, else any that is.
+		b := f.bad[i]
+		if b.pod == "" || f.failed(i, b.pod, now) == nil {
+			for _, name := range slices.Sorted(maps.Keys(f.pods)) {
+				if err := f.failed(i, name, now); err != nil && judge(f.pods[name], f.synced) == eligible {
+					b = failure{name, err}
+					break
+				}
+			}
+		}
+		ev := Event{State: Unreachable, Pod: b.pod}
+		if b.err != nil {
+			ev.Message = b.err.Error()
+		}
+		return ev
 	case old != "":
-		ev = Event{State: Lost, Pod: old, Reason: lostWhy(f.pods[old], f.synced), Waiting: why}
-	default:
-		ev = Event{State: Waiting, Reason: why}
+		return Event{State: Lost, Pod: old, Reason: lostWhy(f.pods[old], f.synced), Waiting: why}
 	}
-	for i := range f.Specs {
-		f.say(i, ev)
+	return Event{State: Waiting, Reason: why}
+}
+
+// failed returns how pod last failed for spec i while that keeps it unreachable, else nil.
+// Called with mu held.
+func (f *Forwarder) failed(i int, pod string, now time.Time) error {
+	if b, ok := f.backoff[pod]; ok && now.Before(b.until) {
+		return b.err
+	}
+	if b, ok := f.refused[specPod{i, pod}]; ok && now.Before(b.until) {
+		return b.err
+	}
+	return nil
+}
+
+// unreachable records that pod failed for spec i (i < 0: a dial, for every spec): each spec
+// it served tries another. Called with mu held.
+func (f *Forwarder) unreachable(i int, pod string, err error) {
+	now := f.Clock.Now()
+	if i < 0 {
+		f.backoff[pod] = f.backoff[pod].next(now, err)
+	} else {
+		k := specPod{i, pod}
+		f.refused[k] = f.refused[k].next(now, err)
+	}
+	for j, cur := range f.current {
+		if cur == pod && (i < 0 || i == j) {
+			f.trying[j], f.bad[j] = true, failure{pod, err}
+		}
+	}
+	f.recompute()
+}
+
+// answered records that a connection of spec i to pod succeeded: its port's back-off ends,
+// and a pod that was being tried serves.
+func (f *Forwarder) answered(i int, pod string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.refused, specPod{i, pod})
+	if f.trying[i] && f.current[i] == pod {
+		f.trying[i], f.bad[i] = false, failure{}
+		f.say(i, Event{State: Serving, Pod: pod})
 	}
 }
 
-// say reports ev for spec i unless it says what was said last.
+// say reports ev for spec i unless it says what was said last. Trying again the pod said
+// unreachable, and its failing again alike, are no change.
 func (f *Forwarder) say(i int, ev Event) {
 	last := f.said[i]
 	switch {
 	case ev.State == Serving && last.State == Serving && last.Pod == ev.Pod,
 		ev.State == Waiting && last.State == Waiting && last.Reason == ev.Reason,
-		ev.State == Waiting && last.State == Lost && last.Waiting == ev.Reason:
+		ev.State == Waiting && last.State == Lost && last.Waiting == ev.Reason,
+		ev.State == Trying && (last.State == Trying || last.State == Unreachable) && last.Pod == ev.Pod,
+		ev.State == Unreachable && last.State == Unreachable && last.Pod == ev.Pod && last.Message == ev.Message:
 		return
 	}
 	f.said[i] = ev
@@ -330,15 +463,18 @@ func (f *Forwarder) fail(i int, pod string, err error) {
 // Dials is how many pod connections were dialled so far.
 func (f *Forwarder) Dials() int64 { return f.dials.Load() }
 
-// handle sends one local connection to the current pod, waiting for one (up to
+// handle sends one local connection to spec i's current pod, waiting for one (up to
 // WaitTimeout) while there is none; a connection whose pod connection turns out dead is sent
-// to the next pod once.
+// on again, and one whose pod fails to dial goes to the pod tried next (nothing was read from
+// it yet), up to maxTries pods.
 func (f *Forwarder) handle(ctx context.Context, i int, local net.Conn) {
 	defer func() { _ = local.Close() }()
-	for range 2 {
-		pod, info, ok := f.target(ctx)
+	var lastPod string
+	var lastErr error
+	for range maxTries {
+		pod, info, ok := f.target(ctx, i)
 		if !ok {
-			return
+			break
 		}
 		port, err := RemotePort(f.Specs[i], podPorts(info))
 		if err != nil {
@@ -347,11 +483,13 @@ func (f *Forwarder) handle(ctx context.Context, i int, local net.Conn) {
 		}
 		pc, err := f.conn(ctx, pod)
 		if err != nil {
-			if ctx.Err() == nil {
-				f.fail(i, pod, err)
+			if ctx.Err() != nil {
+				return
 			}
-			return
+			lastPod, lastErr = pod, err
+			continue
 		}
+		lastErr = nil
 		err = f.pipe(ctx, i, local, pc, port)
 		f.release(pc)
 		if !errors.Is(err, errDeadConn) {
@@ -359,17 +497,25 @@ func (f *Forwarder) handle(ctx context.Context, i int, local net.Conn) {
 		}
 		f.drop(pc)
 	}
+	if lastErr != nil && ctx.Err() == nil {
+		f.fail(i, lastPod, lastErr)
+	}
 }
 
-// target returns the pod for a new connection, waiting up to WaitTimeout for one.
-func (f *Forwarder) target(ctx context.Context) (string, *podInfo, bool) {
+// target returns spec i's pod for a new connection, waiting up to WaitTimeout for one while
+// none can serve; while every pod that could is unreachable, it returns false at once.
+func (f *Forwarder) target(ctx context.Context, i int) (string, *podInfo, bool) {
 	var timeout <-chan time.Time
 	for {
 		f.mu.Lock()
-		cur, ch, info := f.current, f.change, f.pods[f.current]
+		f.recompute()
+		cur, why, ch, info := f.current[i], f.why[i], f.change, f.pods[f.current[i]]
 		f.mu.Unlock()
 		if cur != "" {
 			return cur, info, true
+		}
+		if why == WaitUnreachable {
+			return "", nil, false
 		}
 		if timeout == nil {
 			t := f.Clock.NewTimer(f.WaitTimeout)
@@ -434,11 +580,8 @@ func (f *Forwarder) dial(pc *podConn) {
 		if f.conns[pc.pod] == pc {
 			delete(f.conns, pc.pod)
 		}
-		b := f.backoff[pc.pod]
-		b.wait = min(max(2*b.wait, time.Second), maxBackoff)
-		b.until, b.err = f.Clock.Now().Add(b.wait), pc.err
-		f.backoff[pc.pod] = b
 		close(pc.ready)
+		f.unreachable(-1, pc.pod, pc.err)
 		return
 	}
 	delete(f.backoff, pc.pod)
@@ -514,8 +657,9 @@ func (f *Forwarder) pipe(ctx context.Context, i int, local net.Conn, pc *podConn
 	defer pc.conn.RemoveStreams(data)
 
 	remoteDone, localFailed := make(chan struct{}), make(chan struct{})
+	back := &counter{w: local} // what the pod sent: anything proves it reachable on port
 	go func() {
-		_, _ = io.Copy(local, data)
+		_, _ = io.Copy(back, data)
 		close(remoteDone)
 	}()
 	go func() {
@@ -534,18 +678,45 @@ func (f *Forwarder) pipe(ctx context.Context, i int, local net.Conn, pc *podConn
 	_ = data.Reset()
 	t := f.Clock.NewTimer(f.StreamTimeout)
 	defer t.Stop()
+	answered := false
 	select {
 	case r := <-errc:
+		answered = back.n.Load() > 0
 		switch {
 		case r.err != nil:
 			f.drop(pc)
 		case len(r.msg) > 0:
-			f.fail(i, pc.pod, fmt.Errorf("pod %q port %d: %s", pc.pod, port, firstLine(string(r.msg))))
+			err := fmt.Errorf("pod %q port %d: %s", pc.pod, port, firstLine(string(r.msg)))
+			f.fail(i, pc.pod, err)
+			if !answered {
+				// Nothing came back: the pod refused the connection (nothing listens, its
+				// network is gone); the next goes to another pod.
+				f.mu.Lock()
+				f.unreachable(i, pc.pod, err)
+				f.mu.Unlock()
+			}
+		default:
+			answered = true // the pod's side of the stream ended cleanly
 		}
 	case <-t.C():
 		f.drop(pc) // a connection that cannot end a stream is not trusted with the next
 	}
+	if answered {
+		f.answered(i, pc.pod)
+	}
 	return nil
+}
+
+// counter counts what is written through it.
+type counter struct {
+	w io.Writer
+	n atomic.Int64
+}
+
+func (c *counter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // createStream opens a stream within StreamTimeout; a connection that can't is closed.

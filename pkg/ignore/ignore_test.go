@@ -85,7 +85,17 @@ func TestMatch(t *testing.T) {
 				{"main.go___jb_old___", false, true},
 				{".main.go.kate-swp", false, true},
 				{"gen/.livesync-patch.app", false, true}, // a delta being assembled in the container
-				{"backup~/inside.go", false, true},       // inside an ignored directory
+				{"gen/.livesync-lit.app", false, true},   // a compressed delta's literal bytes, unpacked
+				{"gen/.livesync-cp.4242", false, true},   // an in-container copy on its way
+				{".livesync-supervisor", false, true},    // --restart process's state, in a mapping of /tmp
+				{"livesync-scan.Ab3xYz", true, true},     // a scan's marker (mktemp), in a mapping of /tmp
+				{"livesync-scan.Ab3xYz/t", false, true},
+				{"gen/.app.js.livesync-812-1733400000000000000", false, true}, // pkg/localtree's temp beside a file it replaces
+				{"livesync-scan.go", false, false},
+				{"app.livesync-1-2", false, false}, // not a dotfile: not pkg/localtree's
+				{".app.livesync-1-x", false, false},
+				{"livesync.yaml", false, false},
+				{"backup~/inside.go", false, true}, // inside an ignored directory
 				{"main.go", false, false},
 				{"movie.swf", false, false}, // not a dotfile: not a swap file
 				{"a.swo", false, false},

@@ -47,6 +47,16 @@ type Report struct {
 	// PullSecrets are the secrets the pods pull with: the template's imagePullSecrets, then its
 	// service account's.
 	PullSecrets []string `json:"pullSecrets,omitempty"`
+	// Owner is the tool that manages the workload (Helm, Argo CD, Flux), what it does to a
+	// field livesync changes and how to hold it; absent when no tool's mark or manager says.
+	Owner *workload.Owner `json:"owner,omitempty"`
+}
+
+// Reverted is a field livesync set that another writer put back to its original.
+type Reverted struct {
+	Field   string `json:"field"`
+	Manager string `json:"manager,omitempty"`
+	Set     string `json:"set"`
 }
 
 // Ref names a workload.
@@ -72,7 +82,13 @@ type Container struct {
 	Pods                []Pod              `json:"pods"`
 	Verdict             image.Verdict      `json:"verdict"`
 	Original            *workload.Original `json:"original"`
-	Notes               []string           `json:"notes"`
+	// Managers are, per field livesync writes ("image", "imagePullPolicy"), the managedFields
+	// entries that own it: the writers the next server-side apply of the field must agree with.
+	Managers map[string][]workload.FieldOwner `json:"managers,omitempty"`
+	// Reverted are the fields livesync set that another writer put back to the original,
+	// e.g. {"field": "image", "manager": "kustomize-controller"}: the pin no longer holds.
+	Reverted []Reverted `json:"reverted,omitempty"`
+	Notes    []string   `json:"notes"`
 	// RegistryDigests are the tag's index, platform manifest and config digests, read when a
 	// pod runs a digest other than RegistryDigest.
 	RegistryDigests *image.Digests `json:"registryDigests,omitempty"`
@@ -122,6 +138,7 @@ func Build(ctx context.Context, client kubernetes.Interface, res Resolver, w *wo
 	}
 	rep := &Report{Workload: Ref{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name}, Containers: []Container{}, ServerVersion: opts.ServerVersion}
 	rep.PullSecrets = w.AllPullSecrets(ctx, client)
+	rep.Owner = w.Owner(images)
 	cluster := image.Cluster{Minor: minorOf(opts.ServerVersion), PullSecrets: len(rep.PullSecrets) > 0}
 	pulls := pullEvents(ctx, client, w.Namespace, pods)
 
@@ -155,6 +172,15 @@ func Build(ctx context.Context, client kubernetes.Interface, res Resolver, w *wo
 		}
 		if o, ok := orig[c.Key()]; ok {
 			cr.Original = &o
+			cr.Reverted = reverted(w, c, o)
+		}
+		for _, f := range []string{workload.FieldImage, workload.FieldPullPolicy} {
+			if owners := w.FieldOwners(c, f); len(owners) > 0 {
+				if cr.Managers == nil {
+					cr.Managers = map[string][]workload.FieldOwner{}
+				}
+				cr.Managers[f] = owners
+			}
 		}
 		for i := range pods {
 			p := &pods[i]
@@ -460,4 +486,30 @@ func minorOf(v string) int {
 		n = n*10 + int(r-'0')
 	}
 	return n
+}
+
+// reverted lists the fields of c that livesync set (o.Set) and that are the original again
+// with livesync no longer their owner: a reconciler (or a hand) put them back.
+func reverted(w *workload.Workload, c workload.Container, o workload.Original) []Reverted {
+	if o.Set == nil {
+		return nil
+	}
+	var out []Reverted
+	for _, f := range []struct{ name, set, orig, now string }{
+		{workload.FieldImage, o.Set.Image, o.Image, c.Image},
+		{workload.FieldPullPolicy, o.Set.PullPolicy, o.PullPolicy, c.PullPolicy},
+	} {
+		if f.set == f.orig || f.now == f.set || f.now != f.orig {
+			continue
+		}
+		r := Reverted{Field: f.name, Set: f.set}
+		for _, fo := range w.FieldOwners(c, f.name) {
+			if fo.Manager != workload.FieldManager {
+				r.Manager = fo.Manager
+				break
+			}
+		}
+		out = append(out, r)
+	}
+	return out
 }

@@ -65,6 +65,12 @@ func pod(name, imageID string) *corev1.Pod {
 
 func build(t *testing.T, img string, pods ...*corev1.Pod) *Report {
 	t.Helper()
+	return buildWith(t, img, nil, pods...)
+}
+
+// buildWith is build of a Deployment that dress changed first.
+func buildWith(t *testing.T, img string, dress func(*appsv1.Deployment), pods ...*corev1.Pod) *Report {
+	t.Helper()
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Annotations: map[string]string{
 			workload.OriginalAnnotation: `{"app":{"image":"127.0.0.1:5000/app:dev","imagePullPolicy":"IfNotPresent"}}`,
@@ -73,6 +79,9 @@ func build(t *testing.T, img string, pods ...*corev1.Pod) *Report {
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: img, ImagePullPolicy: corev1.PullIfNotPresent}}}},
 		},
+	}
+	if dress != nil {
+		dress(d)
 	}
 	client := fake.NewClientset()
 	for _, p := range pods {
@@ -170,6 +179,80 @@ func TestTable(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestReportOwner: inspect names the tool that owns the workload (Flux's labels here), what it
+// does to a pin and how to hold it, and the managers of each container's image and pull
+// policy, in the table and as additive JSON fields.
+func TestReportOwner(t *testing.T) {
+	rep := buildWith(t, "127.0.0.1:5000/app:dev", func(d *appsv1.Deployment) {
+		d.Labels = map[string]string{"kustomize.toolkit.fluxcd.io/name": "apps", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}
+		d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kustomize-controller", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1",
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:image":{},"f:imagePullPolicy":{},"f:name":{}}}}}}}`)}}
+	}, pod("a", "127.0.0.1:5000/app@"+d2))
+	var buf bytes.Buffer
+	if err := Print(&buf, FormatTable, []*Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"owned by Flux (kustomize-controller, Kustomization flux-system/apps) (label kustomize.toolkit.fluxcd.io/name=apps, label kustomize.toolkit.fluxcd.io/namespace=flux-system): re-applies this field: the pin lasts until its next reconcile; hold it with \"flux suspend kustomization apps -n flux-system\" (and \"flux resume kustomization apps -n flux-system\" after restore)",
+		"* app: image managed by kustomize-controller (Apply); imagePullPolicy by kustomize-controller (Apply)",
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, buf.String())
+		}
+	}
+	buf.Reset()
+	if err := Print(&buf, FormatJSON, []*Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Owner struct {
+			Tool, Kind, Name, Namespace, Manager, Effect, Hold string
+			Reconciles                                         bool
+		} `json:"owner"`
+		Containers []struct {
+			Managers map[string][]struct{ Manager, Operation string } `json:"managers"`
+		} `json:"containers"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if o := got.Owner; o.Tool != "Flux" || o.Kind != "Kustomization" || o.Name != "apps" || o.Namespace != "flux-system" || o.Manager != "kustomize-controller" || !o.Reconciles || o.Hold == "" {
+		t.Errorf("owner = %+v", o)
+	}
+	if m := got.Containers[0].Managers["image"]; len(m) != 1 || m[0].Manager != "kustomize-controller" || m[0].Operation != "Apply" {
+		t.Errorf("managers = %+v", got.Containers[0].Managers)
+	}
+	// A workload no tool owns has neither field.
+	buf.Reset()
+	if err := Print(&buf, FormatJSON, []*Report{build(t, "127.0.0.1:5000/app:dev")}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), `"owner"`) || strings.Contains(buf.String(), `"managers"`) {
+		t.Errorf("owner or managers for an unowned workload:\n%s", buf.String())
+	}
+}
+
+// TestReportReverted: a pin another writer put back to the original is reported as reverted,
+// by that writer's manager.
+func TestReportReverted(t *testing.T) {
+	rep := buildWith(t, "127.0.0.1:5000/app:dev", func(d *appsv1.Deployment) {
+		d.Annotations[workload.OriginalAnnotation] = `{"app":{"image":"127.0.0.1:5000/app:dev","imagePullPolicy":"IfNotPresent","set":{"image":"127.0.0.1:5000/app:dev@` + d1 + `","imagePullPolicy":"IfNotPresent"}}}`
+		d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kustomize-controller", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "apps/v1", FieldsType: "FieldsV1",
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{"f:image":{}}}}}}}`)}}
+	}, pod("a", "127.0.0.1:5000/app@"+d2))
+	c := rep.Containers[0]
+	if len(c.Reverted) != 1 || c.Reverted[0] != (Reverted{Field: "image", Manager: "kustomize-controller", Set: "127.0.0.1:5000/app:dev@" + d1}) {
+		t.Fatalf("reverted = %+v", c.Reverted)
+	}
+	var buf bytes.Buffer
+	if err := Print(&buf, FormatTable, []*Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "* app: livesync's pin reverted: image 127.0.0.1:5000/app:dev was put back by kustomize-controller (livesync set 127.0.0.1:5000/app:dev@" + d1 + "); restore drops the record"; !strings.Contains(buf.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, buf.String())
 	}
 }
 

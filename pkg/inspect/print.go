@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/image"
+	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
 )
 
 // Formats accepted by -o.
@@ -71,6 +72,9 @@ func printTable(out io.Writer, r *Report) error {
 		head += fmt.Sprintf(" (pull secrets: %s)", strings.Join(r.PullSecrets, ", "))
 	}
 	fmt.Fprintln(out, head)
+	if o := r.Owner; o != nil {
+		fmt.Fprintln(out, describeOwner(o))
+	}
 	tw := printers.GetNewTabWriter(out)
 	fmt.Fprintln(tw, "CONTAINER\tIMAGE\tPULL POLICY\tREGISTRY DIGEST\tVERDICT\tPOD\tRUNNING DIGEST\tREADY\tRESTARTS\tNODE\tPULL")
 	var notes []string
@@ -119,6 +123,16 @@ func printTable(out io.Writer, r *Report) error {
 		for _, n := range c.Notes {
 			notes = append(notes, fmt.Sprintf("%s: %s", label, n))
 		}
+		if m := describeManagers(c.Managers); m != "" {
+			notes = append(notes, fmt.Sprintf("%s: %s", label, m))
+		}
+		for _, rv := range c.Reverted {
+			by := rv.Manager
+			if by == "" {
+				by = "another writer"
+			}
+			notes = append(notes, fmt.Sprintf("%s: livesync's pin reverted: %s %s was put back by %s (livesync set %s); restore drops the record", label, rv.Field, dash(c.fieldValue(rv.Field)), by, rv.Set))
+		}
 		if c.Original != nil {
 			notes = append(notes, fmt.Sprintf("%s: changed by livesync, original image %s (%s); undo with restore", label, c.Original.Image, dash(c.Original.PullPolicy)))
 		}
@@ -130,6 +144,56 @@ func printTable(out io.Writer, r *Report) error {
 		fmt.Fprintf(out, "  * %s\n", n)
 	}
 	return nil
+}
+
+// fieldValue is the container's current value of a field livesync writes.
+func (c Container) fieldValue(field string) string {
+	if field == workload.FieldPullPolicy {
+		return c.PullPolicy
+	}
+	return c.Image
+}
+
+// describeOwner reads "owned by Flux (…) (label …): re-applies this field: …; hold it with: …".
+// The marks shown are the object's labels and annotations; the managers have a note per
+// container.
+func describeOwner(o *workload.Owner) string {
+	var marks []string
+	for _, m := range o.Marks {
+		if !strings.HasPrefix(m, "manager ") {
+			marks = append(marks, m)
+		}
+	}
+	s := "owned by " + o.Describe()
+	if len(marks) > 0 {
+		s += " (" + strings.Join(marks, ", ") + ")"
+	}
+	s += ": " + o.Effect
+	if o.Hold != "" {
+		s += fmt.Sprintf("; hold it with %q (and %q after restore)", o.Hold, o.Resume)
+	}
+	return s
+}
+
+// describeManagers reads "image managed by helm (Apply); imagePullPolicy by helm (Apply),
+// kubectl-livesync (Update)", or "" when no manager is known.
+func describeManagers(m map[string][]workload.FieldOwner) string {
+	var parts []string
+	for i, f := range []string{workload.FieldImage, workload.FieldPullPolicy} {
+		if len(m[f]) == 0 {
+			continue
+		}
+		names := make([]string, len(m[f]))
+		for j, o := range m[f] {
+			names[j] = o.String()
+		}
+		by := " by "
+		if i == 0 || len(parts) == 0 {
+			by = " managed by "
+		}
+		parts = append(parts, f+by+strings.Join(names, ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Short abbreviates a digest to 12 hex digits, as docker and crane print them.

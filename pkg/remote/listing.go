@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"strconv"
 	"strings"
@@ -24,8 +25,13 @@ type Entry struct {
 	Mode  fs.FileMode
 	Size  int64
 	MTime int64 // seconds
-	Link  string
-	Sum   []byte
+	// MTimeNs is the mtime in nanoseconds where the listing says it (a
+	// listing without hashes, see ListStat), else 0: tar, which this tool
+	// writes with, sets whole seconds, so a fraction says something else
+	// wrote the file, even within the same second.
+	MTimeNs int64
+	Link    string
+	Sum     []byte
 }
 
 // Listing is what the container has under a remote directory.
@@ -45,6 +51,42 @@ type Listing struct {
 // container a stat per entry.
 func ListStatArgv(root, name string) []string {
 	return append(ListArgv(root, name), "nohash")
+}
+
+// ListNamesArgv is ListArgv over the regular files names ("./"-prefixed)
+// alone, each hashed: what a start reads of the few files whose stat data
+// cannot say whether they are still the ancestor's.
+func ListNamesArgv(root string, names []string) []string {
+	return append(ListArgv(root, ""), append([]string{"names"}, names...)...)
+}
+
+// ListNames runs ListNamesArgv in t over names, in as many execs as
+// MaxArgBytes allows, and returns what they listed as one listing: a name
+// that is not a regular file (or no longer there) is left out.
+func ListNames(ctx context.Context, ex Executor, t Target, root string, names []string) (*Listing, error) {
+	var all *Listing
+	for len(names) > 0 {
+		n, size := 0, 0
+		for n < len(names) && (n == 0 || size+len(names[n]) <= MaxArgBytes) {
+			size += len(names[n])
+			n++
+		}
+		l, err := list(ctx, ex, t, root, "", ListNamesArgv(root, names[:n]))
+		if err != nil {
+			return nil, err
+		}
+		names = names[n:]
+		if all == nil {
+			all = l
+			continue
+		}
+		maps.Copy(all.Names, l.Names)
+		all.Unknown = append(all.Unknown, l.Unknown...)
+	}
+	if all == nil {
+		all = &Listing{Names: map[string]Entry{}}
+	}
+	return all, nil
 }
 
 // List runs ListArgv(root, name) in t and parses what it prints.
@@ -129,7 +171,7 @@ func (l *Listing) parseChunk(t *tokens) error {
 	var files []string
 	parseLines(statOut, names, func(name, fields string) {
 		f := strings.Fields(fields)
-		if len(f) != 3 {
+		if len(f) < 3 {
 			return
 		}
 		raw, err1 := strconv.ParseUint(f[0], 16, 32)
@@ -139,6 +181,9 @@ func (l *Listing) parseChunk(t *tokens) error {
 			return
 		}
 		e := Entry{Mode: fs.FileMode(raw & 0o777), Size: size, MTime: mtime}
+		if len(f) >= 5 {
+			e.MTimeNs = nanos(mtime, f[4])
+		}
 		switch raw & 0o170000 {
 		case 0o100000:
 			e.Type = TypeFile
@@ -192,28 +237,44 @@ func (l *Listing) parseChunk(t *tokens) error {
 	return nil
 }
 
+// nanos returns the mtime sec in nanoseconds, its fraction read from
+// clock, the time of day stat's %y prints ("15:04:05.123456789"); 0 when
+// clock has no fraction.
+func nanos(sec int64, clock string) int64 {
+	_, frac, ok := strings.Cut(clock, ".")
+	if !ok || frac == "" || len(frac) > 9 {
+		return 0
+	}
+	ns, err := strconv.ParseInt(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
+	if err != nil || ns < 0 {
+		return 0
+	}
+	return sec*1e9 + ns
+}
+
 // parseLines walks "<fields> <name>\n" lines, where name is known to be one
 // of names, in order; names missing from out (stat failed) are skipped.
+// Fields hold no newline (names may): a line's name starts at a space
+// before the first newline, the one space after which name and a newline
+// follow (three fields, or more with %y).
 func parseLines(out string, names []string, fn func(name, fields string)) {
 	for _, name := range names {
 		if out == "" {
 			return
 		}
-		// fields are "%f %s %Y": three space-terminated tokens.
-		i, sp := 0, 0
-		for ; i < len(out) && sp < 3; i++ {
-			if out[i] == ' ' {
-				sp++
-			} else if out[i] == '\n' {
-				break
-			}
-		}
-		if sp < 3 {
+		nl := strings.IndexByte(out, '\n')
+		if nl < 0 {
 			return
 		}
-		if rest, ok := strings.CutPrefix(out[i:], name+"\n"); ok {
-			fn(name, out[:i-1])
-			out = rest
+		for i := 0; i < nl; i++ {
+			if out[i] != ' ' {
+				continue
+			}
+			if rest, ok := strings.CutPrefix(out[i+1:], name+"\n"); ok {
+				fn(name, out[:i])
+				out = rest
+				break
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -90,6 +91,47 @@ func TestApplyPatch(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// A patch carries its file's precondition (sync-back's) in its own exec,
+// tested before anything is built: a container change the patch does not
+// carry (bytes appended past its last block) is refused as a
+// *ChangedError naming what is there, the file as it was and nothing left
+// beside it; a file that still holds the ancestor is patched.
+func TestApplyPatchPrecondition(t *testing.T) {
+	old := []byte("AAAABBBBCCCCDDDD")
+	newer := []byte("AAAAxyBBBBCCCCzzDD")
+	ops := []string{"B0:1", "L2", "B1:2", "L4"}
+	lit := "xyzzDD"
+	appended := append(bytes.Clone(old), "appended by the app"...)
+	for name, ex := range withStreams(t) {
+		for _, held := range [][]byte{old, appended} {
+			t.Run(fmt.Sprintf("%s/%d bytes held", name, len(held)), func(t *testing.T) {
+				root := t.TempDir()
+				writeTree(t, root, map[string]string{"d/bin": string(held)})
+				sum := sha256.Sum256(old)
+				a := &ApplyArgs{Root: root, Expect: []string{ExpectFile("./d/bin", &sum, int64(len(old)), 0)},
+					Patch: PatchArgs("./d/bin", sum, sha256.Sum256(newer), 0o755, 4, ops)}
+				_, err := Apply(context.Background(), ex, testTarget, "patching files", a, strings.NewReader(lit))
+				want := newer
+				if !bytes.Equal(held, old) {
+					want = held
+					var ce *ChangedError
+					if !errors.As(err, &ce) || len(ce.Changed) != 1 || ce.Changed[0] != (Changed{Name: "./d/bin", Now: fmt.Sprintf("%x", sha256.Sum256(held))}) {
+						t.Fatalf("apply: %v, want the precondition's *ChangedError", err)
+					}
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				if got, _ := os.ReadFile(filepath.Join(root, "d", "bin")); !bytes.Equal(got, want) {
+					t.Fatalf("file %q, want %q", got, want)
+				}
+				if tree := readLinksTree(t, root); len(tree) != 1 {
+					t.Fatalf("left behind: %q", tree)
+				}
+			})
 		}
 	}
 }

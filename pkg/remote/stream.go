@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -75,6 +76,10 @@ type Streams struct {
 	// bounded by the caller's per-exec limit (see Bounded), which cancels its context.
 	ackTimeout time.Duration
 
+	// id makes the family of each target's streams (see family): the
+	// streams of one Streams, and of no other client, fence each other.
+	id [16]byte
+
 	mu       sync.Mutex
 	closed   bool // CloseAll ran: no new streams
 	open     map[string]*stream
@@ -87,8 +92,21 @@ type Streams struct {
 // StreamCapable); ackTimeout bounds the probe of a new stream and each
 // heartbeat's ack.
 func NewStreams(base Executor, clk clock.Clock, ackTimeout time.Duration) *Streams {
-	return &Streams{base: base, clk: clk, ackTimeout: ackTimeout,
+	s := &Streams{base: base, clk: clk, ackTimeout: ackTimeout,
 		open: map[string]*stream{}, fallback: map[string]bool{}, opening: map[string]chan struct{}{}}
+	_, _ = rand.Read(s.id[:])
+	return s
+}
+
+// family names the streams of target key for its loops' fence (see
+// scripts/stream.sh): each new loop kills the loops of its family before it
+// reads a frame, so that no frame of a stream given up on (held in flight,
+// or behind a frozen tar) is applied after the batches of the stream that
+// replaced it. Another client's loops, of another family, are left alone:
+// two sessions into one container must not cut each other's frames.
+func (s *Streams) family(key string) string {
+	h := sha256.Sum256(append(s.id[:], key...))
+	return hex.EncodeToString(h[:16])
 }
 
 func streamKey(t Target) string { return t.String() + "@" + t.ContainerID }
@@ -304,7 +322,10 @@ type stream struct {
 
 	batch sync.Mutex // one frame at a time, heartbeats included
 	seq   uint64
-	last  time.Time // when the last frame was acked
+	// prefix goes before the next frame: the loop's fence line, before the
+	// first.
+	prefix string
+	last   time.Time // when the last frame was acked
 }
 
 // dial starts streamLoop in t and waits for its probe.
@@ -359,7 +380,10 @@ func (s *Streams) dial(ctx context.Context, t Target) (*stream, error) {
 	}
 	// One heartbeat at once: its round trip tells a near link from a far
 	// one before the first batch (see Link).
+	// The fence line goes first, with the ping: once its ack is in, the
+	// loops this one replaces are gone.
 	st.batch.Lock()
+	st.prefix = "F" + s.family(st.key) + "\n"
 	st.ping()
 	st.batch.Unlock()
 	select {
@@ -687,6 +711,8 @@ func (a ackStatus) ExitStatus() int { return int(a) }
 // send writes one frame to the loop's stdin.
 func (st *stream) send(frame func(w *bufio.Writer) error) error {
 	w := bufio.NewWriterSize(st.in, 64<<10)
+	_, _ = w.WriteString(st.prefix)
+	st.prefix = ""
 	if err := frame(w); err != nil {
 		return err
 	}

@@ -163,7 +163,7 @@ func TestStreamLoopNamesUnset(t *testing.T) {
 	for _, m := range loopVars.FindAllStringSubmatch(script("stream.sh")+marksScript, -1) {
 		own[m[1]] = true
 	}
-	for _, name := range []string{"livesync_len", "livesync_ns", "livesync_dir", "livesync_t", "livesync_m", "livesync_z"} {
+	for _, name := range []string{"livesync_stage", "livesync_rec", "livesync_fam", "livesync_ns", "livesync_dir", "livesync_t", "livesync_m", "livesync_z"} {
 		if !own[name] {
 			t.Errorf("stream.sh and marks.sh set no %s: update this test", name)
 		}

@@ -207,9 +207,13 @@ func (l *scriptedLoop) Exec(ctx context.Context, t Target, argv []string, stdin 
 		if err != nil {
 			return nil
 		}
-		seq := strings.TrimSpace(string(buf[:n]))
-		if l.onPing(seq) {
-			_, _ = io.WriteString(stdout, "K"+seq+" 0\x00")
+		for _, seq := range strings.Fields(string(buf[:n])) {
+			if strings.HasPrefix(seq, "F") {
+				continue // the fence line, before the first ping
+			}
+			if l.onPing(seq) {
+				_, _ = io.WriteString(stdout, "K"+seq+" 0\x00")
+			}
 		}
 	}
 }

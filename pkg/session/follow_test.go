@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -123,5 +124,50 @@ func TestChooseContainers(t *testing.T) {
 				t.Errorf("note %q, want %q", notes.String(), tt.note)
 			}
 		})
+	}
+}
+
+// TestFollowTagStopsAfterRevert: once another writer reverted a pin, --follow-tag says so
+// once and pins nothing more (each new push would be a rollout the reconciler undoes again);
+// the session goes on syncing files.
+func TestFollowTagStopsAfterRevert(t *testing.T) {
+	f := newFixture(t, runningPod("web-1"))
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	f.cfg.FollowTag, f.cfg.Interval, f.deps.Clock = true, 30*time.Second, clk
+	f.images.fail = func(string) error {
+		return fmt.Errorf("deployment/web: container \"app\" image reverted by kustomize-controller 3s after the pin (now app:dev): %w: hold it with \"flux suspend kustomization apps\", then run again", workload.ErrReverted)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, f.cfg, f.deps) }()
+	f.j.waitFor(t, "watching 1 roots")
+	waitTicker(t, clk)
+	clk.Step(f.cfg.Interval)
+	f.j.waitFor(t, "refreshed --follow-tag stops pinning: deployment/web: container \"app\" image reverted by kustomize-controller")
+	// Following has stopped: later ticks pin nothing; the session runs on until Ctrl-C.
+	for range 3 {
+		clk.Step(f.cfg.Interval)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the session ended: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var refreshes, said int
+	for _, l := range f.j.all() {
+		switch {
+		case strings.HasPrefix(l, "refresh "):
+			refreshes++
+		case strings.HasPrefix(l, "refreshed --follow-tag stops pinning"):
+			said++
+		}
+	}
+	if refreshes != 1 || said != 1 {
+		t.Errorf("%d refreshes and %d notices, want 1 and 1:\n%s", refreshes, said, strings.Join(f.j.all(), "\n"))
 	}
 }

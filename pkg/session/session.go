@@ -151,8 +151,18 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 			<-served // the ports are released when Run returns
 		}()
 	}
+	// reverted says another writer undid the session's pull policy or pin: the session then
+	// writes no more image fields (no refresh, no --follow-tag), and syncs files all the same.
+	reverted := func(flag string, err error) bool {
+		if !errors.Is(err, workload.ErrReverted) {
+			return false
+		}
+		d.Reporter.Refreshed(fmt.Sprintf("%s stops: %v; files keep syncing", flag, err))
+		cfg.Refresh, cfg.FollowTag = false, false
+		return true
+	}
 	if cfg.PullPolicy != "" {
-		if err := d.Images.SetPullPolicy(ctx, w, containers, cfg.PullPolicy); err != nil {
+		if err := d.Images.SetPullPolicy(ctx, w, containers, cfg.PullPolicy); err != nil && !reverted("--pull-policy", err) {
 			return err
 		}
 		// The refresh's patch needs the new resourceVersion.
@@ -161,13 +171,14 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		}
 	}
 	if cfg.Refresh {
-		if err := d.Images.Refresh(ctx, w, containers, false); err != nil {
+		if err := d.Images.Refresh(ctx, w, containers, false); err != nil && !reverted("--refresh", err) {
 			return err
 		}
 	}
 	if cfg.Restart.Kind == restart.Process {
-		if cfg.Refresh {
-			// The refresh's rollout changed the workload: the patch needs its new resourceVersion.
+		if cfg.Refresh || cfg.PullPolicy != "" {
+			// The refresh's rollout (or a writer reverting it) changed the workload: the patch
+			// needs its new resourceVersion.
 			if w, err = d.Resolve(); err != nil {
 				return err
 			}
@@ -346,13 +357,24 @@ func release(ctx context.Context, engine *filesync.Engine, ids <-chan string, r 
 
 // followTag pins each new push of the tag; the tracker then sees the new pods and the
 // engine gives them their initial sync. A failed poll is reported and the next one tries.
+// Following stops for good, said once, when another writer reverted a pin or owns the
+// workload and re-applies it (Flux, Argo CD): each new push would be one more rollout the
+// owner undoes, a loop against it. Files keep syncing.
 func followTag(ctx context.Context, interval time.Duration, containers []string, d Deps) {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	workload.Follow(ctx, d.Clock, interval, func(ctx context.Context) error {
 		w, err := d.Resolve()
 		if err != nil {
 			return err
 		}
-		return d.Images.Refresh(ctx, w, containers, true)
+		err = d.Images.Refresh(ctx, w, containers, true)
+		if errors.Is(err, workload.ErrReverted) || errors.Is(err, workload.ErrReconciled) {
+			d.Reporter.Refreshed(fmt.Sprintf("--follow-tag stops pinning: %v; files keep syncing", err))
+			stop()
+			return nil
+		}
+		return err
 	}, func(err error) {
 		d.Reporter.Refreshed(fmt.Sprintf("warning: following the tag: %v", err))
 	})

@@ -2,6 +2,7 @@ package syncback
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -398,6 +399,36 @@ func TestSaveAfterConflictIsChecked(t *testing.T) {
 			}
 			if evs := f.rec.take(); len(evs) != 0 {
 				t.Fatalf("events after the merge: %#v", evs)
+			}
+		})
+	}
+}
+
+// TestToolTempFilesStayInTheContainer: what apply.sh leaves beside a file
+// when it is killed mid-way (a compressed patch's unpacked literal bytes, a
+// patch being built, a copy on its way to its name) is in a listed
+// directory of the container, and a pass brings home only the app's file
+// beside them. Before, ".livesync-lit.*" and ".livesync-cp.*" came home.
+func TestToolTempFilesStayInTheContainer(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newRunning(t, &executor{Runner: *r}, Config{Deletes: true})
+			write(t, f.local, "gen/big.bin", "old", 0o644)
+			f.save(t, "gen/big.bin")
+			f.pass(t)
+			temps := []string{"gen/.livesync-lit.big.bin", "gen/.livesync-patch.big.bin", "gen/.livesync-cp.4242"}
+			for _, rel := range temps {
+				write(t, f.remote, rel, "half-written", 0o600)
+			}
+			write(t, f.remote, "gen/new.txt", "made by the app", 0o644)
+			evs := f.pass(t)
+			for _, rel := range temps {
+				if _, err := os.Lstat(f.path(rel)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s came home (%v)", rel, err)
+				}
+			}
+			if sb := syncedBack(t, evs); !slices.Equal(sb.Paths, []string{f.path("gen/new.txt")}) {
+				t.Fatalf("synced back %q, want only gen/new.txt", sb.Paths)
 			}
 		})
 	}

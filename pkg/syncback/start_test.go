@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 )
 
 // memAncestry keeps what an engine confirmed for the next one, as
@@ -130,5 +131,47 @@ func TestStartGuardsUnseenContainerChange(t *testing.T) {
 	}
 	if conflicts != 2 {
 		t.Errorf("%d conflicts reported, want 2", conflicts)
+	}
+}
+
+// Where only the container file's mtime moved (a delta, an in-container
+// copy), a start decides a listed file by its content: a local edit made
+// while stopped goes up, a local delete is the container's too, and
+// nothing is a conflict or comes home.
+func TestStartMovedMtimeIsNoChange(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			anc := &memAncestry{}
+			f := &fixture{local: t.TempDir(), remote: filepath.Join(t.TempDir(), "app"), ex: &executor{Runner: *r}}
+			write(t, f.local, "gen/edited.txt", "aaaa", 0o644)
+			write(t, f.local, "gen/deleted.txt", "bbbb", 0o644)
+			f.start(t, Config{Deletes: true}, filesync.WithAncestry(anc))
+			f.initialSync(t)
+			f.pass(t)
+			hourAgo := time.Now().Add(-time.Hour)
+			for _, rel := range []string{"gen/edited.txt", "gen/deleted.txt"} {
+				must(t, os.Chtimes(filepath.Join(f.remote, rel), hourAgo, hourAgo))
+			}
+			write(t, f.local, "gen/edited.txt", "edited locally", 0o644)
+			must(t, os.Remove(filepath.Join(f.local, "gen/deleted.txt")))
+
+			f.start(t, Config{Deletes: true}, filesync.WithAncestry(anc))
+			f.initialSync(t)
+			evs := f.pass(t)
+			if b, err := os.ReadFile(filepath.Join(f.remote, "gen/edited.txt")); err != nil || string(b) != "edited locally" {
+				t.Errorf("container gen/edited.txt = %q %v, want the local edit", b, err)
+			}
+			if _, err := os.Stat(filepath.Join(f.remote, "gen/deleted.txt")); !os.IsNotExist(err) {
+				t.Errorf("the local delete did not reach the container: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(f.local, "gen/deleted.txt")); !os.IsNotExist(err) {
+				t.Errorf("a local delete was undone: %v", err)
+			}
+			for _, ev := range evs {
+				if _, ok := ev.(Conflicted); ok {
+					t.Errorf("conflict: %+v", ev)
+				}
+			}
+		})
 	}
 }

@@ -726,3 +726,51 @@ func TestScanSeesRewriteDuringScan(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteDuringScanComesNextPass orders, on purpose, what made
+// TestSyncBackRules' "with --sync-back-deletes it does" fail once in CI: the
+// container's `rm gen/a.txt && printf newer > gen/b.txt` lands inside a scan,
+// after the scan's stat of gen's files and before their hashes (two processes
+// of list-chunk.sh). The scan then holds a.txt as it was (its stat, no hash)
+// and b.txt's new content, so the pass that brings b.txt back does not
+// delete a.txt: a scan is no snapshot, and "the pass that brings B back saw
+// A gone" does not hold. The next pass, which starts after the rm, looks
+// back past it and brings the delete home. That is the product's promise;
+// the e2e test now waits for a pass that started after its exec (see
+// deleteAndWrite there).
+func TestDeleteDuringScanComesNextPass(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			ex := &executor{Runner: *r}
+			f := newFixture(t, ex, Config{Deletes: true})
+			write(t, f.local, "gen/a.txt", "a", 0o644)
+			write(t, f.local, "gen/b.txt", "new", 0o644)
+			f.initialSync(t)
+			f.pass(t) // a full one: the look-back starts here
+			gen := filepath.Join(f.remote, "gen")
+			flag := filepath.Join(t.TempDir(), "done")
+			// The chunk's hash tool, as a function that first runs the
+			// container's exec: between list-chunk.sh's stat and its hashes.
+			ex.inScan = `sha256sum() { [ -e '` + flag + `' ] || { : >'` + flag + `'; rm '` + gen + `/a.txt' && printf newer >'` + gen + `/b.txt'; }; command sha256sum "$@"; }`
+			f.runner.states[src.String()+"@"+src.ContainerID].needFull[0] = true // gen's entries hashed, as a scan right after the start's copy lists them
+			sb := syncedBack(t, f.pass(t))
+			if _, err := os.Stat(flag); err != nil {
+				t.Fatalf("the exec in the scan did not run: %v", err)
+			}
+			if !slices.Equal(sb.Paths, []string{f.path("gen/b.txt")}) || len(sb.Deleted) != 0 {
+				t.Fatalf("the pass the exec straddled: paths %q, deleted %q; want gen/b.txt and no delete (the scan saw a.txt's stat)", sb.Paths, sb.Deleted)
+			}
+			if got := read(t, f.local, "gen/b.txt"); got != "newer" {
+				t.Fatalf("gen/b.txt: %q", got)
+			}
+			ex.inScan = ""
+			sb = syncedBack(t, f.pass(t))
+			if !slices.Equal(sb.Deleted, []string{f.path("gen/a.txt")}) || len(sb.Paths) != 0 {
+				t.Fatalf("the next pass: paths %q, deleted %q; want gen/a.txt deleted", sb.Paths, sb.Deleted)
+			}
+			if _, err := os.Lstat(f.path("gen/a.txt")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("gen/a.txt: %v", err)
+			}
+		})
+	}
+}

@@ -35,6 +35,9 @@ func Follow(ctx context.Context, clk clock.WithTicker, interval time.Duration, f
 			return
 		case <-tick.C():
 		}
+		if ctx.Err() != nil {
+			return // a tick and the end came together: the end wins
+		}
 		if err := fn(ctx); err != nil && ctx.Err() == nil && warn != nil {
 			warn(err)
 		}

@@ -9,6 +9,9 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/util/retry"
@@ -43,6 +46,27 @@ type Original struct {
 	Set *State `json:"set,omitempty"`
 	// Supervisor is set while livesync's supervisor wraps the container's command.
 	Supervisor *SupervisorRecord `json:"supervisor,omitempty"`
+	// Owners are, per field livesync changed (FieldImage, FieldPullPolicy, FieldCommand), the
+	// managedFields entries that owned it before livesync first did: restore hands the field
+	// back to them, so that their next server-side apply does not meet a conflict with
+	// livesync. A field without an entry was changed by a release that kept none.
+	Owners map[string][]FieldOwner `json:"owners,omitempty"`
+}
+
+// recordOwners records the owners of field as the object has them now, livesync left out,
+// unless they are recorded already and the field still holds what livesync set (fresh is
+// false): then the owners recorded before livesync's first write are still the ones to
+// return to. Livesync is never recorded: a field it owned before its first write can only
+// have been left to it by an earlier write of its own (a release that did not hand
+// ownership back), and restore hands that back too.
+func (o *Original) recordOwners(w *Workload, c Container, field string, fresh bool) {
+	if _, ok := o.Owners[field]; ok && !fresh {
+		return
+	}
+	if o.Owners == nil {
+		o.Owners = map[string][]FieldOwner{}
+	}
+	o.Owners[field] = slices.DeleteFunc(w.FieldOwners(c, field), func(f FieldOwner) bool { return f.Manager == FieldManager })
 }
 
 // SupervisorRecord is what a container ran before livesync wrapped its command in the
@@ -184,6 +208,30 @@ type Patch struct {
 	// Restore reports that the patch removes the annotation: nothing is left to restore.
 	Restore bool
 	Data    []byte
+	// HandedBack says, after Apply, which fields restore handed back to which owners, e.g.
+	// `container "app" image to helm (Apply)`; empty when it handed back none.
+	HandedBack []string
+	handBacks  []handBack
+	// appliedVersion is the resourceVersion Apply's write left, where WatchReverts starts.
+	appliedVersion string
+	// watch opens WatchReverts' watch; nil is the workload's REST client.
+	watch watchFunc
+	// restoring marks restore's patch, which puts back what the owner had.
+	restoring bool
+}
+
+// Pins reports that the patch sets an image or pull policy of livesync's own (refresh,
+// pull-policy), which another writer may revert; restore's patch does not.
+func (p *Patch) Pins() bool {
+	if p.restoring {
+		return false
+	}
+	for _, c := range p.Changes {
+		if c.Image != "" || c.PullPolicy != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // BuildPatch builds a patch that changes only the given containers and records each one's
@@ -203,16 +251,24 @@ func BuildPatch(w *Workload, changes []Change, restore bool) (*Patch, error) {
 	for _, c := range changes {
 		cur := State{Image: c.Container.Image, PullPolicy: c.Container.PullPolicy}
 		rec, ok := orig[c.Container.Key()]
+		imageMoved, policyMoved := !ok, !ok
 		if !ok {
 			rec = Original{Image: cur.Image, PullPolicy: cur.PullPolicy, Init: c.Container.Init}
 		} else {
 			set := rec.setFor(cur)
-			if cur.Image != set.Image {
+			imageMoved, policyMoved = cur.Image != set.Image, cur.PullPolicy != set.PullPolicy
+			if imageMoved {
 				rec.Image = cur.Image
 			}
-			if cur.PullPolicy != set.PullPolicy {
+			if policyMoved {
 				rec.PullPolicy = cur.PullPolicy
 			}
+		}
+		if c.Image != "" && c.Image != cur.Image {
+			rec.recordOwners(w, c.Container, FieldImage, imageMoved)
+		}
+		if c.PullPolicy != "" && c.PullPolicy != cur.PullPolicy {
+			rec.recordOwners(w, c.Container, FieldPullPolicy, policyMoved)
 		}
 		next := cur
 		if c.Image != "" {
@@ -308,8 +364,10 @@ func Apply(p *Patch, dryRun bool) error {
 		return err
 	}
 	h := resource.NewHelper(w.Info.Client, w.Info.Mapping).WithFieldManager(FieldManager).DryRun(dryRun)
+	var obj runtime.Object
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		_, err := h.Patch(w.Namespace, w.Name, types.StrategicMergePatchType, p.Data, nil)
+		var err error
+		obj, err = h.Patch(w.Namespace, w.Name, types.StrategicMergePatchType, p.Data, nil)
 		if apierrors.IsConflict(err) {
 			if rerr := p.rebase(h); rerr != nil {
 				return rerr
@@ -319,6 +377,54 @@ func Apply(p *Patch, dryRun bool) error {
 	})
 	if err != nil {
 		return explainPatchError(w, err)
+	}
+	if dryRun {
+		return nil
+	}
+	if a, err := meta.Accessor(obj); err == nil {
+		p.appliedVersion = a.GetResourceVersion()
+	}
+	if len(p.handBacks) == 0 {
+		return nil
+	}
+	return p.handBack(h, obj)
+}
+
+// handBack edits the managedFields of the restored object (obj, as the patch returned it) so
+// that livesync owns none of the fields restore put back, each going to the owners it had
+// before livesync first wrote it (see handOwnershipBack). It is a second request because the
+// restore patch itself, like every update, makes its writer the owner of what it changes. A
+// writer in between fails it with a conflict; it is then computed again from a fresh read.
+func (p *Patch) handBack(h *resource.Helper, obj runtime.Object) error {
+	w := p.Workload
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if obj == nil {
+			var err error
+			if obj, err = h.Get(w.Namespace, w.Name); err != nil {
+				return err
+			}
+		}
+		a, err := meta.Accessor(obj)
+		if err != nil {
+			return err
+		}
+		entries, given, changed, err := handOwnershipBack(a.GetManagedFields(), p.handBacks, metav1.Now())
+		if err != nil || !changed {
+			return err
+		}
+		data, err := managedFieldsPatch(entries, a.GetResourceVersion())
+		if err != nil {
+			return err
+		}
+		if _, err = h.Patch(w.Namespace, w.Name, types.JSONPatchType, data, nil); err != nil {
+			obj = nil // read it again before the next try
+			return err
+		}
+		p.HandedBack = describeGiven(given)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("handing back the fields restore put back on %s (it restored them, but %q still owns them, so their owner's next server-side apply may conflict): %w", w.Ref(), FieldManager, err)
 	}
 	return nil
 }

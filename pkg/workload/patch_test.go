@@ -180,6 +180,12 @@ func TestBuildPatchRecords(t *testing.T) {
 			w := mustWorkload(t, d)
 			cs, _ := w.Containers([]string{"app"})
 			tc.change.Container = cs[0]
+			// The object has no managedFields: nobody owned the changed field before.
+			if tc.change.Image != "" {
+				tc.want.Owners = map[string][]FieldOwner{FieldImage: {}}
+			} else {
+				tc.want.Owners = map[string][]FieldOwner{FieldPullPolicy: {}}
+			}
 			p, err := BuildPatch(w, []Change{tc.change}, false)
 			if err != nil {
 				t.Fatal(err)

@@ -164,5 +164,10 @@ func (p *RestorePlan) Patch() (*Patch, error) {
 	if len(p.Gone) == 0 && len(kept) == len(p.Steps) {
 		return nil, nil
 	}
-	return buildPatch(p.Workload, p.Changes(), kept)
+	patch, err := buildPatch(p.Workload, p.Changes(), kept)
+	if err != nil {
+		return nil, err
+	}
+	patch.handBacks, patch.restoring = p.handBacks(), true
+	return patch, nil
 }

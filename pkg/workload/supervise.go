@@ -94,6 +94,7 @@ func PlanSupervise(ctx context.Context, w *Workload, names []string, images Entr
 			rec = Original{Image: c.Image, PullPolicy: c.PullPolicy, Set: &State{Image: c.Image, PullPolicy: c.PullPolicy}}
 		}
 		rec.Supervisor = &SupervisorRecord{Command: c.Command}
+		rec.recordOwners(w, c, FieldCommand, true)
 		orig[c.Name] = rec
 	}
 	return p, nil

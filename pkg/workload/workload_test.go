@@ -135,8 +135,10 @@ func TestPatchChangesOnlyChosenContainerAndRestoreRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Originals{
-		"app":     {Image: "example.com/app:dev", PullPolicy: "IfNotPresent", Set: &State{Image: "example.com/app:dev@sha256:abc", PullPolicy: "Always"}},
-		"sidecar": {Image: "example.com/side:dev", PullPolicy: "Always", Set: &State{Image: "example.com/side:dev", PullPolicy: "Never"}},
+		"app": {Image: "example.com/app:dev", PullPolicy: "IfNotPresent", Set: &State{Image: "example.com/app:dev@sha256:abc", PullPolicy: "Always"},
+			Owners: map[string][]FieldOwner{FieldImage: {}, FieldPullPolicy: {}}}, // the object has no managedFields: nobody owned them
+		"sidecar": {Image: "example.com/side:dev", PullPolicy: "Always", Set: &State{Image: "example.com/side:dev", PullPolicy: "Never"},
+			Owners: map[string][]FieldOwner{FieldPullPolicy: {}}},
 	}
 	if !reflect.DeepEqual(orig, want) {
 		t.Errorf("originals = %+v, want %+v", orig, want)

@@ -27,7 +27,6 @@ const guardMessage = "e2e admission guard: livesync may not write here"
 // It returns once the API server enforces the policy; call the returned func to lift it.
 func admissionGuard(t *testing.T, ns, probe string) (lift func()) {
 	t.Helper()
-	ctx := context.Background()
 	name := "e2e-guard-" + ns
 	policy := &admissionv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -48,34 +47,16 @@ func admissionGuard(t *testing.T, ns, probe string) (lift func()) {
 			Validations: []admissionv1.Validation{{Expression: "false", Message: guardMessage}},
 		},
 	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-		},
-	}
-	api := e.client.AdmissionregistrationV1()
-	if _, err := api.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the admission guard (ValidatingAdmissionPolicy): %v", err)
-	}
-	if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the admission guard's binding: %v", err)
-	}
+	remove := createPolicy(t, policy)
 	lifted := false
 	lift = func() {
 		if lifted {
 			return
 		}
 		lifted = true
-		_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
-		_ = api.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
+		remove()
 		waitGuard(t, ns, probe, false)
 	}
-	t.Cleanup(func() {
-		_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
-		_ = api.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
-	})
 	waitGuard(t, ns, probe, true)
 	return lift
 }
@@ -107,4 +88,29 @@ func waitGuard(t *testing.T, ns, probe string, enforced bool) {
 		}
 		return rejected == enforced, nil
 	})
+}
+
+// createPolicy creates policy with a Deny binding of the same name, removed when the test ends;
+// call the returned func to remove them earlier.
+func createPolicy(t *testing.T, policy *admissionv1.ValidatingAdmissionPolicy) (remove func()) {
+	t.Helper()
+	ctx := context.Background()
+	name := policy.Name
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
+	}
+	api := e.client.AdmissionregistrationV1()
+	if _, err := api.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating ValidatingAdmissionPolicy %s: %v", name, err)
+	}
+	if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the binding of ValidatingAdmissionPolicy %s: %v", name, err)
+	}
+	remove = func() {
+		_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = api.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	t.Cleanup(remove)
+	return remove
 }

@@ -120,7 +120,6 @@ func TestCheck(t *testing.T) {
 // as Kyverno's deny-exec-by-namespace-name does, and waits until an exec into pod is denied.
 func denyExec(t *testing.T, ns, pod string) {
 	t.Helper()
-	ctx := context.Background()
 	name := "e2e-deny-exec-" + ns
 	policy := &admissionv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -136,21 +135,7 @@ func denyExec(t *testing.T, ns, pod string) {
 			Validations: []admissionv1.Validation{{Expression: "false", Message: execDenyMessage}},
 		},
 	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}},
-	}
-	api := e.client.AdmissionregistrationV1()
-	if _, err := api.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the exec-denying policy: %v", err)
-	}
-	if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the exec-denying policy's binding: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
-		_ = api.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
-	})
+	createPolicy(t, policy)
 	waitFor(t, "the API server to deny exec in "+ns, time.Minute, func() (bool, error) {
 		r := kexec(t, ns, pod, "true")
 		return r.code != 0 && strings.Contains(r.stderr, execDenyMessage), nil

@@ -37,6 +37,8 @@ type env struct {
 	binary     string // kubectl-livesync under test
 	kubectl    string // a real kubectl, for plugin discovery ("" skips nothing: the test fails)
 	lcimage    string // image builder/pusher from hack/localcluster
+	helm       string // the Helm 4 CLI from hack/tools ("" until a test needs it)
+	reconciler string // lcreconcile from hack/tools, a GitOps reconciler stand-in
 	client     kubernetes.Interface
 }
 
@@ -74,6 +76,7 @@ func setup() error {
 	e.binary = envOr("LIVESYNC_BINARY", filepath.Join(root, "bin/kubectl-livesync"))
 	e.kubectl = os.Getenv("LIVESYNC_KUBECTL")
 	e.lcimage = os.Getenv("LIVESYNC_LCIMAGE")
+	e.helm, e.reconciler = os.Getenv("LIVESYNC_HELM"), os.Getenv("LIVESYNC_RECONCILER")
 	for _, p := range []string{e.binary, e.kubectl, e.lcimage} {
 		if _, err := os.Stat(p); err != nil {
 			return fmt.Errorf("need LIVESYNC_BINARY, LIVESYNC_KUBECTL and LIVESYNC_LCIMAGE: %w", err)
@@ -342,7 +345,20 @@ type inspectReport struct {
 			Image           string `json:"image"`
 			ImagePullPolicy string `json:"imagePullPolicy"`
 		} `json:"original"`
+		Managers map[string][]struct {
+			Manager   string `json:"manager"`
+			Operation string `json:"operation"`
+		} `json:"managers"`
+		Reverted []struct {
+			Field   string `json:"field"`
+			Manager string `json:"manager"`
+		} `json:"reverted"`
 	} `json:"containers"`
+	Owner *struct {
+		Tool       string `json:"tool"`
+		Manager    string `json:"manager"`
+		Reconciles bool   `json:"reconciles"`
+	} `json:"owner"`
 }
 
 func inspectJSON(t *testing.T, args ...string) inspectReport {

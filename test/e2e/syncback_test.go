@@ -128,9 +128,13 @@ func testSyncBackRules(t *testing.T, kind string) {
 	ns := namespace(t)
 	repo := "syncback-rules-" + ns
 	pushImage(t, repo, "dev", kind)
-	// Every incarnation starts with its own, older lockfile, as an image that holds one would.
+	// Every incarnation starts with its own, older lockfile, as an image that holds one would:
+	// with the image's mtime (its /bin/sh's), not the time the command wrote it. A start without
+	// saved state leaves a listed file the container wrote during its life (newer than its start)
+	// for sync-back, and the local lockfile never went: the write came a second after the start
+	// once in 40 runs ("containers did not converge": package-lock.json differs).
 	deploymentWith(t, ns, "web", image(repo, "dev"), func(s *corev1.PodSpec) {
-		s.Containers[0].Command = []string{"/bin/sh", "-c", `printf 'image version' > /app/package-lock.json; trap "exit 0" TERM; while :; do sleep 1; done`}
+		s.Containers[0].Command = []string{"/bin/sh", "-c", `printf 'image version' > /app/package-lock.json && touch -r /bin/sh /app/package-lock.json; trap "exit 0" TERM; while :; do sleep 1; done`}
 	})
 	local := t.TempDir()
 	write(t, filepath.Join(local, "package-lock.json"), "v1")
@@ -186,10 +190,14 @@ func testSyncBackRules(t *testing.T, kind string) {
 		})
 	})
 
-	// rm A and a write of B in one exec: by the pass that brings B back (its synced-back event is
-	// printed when the pass is over), a pass saw A gone: that one, or one that inotifywait ran
-	// between the two (app-gnu). deleteAndWrite returns the deletes of every synced-back event
-	// up to B's.
+	// rm A and a write of B in one exec, then a write of C in another once B is home: the pass
+	// that brings C back started after the one that brought B had ended (passes run one at a
+	// time), so after the rm, and a pass that starts after a delete looks back past it: by C's
+	// synced-back event (printed when its pass is over) a pass saw A gone. B's pass alone
+	// proves nothing: a scan is no snapshot, and one the exec lands in (between its stat of
+	// gen's files and their hashes) brings B's new content with A as it was (CI, 2026-12-05;
+	// TestDeleteDuringScanComesNextPass in pkg/syncback orders it so). deleteAndWrite returns
+	// the deletes of every synced-back event up to C's.
 	deleteAndWrite := func(s *sessiontest.Session, b string) []string {
 		t.Helper()
 		if r := kexec(t, ns, pod, "sh", "-c", "rm /app/gen/a.txt && printf '"+b+"' > /app/gen/b.txt"); r.code != 0 {
@@ -197,6 +205,13 @@ func testSyncBackRules(t *testing.T, kind string) {
 		}
 		s.WaitMatch("gen/b.txt synced back", func(ev sessiontest.Event) bool {
 			return ev.Type == "synced-back" && slices.Contains(ev.Paths, filepath.Join(local, "gen/b.txt"))
+		})
+		c := "gen/after-" + b + ".txt"
+		if r := kexec(t, ns, pod, "sh", "-c", "printf after > /app/"+c); r.code != 0 {
+			t.Fatal(r)
+		}
+		s.WaitMatch(c+" synced back", func(ev sessiontest.Event) bool {
+			return ev.Type == "synced-back" && slices.Contains(ev.Paths, filepath.Join(local, c))
 		})
 		var deleted []string
 		for _, ev := range s.Events() {
@@ -210,7 +225,7 @@ func testSyncBackRules(t *testing.T, kind string) {
 		s := session()
 		defer s.Stop()
 		if deleted := deleteAndWrite(s, "new"); len(deleted) != 0 {
-			t.Fatalf("deletes came back: %q", deleted)
+			t.Fatalf("deletes came back: %q\n%s", deleted, s.Dump())
 		}
 		if b, err := os.ReadFile(filepath.Join(local, "gen/a.txt")); err != nil || string(b) != "a" {
 			t.Fatalf("gen/a.txt: %q %v", b, err)
@@ -220,7 +235,7 @@ func testSyncBackRules(t *testing.T, kind string) {
 		s := session("--sync-back-deletes") // the initial sync sends gen/a.txt again: the local side wins
 		defer s.Stop()
 		if deleted := deleteAndWrite(s, "newer"); !slices.Equal(deleted, []string{filepath.Join(local, "gen/a.txt")}) {
-			t.Fatalf("deletes that came back: %q", deleted)
+			t.Fatalf("deletes that came back: %q\n%s", deleted, s.Dump())
 		}
 		if _, err := os.Lstat(filepath.Join(local, "gen/a.txt")); !os.IsNotExist(err) {
 			t.Fatalf("gen/a.txt still here: %v", err)

@@ -73,7 +73,10 @@
 #     <mode>, and renamed over it; anything else (the old file changed, a
 #     short read of stdin, a hash that differs) removes the temporary file
 #     and exits 7, the old file as it was, and the client sends the file
-#     whole.
+#     whole. A patch is not checked against <old> itself: its exec
+#     carries the file's precondition where the client has one (see
+#     above), which a change the blocks would not carry (bytes appended
+#     past the last one) fails with exit 5, before anything is built.
 #  3. Deletes, with rm -rf and never a trailing slash, so a symlink is
 #     removed, not followed. They run before the tar so a type change
 #     (dir→file) extracts cleanly.

@@ -1,9 +1,12 @@
 # shellcheck shell=sh
 # list-chunk.sh lists one chunk of names handed over by find (see list.sh);
-# $1 is the hash tool for a chunk of regular files, else "".
+# $1 is the hash tool for a chunk of regular files, else "". With
+# LIVESYNC_NS set (list.sh's nohash) stat adds %y, whose fraction is the
+# mtime's nanoseconds.
 h=$1; shift
 printf 'C\0'; printf '%s\0' "$@"
-printf 'S\0'; stat -c '%f %s %Y %n' "$@" 2>/dev/null; printf '\0'
+sf='%f %s %Y'; [ -z "${LIVESYNC_NS:-}" ] || sf='%f %s %Y %y'
+printf 'S\0'; stat -c "$sf %n" "$@" 2>/dev/null; printf '\0'
 printf 'L\0'
 for f; do if [ -L "$f" ]; then printf '%s\0' "$f"; readlink "$f" 2>/dev/null; printf '\0'; fi; done
 printf 'H\0'

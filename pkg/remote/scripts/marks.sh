@@ -39,13 +39,14 @@
 # livesync_prep reads, once per loop, the mount namespace the scans report
 # (the helper's target's: livesync_pinned in each scan fails once that
 # process is gone), makes the ring's directory, which the loop removes when
-# it ends, and reads the clock's base. livesync_dir is empty when no temp
+# it ends (with what the loop's livesync_onexit names), and reads the clock's base. livesync_dir is empty when no temp
 # directory is writable: each scan then lists everything, as its exec would.
 livesync_prep() {
   [ -z "${livesync_ns+x}" ] || return 0
   livesync_ns=$(readlink "/proc/${LIVESYNC_PID:-self}/ns/mnt" 2>/dev/null) || livesync_ns=''
   livesync_dir=$(mktemp -d "${TMPDIR:-/tmp}/livesync-scan.XXXXXX" 2>/dev/null) || livesync_dir=''
-  if [ -n "$livesync_dir" ]; then trap 'rm -rf "$livesync_dir"' EXIT; trap 'exit 129' HUP; trap 'exit 143' TERM; fi
+  # shellcheck disable=SC2154 # livesync_onexit: set by stream.sh's loop, or unset
+  if [ -n "$livesync_dir" ]; then trap 'rm -rf "$livesync_dir"; ${livesync_onexit:-}' EXIT; trap 'exit 129' HUP; trap 'exit 143' TERM; fi
   livesync_k=0 livesync_t='' livesync_h='' livesync_b='' livesync_full=''
   livesync_base
 }

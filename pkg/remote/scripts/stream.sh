@@ -30,33 +30,51 @@
 #
 # Lines are read by the shell's read builtin, which reads a pipe byte by
 # byte and so never past the newline. Every read of a counted length goes
-# through dd with iflag=fullblock,
-# which reads exactly that much from a pipe in busybox and GNU; busybox
-# `head -c` and busybox `tar -x` read past the end of what they need, so
-# tar only ever sees a pipe that dd fills with the frame's bytes. Chunks
-# are read 64 KiB per block so that dd's buffer stays small (the client
-# cuts every chunk but the last in whole blocks, so each costs one dd; up
-# to 4 MiB); a whole tar of one frame is at most 1 MiB, read in one block,
-# so dd has taken all of it from stdin before the apply may stop reading.
+# through dd with iflag=fullblock (livesync_rd), which reads exactly that
+# much from a pipe in busybox and GNU; busybox `head -c` and busybox `tar -x`
+# read past the end of what they need. Chunks are read 64 KiB per block so
+# that dd's buffer stays small (the client cuts every chunk but the last in
+# whole blocks, so each costs one dd; up to 4 MiB); a length of at most 1 MiB
+# is read in one block.
+#
+# Every frame is whole before anything of it is applied: its tar goes into
+# the loop's stage file (livesync-frame.PID in $TMPDIR, or /tmp) and the
+# apply reads it from there once the frame's last byte came. A frame cut
+# short (stdin ended, the client gave up on the stream) applies nothing: no
+# delete of it runs, and no file is left truncated under its real name, as
+# a tar fed from the wire was (a 2 MiB file became the 1 MiB that had come).
+# dd exits 0 after an early end, with what it got: livesync_rd checks its
+# count of records.
+#
+# The fence: a container never applies a frame of a stream the client has
+# replaced. The client sends "F<FAMILY>\n" first (FAMILY: hex, one per client
+# and target); the loop records itself as livesync-stream.FAMILY.PID beside
+# its stage file, with its start time, and before it reads its first frame
+# kills every loop recorded under FAMILY before it, with every process under
+# it (livesync_kill). A loop the client gave up on may still have frames
+# held in flight (a stalled link, a loop or tar frozen) that arrive after
+# the new stream's batches were acked; nothing is left to read them. Kill,
+# not a lock or an epoch checked per frame: a frame that is checked and then
+# applied can be frozen between the two (a stopped tar resumes and writes
+# the old content over the new), and a lock held by a frozen loop would stop
+# every later stream; a killed process writes no more. The start time tells
+# the recorded loop from a process that took its PID since. The loop
+# answers "N" (an exec per batch) where it has no writable temp directory
+# or no /proc of its own to find its processes in.
 #
 # Each batch runs applyScript unchanged (as the function livesync_apply) in
 # a command substitution (a subshell: its `exit`s end the batch, not the
-# loop), with the tar on its stdin, its stdout on the loop's (fd 3) and its
-# stderr captured; what a chunked batch leaves unread is drained so the
-# next header starts where it should. A one-frame "x" batch (an edit) costs
-# the container three processes: the subshell, dd and tar. Its tar reads the
-# frame through dd itself: inside the subshell, tar is a function that runs
-# `dd | command tar`, so the apply's checks and deletes run in the subshell
-# with no pipeline (and no process of its own) in front of it. The function
-# first writes SOH to the captured stderr: without it, the apply stopped
-# before its tar, and the loop drains the frame. Then the loop acks on stdout, after
+# loop), with the stage file (or /dev/null) on its stdin, its stdout on the
+# loop's (fd 3) and its stderr captured. A one-frame "x" batch (an edit)
+# costs the container three processes: dd, the subshell and tar. Then the
+# loop acks on stdout, after
 # the batch's own "R./dir\0" reports: the batch's stderr as "e<TEXT>\0" if
 # it wrote any (it has no NUL: it is messages), then "K<SEQ> <STATUS>\0". A
 # batch's whole answer is on one stream, so a batch that writes no stderr
 # costs one message back on every hop to the client, not two. The loop
 # ends on stdin EOF (the client closed the stream, exited or was killed
 # and its connection dropped), leaving no process in the container; a
-# malformed header also ends it. So does a batch that exits 75, a helper's
+# malformed header or a frame cut short also ends it. So does a batch that exits 75, a helper's
 # target process that is gone (see helper.sh): with that status and the
 # batch's stderr on the loop's own, and no ack, so the caller finds the
 # process again before the batch is sent again.
@@ -67,8 +85,101 @@
 # What the loop itself keeps while a script runs goes by names that start
 # with livesync_, which no script sets (apply.sh runs in this shell's
 # subshell, and its variables would change the loop's).
-if ! { command -v dd >/dev/null 2>&1 && [ "$(printf ab | dd bs=2 count=1 iflag=fullblock 2>/dev/null)" = ab ]; }; then printf 'N\0'; exit 0; fi
+# livesync_rd copies $1 bytes of stdin to stdout, and fails unless all of
+# them came.
+livesync_rd() {
+  livesync_rq=$(($1/65536)) livesync_rr=$(($1%65536))
+  if [ "$1" -le 1048576 ]; then livesync_rq=1 livesync_rr=$1; elif [ $livesync_rr -gt 0 ]; then livesync_rd_ 65536 "$livesync_rq" || return 1; livesync_rq=1; else livesync_rr=65536; fi
+  livesync_rd_ "$livesync_rr" "$livesync_rq"
+}
+livesync_rd_() {
+  LC_ALL=C dd bs="$1" count="$2" iflag=fullblock 2>"$livesync_stage.e" || return 1
+  livesync_rl=''; read -r livesync_rl <"$livesync_stage.e" || :
+  [ "$livesync_rl" = "$2+0 records in" ]
+}
+# livesync_stat sets livesync_fs to the fields of /proc/$1/stat after the
+# name (which may hold spaces and parentheses): state, ppid, pgrp, …; "" when
+# there is no such process.
+livesync_stat() {
+  livesync_fs=''
+  { read -r livesync_fs <"/proc/$1/stat"; } 2>/dev/null || :
+  livesync_fs=${livesync_fs##*') '}
+}
+# livesync_kill kills process $1 and every process under it or in its group:
+# stopped first, so that none forks again, until a walk of /proc finds no new
+# one; then killed, and waited for until each is gone or a zombie.
+livesync_kill() {
+  livesync_fv=$1
+  kill -STOP "$livesync_fv" 2>/dev/null || return 0
+  livesync_fk=" $livesync_fv " livesync_fn=1
+  while [ $livesync_fn = 1 ]; do
+    livesync_fn=0
+    for livesync_fq in /proc/[0-9]*; do
+      livesync_fq=${livesync_fq#/proc/}
+      case $livesync_fk in *" $livesync_fq "*) continue ;; esac
+      [ "$livesync_fq" != $$ ] || continue
+      livesync_stat "$livesync_fq"
+      # shellcheck disable=SC2086 # numbers and a state letter
+      set -- $livesync_fs
+      case $livesync_fk in *" ${2:-} "*) ;; *) [ "${3:-}" = "$livesync_fv" ] || continue ;; esac
+      kill -STOP "$livesync_fq" 2>/dev/null || continue
+      livesync_fk="$livesync_fk$livesync_fq " livesync_fn=1
+    done
+  done
+  for livesync_fq in $livesync_fk; do kill -KILL "$livesync_fq" 2>/dev/null || :; done
+  for livesync_fq in $livesync_fk; do
+    livesync_fn=0
+    while [ $livesync_fn -lt 100000 ]; do
+      livesync_stat "$livesync_fq"
+      # shellcheck disable=SC2086
+      set -- $livesync_fs
+      case ${1:-Z} in Z|X) break ;; esac
+      livesync_fn=$((livesync_fn+1))
+    done
+  done
+}
+# livesync_fence kills the loops recorded under the family before this one
+# (see above) and records this one.
+livesync_fence() {
+  for livesync_fr in "$livesync_sd/livesync-stream.$livesync_fam".*; do
+    livesync_fp=${livesync_fr##*.}
+    case $livesync_fp in ''|*[!0-9]*) continue ;; esac
+    [ "$livesync_fp" != $$ ] || continue
+    livesync_fo=''
+    { read -r livesync_fo <"$livesync_fr"; } 2>/dev/null || :
+    livesync_stat "$livesync_fp"
+    # shellcheck disable=SC2086
+    set -- $livesync_fs
+    if [ -n "$livesync_fo" ] && [ "${20:-}" = "$livesync_fo" ]; then livesync_kill "$livesync_fp"; fi
+    rm -f -- "$livesync_fr" "$livesync_sd/livesync-frame.$livesync_fp" "$livesync_sd/livesync-frame.$livesync_fp.e"
+  done
+  livesync_stat $$
+  # shellcheck disable=SC2086
+  set -- $livesync_fs
+  printf '%s\n' "${20}" >"$livesync_rec"
+}
+livesync_sd=${TMPDIR:-/tmp}
+livesync_stage=$livesync_sd/livesync-frame.$$
+livesync_stat $$
+# shellcheck disable=SC2086
+set -- $livesync_fs
+if ! { [ -n "${20:-}" ] && command -v dd >/dev/null 2>&1 && printf 'a\n' | livesync_rd 2 2>/dev/null >"$livesync_stage" && read -r livesync_rl <"$livesync_stage" && [ "$livesync_rl" = a ]; }; then
+  rm -f -- "$livesync_stage" "$livesync_stage.e" 2>/dev/null; printf 'N\0'; exit 0
+fi
+livesync_rec=''
+# What the loop made goes when it ends (marks.sh's trap runs this too).
+livesync_atexit() { rm -f -- "$livesync_stage" "$livesync_stage.e" ${livesync_rec:+"$livesync_rec"}; }
+# shellcheck disable=SC2034 # run by marks.sh's EXIT trap
+livesync_onexit=livesync_atexit
+trap livesync_atexit EXIT
+trap 'exit 129' HUP
+trap 'exit 143' TERM
 printf 'Y\0'
+IFS= read -r livesync_fam || exit 0
+livesync_fam=${livesync_fam#F}
+case $livesync_fam in ''|*[!0-9a-f]*) exit 2 ;; esac
+livesync_rec=$livesync_sd/livesync-stream.$livesync_fam.$$
+livesync_fence
 exec 3>&1
 livesync_apply() {
 livesync_apply_body
@@ -80,11 +191,9 @@ livesync_scan_body
 livesync_download() {
 livesync_download_body
 }
-rd() { q=$(($1/65536)) r=$(($1%65536)); if [ $q -gt 0 ]; then dd bs=65536 count=$q iflag=fullblock 2>/dev/null || return 1; fi; if [ $r -gt 0 ]; then dd bs=$r count=1 iflag=fullblock 2>/dev/null || return 1; fi; }
 # shellcheck disable=SC2034 # used by the eval'd arguments ("$nl", see shellWords)
 nl='
 '
-soh=$(printf '\001')
 while read -r hd args; do
   case $hd in
   *=*)
@@ -106,29 +215,25 @@ while read -r hd args; do
   */*)
     n=${hd#*/}
     case $n in ''|*[!0-9]*) exit 2 ;; esac
-    eval "set -- $args"
-    if [ "$n" -gt 0 ] && [ "$2" = x ]; then
-      # The frame's length goes by a name apply.sh never sets: the apply runs
-      # in this shell and its own variables (n among them) would change it.
-      livesync_len=$n
-      # shellcheck disable=SC2329,SC2317 # tar is called by livesync_apply
-      e=$(if command -v tar >/dev/null 2>&1; then tar() { printf '\001' >&2; dd bs="$livesync_len" count=1 iflag=fullblock 2>/dev/null | command tar "$@"; }; fi
-        { livesync_apply "$@"; } 2>&1 >&3 3>&-); s=$?
-      case $e in
-      *"$soh"*) e=${e%%"$soh"*}${e#*"$soh"} ;;
-      *) dd bs="$n" count=1 iflag=fullblock >/dev/null 2>&1 || exit 2 ;;
-      esac
-    elif [ "$n" -gt 0 ]; then
-      e=$(dd bs="$n" count=1 iflag=fullblock 2>/dev/null | { livesync_apply "$@"; } 2>&1 >&3 3>&-); s=$?
-    else
-      e=$( { eval "livesync_apply $args"; } </dev/null 2>&1 >&3 3>&-); s=$?
-    fi
-    [ "$s" != 75 ] || { printf '%s\n' "$e" >&2; exit 75; }
-    [ -z "$e" ] || printf 'e%s\n\0' "$e"; printf 'K%s %s\0' "$seq" "$s" ;;
+    if [ "$n" -gt 0 ]; then livesync_rd "$n" >"$livesync_stage" || exit 2; fi ;;
   *)
-    { while read -r n; do case $n in ''|*[!0-9]*) exit 2 ;; esac; [ "$n" -gt 0 ] || break; rd "$n" || exit 2; done; } | {
-      e=$( { eval "livesync_apply $args"; } 2>&1 >&3 3>&-); s=$?
-      [ "$s" != 75 ] || { printf '%s\n' "$e" >&2; exit 75; }
-      cat >/dev/null; [ -z "$e" ] || printf 'e%s\n\0' "$e"; printf 'K%s %s\0' "$seq" "$s"; } || [ $? != 75 ] || exit 75 ;;
+    # Chunks "LEN\n" + LEN bytes, up to "0\n"; n is what they held.
+    n=0 livesync_end=''
+    while read -r livesync_c; do
+      case $livesync_c in ''|*[!0-9]*) exit 2 ;; esac
+      [ "$livesync_c" -gt 0 ] || { livesync_end=y; break; }
+      livesync_rd "$livesync_c" || exit 2
+      n=$((n+livesync_c))
+    done >"$livesync_stage"
+    [ -n "$livesync_end" ] || exit 2 ;;
   esac
+  eval "set -- $args"
+  if [ "$n" -gt 0 ]; then
+    e=$( { livesync_apply "$@"; } <"$livesync_stage" 2>&1 >&3 3>&-); s=$?
+    : >"$livesync_stage"
+  else
+    e=$( { livesync_apply "$@"; } </dev/null 2>&1 >&3 3>&-); s=$?
+  fi
+  [ "$s" != 75 ] || { printf '%s\n' "$e" >&2; exit 75; }
+  [ -z "$e" ] || printf 'e%s\n\0' "$e"; printf 'K%s %s\0' "$seq" "$s"
 done

@@ -1,0 +1,290 @@
+package filesync
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
+)
+
+// expectGuard is an UploadGuard that checks every upload against what the
+// index confirmed, as sync-back's does for the files its globs list, and
+// records the preconditions that failed.
+type expectGuard struct {
+	mu      sync.Mutex
+	changed []remote.Changed
+}
+
+func (g *expectGuard) Expect(u Upload) (string, bool) {
+	switch a := u.Ancestor; {
+	case !u.Known:
+		return "", false
+	case !u.Has:
+		return remote.ExpectAbsent("./" + u.Rel), false
+	case a.Type == TypeFile:
+		return remote.ExpectFile("./"+u.Rel, a.Sum, a.Size, a.MTime.Unix()), false
+	}
+	return "", false
+}
+
+func (g *expectGuard) Changed(_ Upload, now remote.Changed) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.changed = append(g.changed, now)
+}
+
+// take returns the failed preconditions so far and forgets them.
+func (g *expectGuard) take() []remote.Changed {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := g.changed
+	g.changed = nil
+	return out
+}
+
+// variantFixture is newEngineFixture with the container's tools those of r
+// (busybox or GNU), and g as the engine's upload guard.
+func variantFixture(t *testing.T, ex *localExecutor, g UploadGuard) *engineFixture {
+	t.Helper()
+	return newWrappedFixture(t, Config{}, func(in Executor) Executor {
+		return &localExecutor{Runner: ex.Runner, Sandbox: in.(*localExecutor).Sandbox}
+	}, WithUploadGuard(g))
+}
+
+func hexSum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+// A large file sent as a patch is checked against what the container was
+// last confirmed to hold there in the same exec as the patch, before it:
+// a plain patch is a change, not a conflict; one over a container change
+// the patch does not carry (bytes appended, the region it rewrites
+// rewritten) replaces nothing and is a conflict.
+func TestPatchChecksPrecondition(t *testing.T) {
+	v1 := randomBytes(5, 2<<20)
+	v2 := bytes.Clone(v1)
+	copy(v2[20*deltaBlock:], "saved locally")
+	tests := []struct {
+		name      string
+		container []byte // what the container holds when v2 is saved; nil: v1
+	}{
+		{"plain", nil},
+		{"bytes appended", append(bytes.Clone(v1), "appended by the app\n"...)},
+		{"the same region rewritten", func() []byte {
+			out := bytes.Clone(v1)
+			copy(out[20*deltaBlock+3:], "rewritten by the app")
+			return out
+		}()},
+	}
+	for name, ex := range executors(t) {
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				g := &expectGuard{}
+				f := variantFixture(t, ex, g)
+				writeTree(t, f.local, map[string]string{"data/app.db": string(v1)})
+				f.e.AddTarget(podTarget("web-1"))
+				f.run(t)
+				if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+					t.Fatal(ev.Err)
+				}
+				waitSig(t, f.e, v1)
+				local := filepath.Join(f.local, "data", "app.db")
+				inRemote := filepath.Join(f.remote("web-1"), "data", "app.db")
+				if tt.container != nil {
+					must(t, os.WriteFile(inRemote, tt.container, 0o644))
+				}
+				must(t, os.WriteFile(local, v2, 0o644))
+				b := f.batch(t, coalesce.Change{Root: f.local, Path: local}, 1)
+				c := g.take()
+				if tt.container == nil {
+					if b.Failed != 0 || b.Changed != 1 || b.Bytes > 2*deltaBlock {
+						t.Errorf("batch = %+v, want 1 changed and at most %d bytes sent (a patch)", b, 2*deltaBlock)
+					}
+					if len(c) != 0 {
+						t.Errorf("a plain patch reported conflicts: %+v", c)
+					}
+					assertSameTree(t, f.local, f.remote("web-1"))
+					return
+				}
+				if got, _ := os.ReadFile(inRemote); !bytes.Equal(got, tt.container) {
+					t.Errorf("the container's change was replaced: %d bytes there, sha256 %s; its own were %d", len(got), hexSum(got), len(tt.container))
+				}
+				if len(c) != 1 || c[0].Name != "./data/app.db" || c[0].Now != hexSum(tt.container) {
+					t.Errorf("conflicts %+v, want one with the container's sha256 %s", c, hexSum(tt.container))
+				}
+				if b.Failed != 0 || b.Changed != 0 {
+					t.Errorf("batch = %+v, want nothing changed", b)
+				}
+			})
+		}
+	}
+}
+
+// A listed file the container moves or copies itself is checked in the
+// same exec as the move: a plain move is a change, not a conflict; one over
+// a file the container made at the destination replaces nothing.
+func TestMoveChecksPrecondition(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			g := &expectGuard{}
+			f := variantFixture(t, ex, g)
+			big := strings.Repeat("a generated bundle\n", 10_000) // 190 KB
+			writeTree(t, f.local, map[string]string{"gen/a.js": big})
+			f.e.AddTarget(podTarget("web-1"))
+			f.run(t)
+			if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+				t.Fatal(ev.Err)
+			}
+			local := func(rel string) string { return filepath.Join(f.local, filepath.FromSlash(rel)) }
+			rescan := coalesce.Change{Root: f.local, Rescan: true}
+
+			must(t, os.Rename(local("gen/a.js"), local("gen/b.js")))
+			if b := f.batch(t, rescan, 1); b.Failed != 0 || b.Changed != 1 || b.Deleted != 1 || b.Bytes != 0 {
+				t.Fatalf("a plain move: batch = %+v, want 1 changed, 1 deleted, nothing sent", b)
+			}
+			if c := g.take(); len(c) != 0 {
+				t.Fatalf("a plain move reported conflicts: %+v", c)
+			}
+			assertSameTree(t, f.local, f.remote("web-1"))
+
+			writeTree(t, f.local, map[string]string{"gen/c.js": big})
+			if b := f.batch(t, rescan, 1); b.Failed != 0 || b.Changed != 1 || b.Bytes != 0 {
+				t.Fatalf("a plain copy: batch = %+v, want 1 changed, nothing sent", b)
+			}
+			if c := g.take(); len(c) != 0 {
+				t.Fatalf("a plain copy reported conflicts: %+v", c)
+			}
+			assertSameTree(t, f.local, f.remote("web-1"))
+
+			// The container wrote the destination before the move arrives.
+			theirs := "written by the app"
+			must(t, os.WriteFile(filepath.Join(f.remote("web-1"), "gen", "d.js"), []byte(theirs), 0o644))
+			must(t, os.Rename(local("gen/c.js"), local("gen/d.js")))
+			b := f.batch(t, rescan, 1)
+			if got, _ := os.ReadFile(filepath.Join(f.remote("web-1"), "gen", "d.js")); string(got) != theirs {
+				t.Fatalf("the container's file was replaced by a move (%d bytes)", len(got))
+			}
+			if c := g.take(); len(c) != 1 || c[0].Name != "./gen/d.js" || c[0].Now != hexSum([]byte(theirs)) {
+				t.Fatalf("conflicts %+v, want the container's file at ./gen/d.js", c)
+			}
+			if b.Failed != 0 || b.Changed != 0 {
+				t.Fatalf("a refused move: batch = %+v, want nothing changed", b)
+			}
+		})
+	}
+}
+
+// A patch applied before a conflict elsewhere in its batch stays applied,
+// and the batch's next try neither patches nor checks it again: only the
+// other file is a conflict.
+func TestPatchBesideConflict(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			g := &expectGuard{}
+			f := variantFixture(t, ex, g)
+			v1 := randomBytes(6, 2<<20)
+			writeTree(t, f.local, map[string]string{"data/app.db": string(v1), "data/conf.json": "{}"})
+			f.e.AddTarget(podTarget("web-1"))
+			f.run(t)
+			if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+				t.Fatal(ev.Err)
+			}
+			waitSig(t, f.e, v1)
+			theirs := `{"from": "the app"}`
+			must(t, os.WriteFile(filepath.Join(f.remote("web-1"), "data", "conf.json"), []byte(theirs), 0o644))
+			v2 := bytes.Clone(v1)
+			copy(v2[9*deltaBlock:], "saved locally")
+			must(t, os.WriteFile(filepath.Join(f.local, "data", "app.db"), v2, 0o644))
+			must(t, os.WriteFile(filepath.Join(f.local, "data", "conf.json"), []byte(`{"saved": "locally"}`), 0o644))
+			b := f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1)
+			if b.Failed != 0 || b.Changed != 1 || b.Bytes > 2*deltaBlock {
+				t.Errorf("batch = %+v, want the patch alone changed", b)
+			}
+			if c := g.take(); len(c) != 1 || c[0].Name != "./data/conf.json" {
+				t.Errorf("conflicts %+v, want ./data/conf.json alone", c)
+			}
+			if got, _ := os.ReadFile(filepath.Join(f.remote("web-1"), "data", "app.db")); !bytes.Equal(got, v2) {
+				t.Errorf("the patched file holds %d bytes, sha256 %s; want the local one", len(got), hexSum(got))
+			}
+			if got, _ := os.ReadFile(filepath.Join(f.remote("web-1"), "data", "conf.json")); string(got) != theirs {
+				t.Errorf("the container's change was replaced: %q", got)
+			}
+		})
+	}
+}
+
+// failOnce fails the first apply that is not a patch, after the patches of
+// its plan ran: a connection lost between the two.
+type failOnce struct {
+	Executor
+	patches int
+	failed  bool
+}
+
+func (f *failOnce) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if isApply(argv) && argv[5] == "p" {
+		f.patches++
+	} else if isApply(argv) && !f.failed {
+		f.failed = true
+		return errors.New("connection reset")
+	}
+	return f.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// The retry of a plan whose patch was applied before its other exec
+// failed sends the rest alone: not the patch again, nor its precondition,
+// which the container no longer meets.
+func TestPatchRetry(t *testing.T) {
+	local, remoteDir := t.TempDir(), filepath.Join(t.TempDir(), "app")
+	v1 := randomBytes(7, 2<<20)
+	v2 := bytes.Clone(v1)
+	copy(v2[deltaBlock*3:], "changed")
+	m := testMapping(t, local, remoteDir, nil)
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			writeTree(t, local, map[string]string{"server": string(v2), "conf": "new"})
+			writeTree(t, remoteDir, map[string]string{"server": string(v1), "conf": "old"})
+			var copies []Copy
+			for _, rel := range []string{"conf", "server"} {
+				fi, err := os.Stat(filepath.Join(local, rel))
+				must(t, err)
+				e, _ := entryOf(fi)
+				copies = append(copies, Copy{Rel: rel, Name: rel, Src: filepath.Join(local, rel), Entry: e})
+			}
+			old, conf := sha256.Sum256(v1), sha256.Sum256([]byte("old"))
+			ops, lit := deltaOf(v2, signatureOf(v1))
+			p := &Plan{
+				Copies:  copies,
+				Patches: map[string]*patch{"server": {old: old, new: sha256.Sum256(v2), ops: ops, lit: lit}},
+				expect: []precondition{
+					{"conf", remote.ExpectFile("./conf", &conf, 3, 0)},
+					{"server", remote.ExpectFile("./server", &old, int64(len(v1)), 0)},
+				},
+			}
+			fo := &failOnce{Executor: ex}
+			if _, err := apply(context.Background(), fo, testTarget, m, p, tarstream.Options{}); err == nil {
+				t.Fatal("the first try succeeded")
+			}
+			res, err := apply(context.Background(), fo, testTarget, m, p, tarstream.Options{})
+			if err != nil {
+				t.Fatalf("the retry: %v", err)
+			}
+			if fo.patches != 1 {
+				t.Errorf("%d patch execs, want 1", fo.patches)
+			}
+			if res.Files != 2 || res.Sums["server"] == nil || *res.Sums["server"] != sha256.Sum256(v2) {
+				t.Errorf("result: %d files, sums %v; want both, the patch's among them", res.Files, res.Sums)
+			}
+			assertSameTree(t, local, remoteDir)
+		})
+	}
+}
