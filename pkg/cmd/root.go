@@ -125,6 +125,7 @@ func newCmdRoot(g *globalOptions) *cobra.Command {
 		newCmdRefresh(g),
 		newCmdPullPolicy(g),
 		newCmdRestore(g),
+		newCmdWait(g),
 		newCmdVersion(g),
 		newCmdCompletion(),
 	)

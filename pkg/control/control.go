@@ -84,6 +84,10 @@ type Target struct {
 type WaitResult struct {
 	OK  bool   `json:"ok"`
 	For string `json:"for"`
+	// Name, Workload and Namespace say which session answered: its livesync.yaml entry, if one.
+	Name      string `json:"name,omitempty"`
+	Workload  string `json:"workload"`
+	Namespace string `json:"namespace"`
 	// Files counts the local paths whose bytes were waited for.
 	Files int `json:"files"`
 	// Duration is how long the session waited.
@@ -96,6 +100,7 @@ type WaitResult struct {
 
 // TargetWait is one replica's part of a wait.
 type TargetWait struct {
+	Namespace string `json:"namespace"`
 	Pod       string `json:"pod"`
 	Container string `json:"container"`
 	OK        bool   `json:"ok"`

@@ -97,11 +97,16 @@ func holds(w want, e filesync.Entry, ok, known bool) bool {
 // podReader reads a replica's pod for --for=ready.
 type podReader func(ctx context.Context, namespace, name string) (*corev1.Pod, error)
 
+// logReader returns the last lines a container wrote, joined in one line: those of its run
+// before this one when previous.
+type logReader func(ctx context.Context, namespace, pod, container string, previous bool) string
+
 // receipts answers the control socket's requests for one session: what it syncs, and waits for
 // the local bytes to be confirmed (and restarted, and Ready) in every replica.
 type receipts struct {
 	ledger  ledger
 	pods    podReader
+	logs    logReader
 	targets func() []filesync.Target
 	maps    []filesync.Mapping
 	match   []filesync.Matcher
@@ -258,7 +263,7 @@ const pollEvery = 250 * time.Millisecond
 // replica still lacks.
 func (r *receipts) Wait(ctx context.Context, req control.WaitRequest) control.WaitResult {
 	start := r.clk.Now()
-	res := control.WaitResult{For: req.For}
+	res := control.WaitResult{For: req.For, Name: r.status.Name, Workload: r.status.Workload, Namespace: r.status.Namespace}
 	switch req.For {
 	case control.ForSynced, control.ForReady:
 	case control.ForRestarted:
@@ -295,6 +300,7 @@ func (r *receipts) Wait(ctx context.Context, req control.WaitRequest) control.Wa
 		}
 		select {
 		case <-ctx.Done():
+			r.explain(ctx, res.Targets)
 			return res
 		case <-wake:
 		case <-tick.C():
@@ -310,7 +316,7 @@ func (r *receipts) check(ctx context.Context, kind string, wants []want) ([]cont
 	}
 	out := make([]control.TargetWait, 0, len(ts))
 	for _, t := range ts {
-		tw := control.TargetWait{Pod: t.Pod, Container: t.Container}
+		tw := control.TargetWait{Namespace: t.Namespace, Pod: t.Pod, Container: t.Container}
 		tw.Missing = r.checkOne(ctx, kind, t, wants)
 		tw.OK = tw.Missing == ""
 		out = append(out, tw)
@@ -375,6 +381,42 @@ func (r *receipts) ready(ctx context.Context, t filesync.Target) string {
 		}
 	}
 	return ""
+}
+
+// explainWithin bounds what explain reads after the wait's own time is up.
+const explainWithin = 5 * time.Second
+
+// explain adds, to each replica a wait gave up on, how its container runs when it is not
+// simply running (it exited, with its status, and the last lines it wrote): a replica that
+// crashed on the new bytes is named with why, not only with what it lacks.
+func (r *receipts) explain(ctx context.Context, tws []control.TargetWait) {
+	if r.pods == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), explainWithin)
+	defer cancel()
+	for i, tw := range tws {
+		if tw.OK {
+			continue
+		}
+		pod, err := r.pods(ctx, tw.Namespace, tw.Pod)
+		if err != nil {
+			continue
+		}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name != tw.Container || cs.State.Running != nil && cs.RestartCount == 0 {
+				continue
+			}
+			if st := containerState(cs); !strings.Contains(tw.Missing, st) {
+				tws[i].Missing += "; the container: " + st
+			}
+			if r.logs != nil {
+				if lines := r.logs(ctx, tw.Namespace, tw.Pod, tw.Container, cs.State.Terminated == nil); lines != "" {
+					tws[i].Missing += "; its last lines: " + lines
+				}
+			}
+		}
+	}
 }
 
 // containerState says how a container runs or why not, with the exit status of its last run.
@@ -568,6 +610,24 @@ func serveControl(ctx context.Context, cfg Config, rc *receipts, roots []string)
 		<-served
 		_ = reg.Close()
 	}, nil
+}
+
+// lastLines is how many of a crashed container's last lines a failed wait quotes.
+const lastLines = 3
+
+// logsOf reads a container's last lines with the session's client.
+func logsOf(d Deps) logReader {
+	if d.Client == nil {
+		return nil
+	}
+	return func(ctx context.Context, namespace, pod, container string, previous bool) string {
+		n := int64(lastLines)
+		b, err := d.Client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: previous, TailLines: &n}).DoRaw(ctx)
+		if err != nil {
+			return ""
+		}
+		return strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", " | ")), " ")
+	}
 }
 
 // podsOf reads pods with the session's client, for --for=ready.

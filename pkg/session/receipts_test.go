@@ -177,3 +177,42 @@ func TestWaitReady(t *testing.T) {
 		t.Errorf("got %+v, want %q", res, want)
 	}
 }
+
+// TestWaitNamesCrashedReplica: a wait for a restart that one replica's app did not survive
+// names that replica with its exit status and its last lines, and only that one.
+func TestWaitNamesCrashedReplica(t *testing.T) {
+	r, l, root := newTestReceipts(t, restart.Mode{Kind: restart.Signal, Signal: "HUP", Num: 1}, web1, web2)
+	write(t, filepath.Join(root, "main.go"), "v2")
+	l.set(web1, "main.go", "v2")
+	r.afterSync(func(context.Context, filesync.Target) {})(context.Background(), web1)
+	r.pods = func(_ context.Context, _, name string) (*corev1.Pod, error) {
+		cs := corev1.ContainerStatus{Name: "app", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+		if name == "web-2" {
+			cs = corev1.ContainerStatus{Name: "app", RestartCount: 2,
+				State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}}}
+		}
+		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{cs}}}, nil
+	}
+	var asked []string
+	r.logs = func(_ context.Context, _, pod, _ string, previous bool) string {
+		asked = append(asked, pod)
+		if !previous {
+			t.Errorf("the logs of %s's current run were read, not of the run that crashed", pod)
+		}
+		return "reloading | bad source: exiting"
+	}
+	res := r.Wait(context.Background(), control.WaitRequest{For: control.ForRestarted, Timeout: time.Nanosecond})
+	if res.OK || len(res.Targets) != 2 || !res.Targets[0].OK {
+		t.Fatalf("got %+v", res)
+	}
+	got := res.Targets[1].Missing
+	for _, want := range []string{"does not hold the local bytes of", "exited with status 3 (Error)", "2 restarts", "its last lines: reloading | bad source: exiting"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("web-2: %q lacks %q", got, want)
+		}
+	}
+	if len(asked) != 1 || asked[0] != "web-2" {
+		t.Errorf("logs read for %v, want web-2 only", asked)
+	}
+}

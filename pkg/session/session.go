@@ -198,6 +198,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	var rc *receipts
 	if live {
 		rc = newReceipts(nil, podsOf(d), sink.targets, cfg, matchers, d.Clock)
+		rc.logs = logsOf(d)
 	}
 	if cfg.Restart.Kind != restart.None {
 		r := &restart.Restarter{Exec: d.Executor, Mode: cfg.Restart, Report: d.Reporter.Restarted}
