@@ -21,6 +21,8 @@ type waitSession struct {
 
 func (s *waitSession) Status(context.Context) control.Status { return control.Status{} }
 
+func (s *waitSession) Logs(context.Context) control.Logs { return control.Logs{} }
+
 func (s *waitSession) Wait(_ context.Context, req control.WaitRequest) control.WaitResult {
 	s.asked <- req
 	r := s.answer

@@ -25,7 +25,7 @@ const (
 	ForReady = "ready"
 )
 
-// Request is one line a client sends: Op "status" or "wait" (with Wait).
+// Request is one line a client sends: Op "status", "logs" or "wait" (with Wait).
 type Request struct {
 	Op   string       `json:"op"`
 	Wait *WaitRequest `json:"wait,omitempty"`
@@ -44,6 +44,7 @@ type WaitRequest struct {
 type Response struct {
 	Status *Status     `json:"status,omitempty"`
 	Wait   *WaitResult `json:"wait,omitempty"`
+	Logs   *Logs       `json:"logs,omitempty"`
 	Error  string      `json:"error,omitempty"`
 }
 
@@ -110,10 +111,33 @@ type TargetWait struct {
 	Missing string `json:"missing,omitempty"`
 }
 
+// Logs is what the synced containers wrote since the session's last sync.
+type Logs struct {
+	// Following says the session follows the containers' output (--logs); without it there
+	// are no lines to give.
+	Following bool `json:"following"`
+	// LastSync is when the session last applied a batch or an initial sync; zero before.
+	LastSync time.Time `json:"lastSync,omitzero"`
+	Lines    []LogLine `json:"lines"`
+	// Dropped counts the lines since then that the session no longer holds (it keeps the
+	// last ones only).
+	Dropped int `json:"dropped,omitempty"`
+}
+
+// LogLine is one line a synced container wrote.
+type LogLine struct {
+	Namespace string    `json:"namespace"`
+	Pod       string    `json:"pod"`
+	Container string    `json:"container"`
+	Time      time.Time `json:"time"`
+	Text      string    `json:"text"`
+}
+
 // Handler answers a session's requests; pkg/session implements it.
 type Handler interface {
 	Status(ctx context.Context) Status
 	Wait(ctx context.Context, req WaitRequest) WaitResult
+	Logs(ctx context.Context) Logs
 }
 
 // maxLine bounds a request line: a wait naming many paths fits, a runaway client does not.
@@ -156,6 +180,9 @@ func serveConn(ctx context.Context, c net.Conn, h Handler) {
 			case "status":
 				s := h.Status(ctx)
 				resp.Status = &s
+			case "logs":
+				l := h.Logs(ctx)
+				resp.Logs = &l
 			case "wait":
 				if req.Wait == nil {
 					resp.Error = `a "wait" request needs its "wait" field`
@@ -164,7 +191,7 @@ func serveConn(ctx context.Context, c net.Conn, h Handler) {
 				w := h.Wait(ctx, *req.Wait)
 				resp.Wait = &w
 			default:
-				resp.Error = fmt.Sprintf("unknown op %q: use status or wait", req.Op)
+				resp.Error = fmt.Sprintf("unknown op %q: use status, logs or wait", req.Op)
 			}
 		}
 		if err := enc.Encode(&resp); err != nil {
@@ -188,6 +215,18 @@ func (c Client) Status(ctx context.Context) (Status, error) {
 		return Status{}, fmt.Errorf("asking the session at %q for its status: no status in the answer", c.Socket)
 	}
 	return *r.Status, nil
+}
+
+// Logs asks the session what its containers wrote since its last sync.
+func (c Client) Logs(ctx context.Context) (Logs, error) {
+	r, err := c.do(ctx, Request{Op: "logs"})
+	if err != nil {
+		return Logs{}, err
+	}
+	if r.Logs == nil {
+		return Logs{}, fmt.Errorf("asking the session at %q for its logs: no logs in the answer", c.Socket)
+	}
+	return *r.Logs, nil
 }
 
 // Wait asks the session to wait as req says; it returns when the session answers (at the

@@ -16,6 +16,10 @@ func (f *fakeHandler) Status(context.Context) Status {
 	return Status{PID: 7, Workload: "deployment/web", Targets: []Target{{Pod: "web-1", Container: "app", Synced: true}}}
 }
 
+func (f *fakeHandler) Logs(context.Context) Logs {
+	return Logs{Following: true, Lines: []LogLine{{Pod: "web-1", Text: "reloaded"}}}
+}
+
 func (f *fakeHandler) Wait(_ context.Context, req WaitRequest) WaitResult {
 	f.waits = append(f.waits, req)
 	return WaitResult{OK: true, For: req.For, Files: len(req.Paths)}
@@ -71,6 +75,9 @@ func TestRegisterServeFind(t *testing.T) {
 	st, err := c.Status(ctx)
 	if err != nil || st.PID != 7 || len(st.Targets) != 1 {
 		t.Fatalf("Status: %+v, %v", st, err)
+	}
+	if l, err := c.Logs(ctx); err != nil || !l.Following || len(l.Lines) != 1 {
+		t.Fatalf("Logs: %+v, %v", l, err)
 	}
 	res, err := c.Wait(ctx, WaitRequest{For: ForSynced, Paths: []string{"/a", "/b"}, Timeout: time.Second})
 	if err != nil || !res.OK || res.Files != 2 || h.waits[0].Timeout != time.Second {

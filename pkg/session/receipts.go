@@ -15,12 +15,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/control"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 )
 
@@ -104,19 +106,35 @@ type logReader func(ctx context.Context, namespace, pod, container string, previ
 // receipts answers the control socket's requests for one session: what it syncs, and waits for
 // the local bytes to be confirmed (and restarted, and Ready) in every replica.
 type receipts struct {
-	ledger  ledger
-	pods    podReader
-	logs    logReader
-	targets func() []filesync.Target
-	maps    []filesync.Mapping
-	match   []filesync.Matcher
-	restart restart.Mode
-	clk     clock.WithTicker
-	status  control.Status // the fixed part
+	ledger ledger
+	pods   podReader
+	logs   logReader
+	// incarnation reads which incarnation of a container runs (remote.Incarnation); nil: a
+	// restart is taken as survived once it ended.
+	incarnation func(ctx context.Context, t filesync.Target) (string, error)
+	targets     func() []filesync.Target
+	maps        []filesync.Mapping
+	match       []filesync.Matcher
+	restart     restart.Mode
+	clk         clock.WithTicker
+	status      control.Status // the fixed part
 
 	mu    sync.Mutex
 	state map[string]*targetState // by Target.String()
-	wake  chan struct{}           // closed and replaced on every event that may change an answer
+	// following: the session follows its containers' output (--logs), kept in lines (the
+	// last maxLogLines) with when each came; lastSync is when a batch or initial sync last
+	// applied.
+	following bool
+	lines     []heardLine
+	lastSync  time.Time
+	dropped   int // lines since lastSync no longer in lines
+	// podsRead are the pods read last, by namespace/name (see pod).
+	podsRead map[string]podRead
+	// down are replicas whose container stopped running (the engine removed them), by
+	// Target.String(), until a new container of theirs runs or their pod goes: a replica that
+	// crashed is still one a wait waits for.
+	down map[string]filesync.Target
+	wake chan struct{} // closed and replaced on every event that may change an answer
 }
 
 // targetState is what the session's events said about one replica.
@@ -129,6 +147,11 @@ type targetState struct {
 	last     time.Time
 	doneGens []uint64
 	running  bool
+	// incarnation is the container's before its first restart (see remote.Incarnation);
+	// alive the restart count a probe last found it unchanged at, died why a probe did not.
+	incarnation string
+	alive       int
+	died        string
 }
 
 func newReceipts(l ledger, pods podReader, targets func() []filesync.Target, cfg Config, match []filesync.Matcher, clk clock.WithTicker) *receipts {
@@ -136,7 +159,7 @@ func newReceipts(l ledger, pods podReader, targets func() []filesync.Target, cfg
 		clk = clock.RealClock{}
 	}
 	r := &receipts{ledger: l, pods: pods, targets: targets, maps: cfg.Sync.Mappings, match: match, restart: cfg.Restart, clk: clk,
-		state: map[string]*targetState{}, wake: make(chan struct{})}
+		state: map[string]*targetState{}, down: map[string]filesync.Target{}, podsRead: map[string]podRead{}, wake: make(chan struct{})}
 	for _, m := range cfg.Sync.Mappings {
 		r.status.Mappings = append(r.status.Mappings, control.Mapping{Local: string(m.Local), Remote: string(m.Remote)})
 	}
@@ -180,15 +203,21 @@ func (r *receipts) observe(rep filesync.Reporter) filesync.Reporter {
 				r.of(e.Target).problem = "its initial sync failed: " + oneLine(e.Err.Error())
 			} else {
 				r.of(e.Target).problem = ""
+				r.lastSync, r.dropped = r.clk.Now(), 0
 			}
+		case filesync.Batch:
+			r.lastSync, r.dropped = r.clk.Now(), 0
 		case filesync.Restarting:
 			p := fmt.Sprintf("the container keeps restarting (%d times in %s)", e.Restarts, e.Window)
 			if e.ExitCode != nil {
 				p += fmt.Sprintf(", last exit code %d", *e.ExitCode)
 			}
 			r.of(e.Target).problem = p
+		case filesync.TargetAdded:
+			delete(r.down, e.Target.String())
 		case filesync.TargetRemoved:
 			delete(r.state, e.Target.String())
+			r.down[e.Target.String()] = e.Target
 		}
 		r.changed()
 	})
@@ -200,20 +229,80 @@ func (r *receipts) afterSync(hook func(context.Context, filesync.Target)) func(c
 	return func(ctx context.Context, t filesync.Target) {
 		rc, err := r.ledger.check(ctx, t, nil)
 		r.mu.Lock()
-		r.of(t).running = true
+		s := r.of(t)
+		s.running = true
+		known := s.incarnation != ""
 		r.mu.Unlock()
+		if !known && r.incarnation != nil {
+			// Once per container: a wait later finds out whether the app survived its restarts
+			// by asking again (see survived).
+			if inc, err := r.incarnation(ctx, t); err == nil {
+				r.mu.Lock()
+				r.of(t).incarnation = inc
+				r.mu.Unlock()
+			}
+		}
 		hook(ctx, t)
 		r.mu.Lock()
-		s := r.of(t)
+		s = r.of(t)
 		s.running = false
 		if err == nil && !strings.HasPrefix(s.problem, "restart failed") {
 			s.restarts++
 			s.last = r.clk.Now()
 			s.doneGens = rc.gens
+			s.died = ""
 		}
 		r.changed()
 		r.mu.Unlock()
 	}
+}
+
+// maxLogLines bounds the lines a session keeps for a client that asks what its containers
+// wrote since the last sync.
+const maxLogLines = 1000
+
+// heardLine is a line a container wrote, and when the session got it.
+type heardLine struct {
+	line control.LogLine
+	at   time.Time
+}
+
+// logged keeps the lines the containers write (--logs), and passes them on.
+func (r *receipts) logged(report func(logs.Line)) func(logs.Line) {
+	r.mu.Lock()
+	r.following = true
+	r.mu.Unlock()
+	return func(l logs.Line) {
+		report(l)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(r.lines) == maxLogLines {
+			for _, h := range r.lines[:maxLogLines/10] {
+				if !h.at.Before(r.lastSync) {
+					r.dropped++
+				}
+			}
+			r.lines = slices.Delete(r.lines, 0, maxLogLines/10)
+		}
+		r.lines = append(r.lines, heardLine{control.LogLine{Namespace: l.Namespace, Pod: l.Pod, Container: l.Container, Time: l.Time, Text: l.Text}, r.clk.Now()})
+	}
+}
+
+// Logs returns the lines the containers wrote since the last sync: what the new bytes did.
+// Lines are taken by when the session got them, not by their containers' clocks.
+func (r *receipts) Logs(context.Context) control.Logs {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := control.Logs{Following: r.following, LastSync: r.lastSync, Lines: []control.LogLine{}}
+	i := slices.IndexFunc(r.lines, func(h heardLine) bool { return !h.at.Before(r.lastSync) })
+	if i < 0 {
+		return out
+	}
+	for _, h := range r.lines[i:] {
+		out.Lines = append(out.Lines, h.line)
+	}
+	out.Dropped = r.dropped
+	return out
 }
 
 // restarted keeps what each restart reported: a failed one is the replica's problem until one
@@ -292,7 +381,7 @@ func (r *receipts) Wait(ctx context.Context, req control.WaitRequest) control.Wa
 		r.mu.Lock()
 		wake := r.wake
 		r.mu.Unlock()
-		res.Targets, res.Message = r.check(ctx, req.For, wants)
+		res.Targets, res.Message = r.check(ctx, req.For, wants, res.Targets)
 		res.OK = res.Message == "" && !slices.ContainsFunc(res.Targets, func(t control.TargetWait) bool { return !t.OK })
 		res.Duration = r.clk.Since(start)
 		if res.OK {
@@ -309,19 +398,87 @@ func (r *receipts) Wait(ctx context.Context, req control.WaitRequest) control.Wa
 }
 
 // check looks once at every replica.
-func (r *receipts) check(ctx context.Context, kind string, wants []want) ([]control.TargetWait, string) {
+func (r *receipts) check(ctx context.Context, kind string, wants []want, prev []control.TargetWait) ([]control.TargetWait, string) {
 	ts := r.sortedTargets()
-	if len(ts) == 0 {
+	down := r.stillDown(ctx, ts)
+	if len(ts) == 0 && len(down) == 0 {
 		return nil, "no replica to sync into yet"
 	}
-	out := make([]control.TargetWait, 0, len(ts))
-	for _, t := range ts {
-		tw := control.TargetWait{Namespace: t.Namespace, Pod: t.Pod, Container: t.Container}
-		tw.Missing = r.checkOne(ctx, kind, t, wants)
-		tw.OK = tw.Missing == ""
-		out = append(out, tw)
+	out := make([]control.TargetWait, len(ts), len(ts)+len(down))
+	// Each replica on its own: one whose container hangs an exec does not hold up the others'
+	// answers.
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Go(func() {
+			out[i] = control.TargetWait{Namespace: t.Namespace, Pod: t.Pod, Container: t.Container}
+			out[i].Missing = r.checkOne(ctx, kind, t, wants)
+			out[i].OK = out[i].Missing == ""
+		})
+	}
+	wg.Wait()
+	for _, t := range down {
+		out = append(out, control.TargetWait{Namespace: t.Namespace, Pod: t.Pod, Container: t.Container, Missing: t.why})
+	}
+	if ctx.Err() != nil {
+		// The wait's time ran out while it looked: what a replica said before says more than
+		// "context deadline exceeded".
+		for i, tw := range out {
+			if j := slices.IndexFunc(prev, func(p control.TargetWait) bool {
+				return p.Namespace == tw.Namespace && p.Pod == tw.Pod && p.Container == tw.Container
+			}); j >= 0 && !tw.OK {
+				out[i] = prev[j]
+			}
+		}
 	}
 	return out, ""
+}
+
+// downTarget is a replica whose container does not run, and why.
+type downTarget struct {
+	filesync.Target
+	why string
+}
+
+// stillDown returns the replicas whose container stopped and whose pod is still there, with the
+// container's state; a pod that is gone or going (a rollout, a scale-down) is forgotten.
+func (r *receipts) stillDown(ctx context.Context, live []filesync.Target) []downTarget {
+	r.mu.Lock()
+	var down []filesync.Target
+	for k, t := range r.down {
+		if slices.ContainsFunc(live, func(l filesync.Target) bool { return l.String() == k }) {
+			delete(r.down, k)
+			continue
+		}
+		down = append(down, t)
+	}
+	r.mu.Unlock()
+	if r.pods == nil {
+		return nil
+	}
+	slices.SortFunc(down, func(a, b filesync.Target) int { return strings.Compare(a.String(), b.String()) })
+	var out []downTarget
+	for _, t := range down {
+		pod, err := r.pod(ctx, t.Namespace, t.Pod)
+		if apierrors.IsNotFound(err) || err == nil && (pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
+			r.mu.Lock()
+			delete(r.down, t.String())
+			r.mu.Unlock()
+			continue
+		}
+		why := "its container is not running"
+		if err != nil {
+			why += " (reading the pod: " + oneLine(err.Error()) + ")"
+		}
+		if err == nil {
+			for _, cs := range pod.Status.ContainerStatuses {
+				if cs.Name == t.Container {
+					why += ": " + containerState(cs)
+				}
+			}
+		}
+		out = append(out, downTarget{t, why})
+	}
+	return out
 }
 
 func (r *receipts) checkOne(ctx context.Context, kind string, t filesync.Target, wants []want) string {
@@ -349,10 +506,90 @@ func (r *receipts) checkOne(ctx context.Context, kind string, t filesync.Target,
 	if r.restart.Kind != restart.None && (s.running || !slices.Equal(s.doneGens, rc.gens)) {
 		return why(fmt.Sprintf("holds the bytes, but --restart %s has not run since they landed", r.restart))
 	}
+	if r.restart.Kind != restart.None {
+		if miss := r.survived(ctx, t, s); miss != "" {
+			return miss
+		}
+	}
 	if kind == control.ForReady {
 		return r.ready(ctx, t)
 	}
 	return ""
+}
+
+// aliveAfter is how long after a restart a wait looks again at the container, to see that the
+// app survived it: an app that exits on reload (a bad config, a crash on the new code) ends its
+// container at once, and the kubelet's status would say so only later.
+const aliveAfter = time.Second
+
+// probeWithin bounds that look: an exec into a container that is going away can hang, and
+// one that did not answer in time is asked again on the wait's next look.
+const probeWithin = 5 * time.Second
+
+// survived says why t's app may not have survived its last restart, "" when it did: the same
+// container incarnation runs aliveAfter after the restart ended as before it began. Each
+// restart is asked about once.
+func (r *receipts) survived(ctx context.Context, t filesync.Target, s targetState) string {
+	if r.incarnation == nil || s.incarnation == "" || s.restarts == 0 || s.alive == s.restarts {
+		return ""
+	}
+	if s.died != "" {
+		return s.died
+	}
+	if d := r.clk.Since(s.last); d < aliveAfter {
+		return fmt.Sprintf("restarted %s ago; looking whether the app survived it", d.Round(time.Millisecond))
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeWithin)
+	inc, err := r.incarnation(pctx, t)
+	cancel()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.of(t)
+	switch {
+	case err != nil && pctx.Err() != nil:
+		return "could not look whether the app survived --restart: " + oneLine(err.Error())
+	case err != nil:
+		cur.died = "the container did not survive --restart: " + oneLine(err.Error())
+	case inc != "" && inc != s.incarnation:
+		cur.died = "the container did not survive --restart: it ended after the restart, and another runs in its place"
+	default:
+		if cur.restarts == s.restarts {
+			cur.alive = s.restarts
+		}
+		return ""
+	}
+	return cur.died
+}
+
+// podRead is a pod as read at a time; a failed read keeps the pod read before it.
+type podRead struct {
+	at  time.Time
+	pod *corev1.Pod
+	err error
+}
+
+// podFresh is how long a wait uses a pod it read: waits look every pollEvery, at every replica,
+// and the session's client shares its request rate with the tracker.
+const podFresh = time.Second
+
+// pod reads a replica's pod at most once per podFresh; when a read fails (the client's rate
+// limit near the wait's deadline, a hiccup), the pod read before answers, if there is one.
+func (r *receipts) pod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	key := namespace + "/" + name
+	r.mu.Lock()
+	last, ok := r.podsRead[key]
+	r.mu.Unlock()
+	if ok && r.clk.Since(last.at) < podFresh {
+		return last.pod, last.err
+	}
+	pod, err := r.pods(ctx, namespace, name)
+	if err != nil && !apierrors.IsNotFound(err) && ok && last.err == nil {
+		return last.pod, nil
+	}
+	r.mu.Lock()
+	r.podsRead[key] = podRead{at: r.clk.Now(), pod: pod, err: err}
+	r.mu.Unlock()
+	return pod, err
 }
 
 // ready says why t's pod or container is not Ready, "" when both are.
@@ -360,7 +597,7 @@ func (r *receipts) ready(ctx context.Context, t filesync.Target) string {
 	if r.pods == nil {
 		return ""
 	}
-	pod, err := r.pods(ctx, t.Namespace, t.Pod)
+	pod, err := r.pod(ctx, t.Namespace, t.Pod)
 	if err != nil {
 		return "reading the pod: " + oneLine(err.Error())
 	}

@@ -11,10 +11,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/control"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
+	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 )
 
@@ -214,5 +216,98 @@ func TestWaitNamesCrashedReplica(t *testing.T) {
 	}
 	if len(asked) != 1 || asked[0] != "web-2" {
 		t.Errorf("logs read for %v, want web-2 only", asked)
+	}
+}
+
+// TestWaitCountsADownReplica: a replica whose container stopped (the engine no longer syncs into
+// it) fails a wait while its pod is there, with the container's state; once the pod is gone (a
+// rollout, a scale-down) the wait no longer counts it.
+func TestWaitCountsADownReplica(t *testing.T) {
+	r, l, root := newTestReceipts(t, restart.Mode{}, web1)
+	write(t, filepath.Join(root, "main.go"), "v1")
+	l.set(web1, "main.go", "v1")
+	r.observe(filesync.ReporterFunc(func(filesync.Event) {})).Report(filesync.TargetRemoved{Target: web2})
+	gone := false
+	r.pods = func(_ context.Context, _, name string) (*corev1.Pod, error) {
+		if name == "web-2" && gone {
+			return nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
+		}
+		cs := corev1.ContainerStatus{Name: "app", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+		if name == "web-2" {
+			cs = corev1.ContainerStatus{Name: "app", RestartCount: 1,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}
+		}
+		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{cs}}}, nil
+	}
+	res := r.Wait(context.Background(), control.WaitRequest{For: control.ForSynced, Timeout: time.Nanosecond})
+	want := "its container is not running: waiting (CrashLoopBackOff), 1 restarts"
+	if res.OK || len(res.Targets) != 2 || res.Targets[1].Pod != "web-2" || res.Targets[1].Missing != want {
+		t.Fatalf("got %+v, want web-2 missing: %q", res, want)
+	}
+	gone = true
+	r.clk.(*clocktesting.FakeClock).Step(podFresh)
+	if res := r.Wait(context.Background(), control.WaitRequest{For: control.ForSynced, Timeout: time.Second}); !res.OK || len(res.Targets) != 1 {
+		t.Errorf("after the pod went: %+v", res)
+	}
+}
+
+// TestWaitRestartedSurvives: a restart counts once the container it ran in still runs a second
+// later (its incarnation unchanged); an app that exited on reload, its container replaced, is
+// named as not having survived it.
+func TestWaitRestartedSurvives(t *testing.T) {
+	for _, tc := range []struct {
+		name, after, want string
+	}{
+		{name: "survived", after: "mnt:[1]"},
+		{name: "exited on reload", after: "mnt:[2]", want: "the container did not survive --restart: it ended after the restart, and another runs in its place"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, l, root := newTestReceipts(t, restart.Mode{Kind: restart.Signal, Signal: "HUP", Num: 1}, web1)
+			clk := r.clk.(*clocktesting.FakeClock)
+			inc, probes := "mnt:[1]", 0
+			r.incarnation = func(context.Context, filesync.Target) (string, error) { probes++; return inc, nil }
+			write(t, filepath.Join(root, "main.go"), "v2")
+			l.set(web1, "main.go", "v2")
+			r.afterSync(func(context.Context, filesync.Target) { inc = tc.after })(context.Background(), web1)
+			req := control.WaitRequest{For: control.ForRestarted, Timeout: time.Nanosecond}
+			if res := r.Wait(context.Background(), req); res.OK || !strings.Contains(res.Targets[0].Missing, "looking whether the app survived it") {
+				t.Fatalf("right after the restart: %+v", res)
+			}
+			clk.Step(aliveAfter)
+			for range 2 {
+				res := r.Wait(context.Background(), req)
+				if res.OK != (tc.want == "") || res.Targets[0].Missing != tc.want {
+					t.Fatalf("a second after: %+v, want missing %q", res, tc.want)
+				}
+			}
+			if probes != 2 {
+				t.Errorf("%d probes of the container, want 2 (before the first restart, once after)", probes)
+			}
+		})
+	}
+}
+
+// TestLogsSinceLastSync: the lines a client gets are those the containers wrote since the last
+// batch, in order; a session without --logs says it has none to give.
+func TestLogsSinceLastSync(t *testing.T) {
+	r, _, _ := newTestReceipts(t, restart.Mode{}, web1)
+	if l := r.Logs(context.Background()); l.Following || len(l.Lines) != 0 {
+		t.Fatalf("without --logs: %+v", l)
+	}
+	clk := r.clk.(*clocktesting.FakeClock)
+	say := r.logged(func(logs.Line) {})
+	obs := r.observe(filesync.ReporterFunc(func(filesync.Event) {}))
+	say(logs.Line{Pod: "web-1", Text: "old code"})
+	clk.Step(time.Millisecond)
+	obs.Report(filesync.Batch{Changed: 1, Targets: 1})
+	say(logs.Line{Pod: "web-1", Text: "reloaded"})
+	say(logs.Line{Pod: "web-1", Text: "panic: nil map"})
+	l := r.Logs(context.Background())
+	var got []string
+	for _, line := range l.Lines {
+		got = append(got, line.Text)
+	}
+	if !l.Following || l.LastSync.IsZero() || strings.Join(got, "|") != "reloaded|panic: nil map" {
+		t.Errorf("got %+v", l)
 	}
 }

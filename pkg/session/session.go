@@ -20,6 +20,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/forward"
 	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 	"github.com/livesync-dev/kubectl-livesync/pkg/syncback"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
@@ -199,6 +200,9 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	if live {
 		rc = newReceipts(nil, podsOf(d), sink.targets, cfg, matchers, d.Clock)
 		rc.logs = logsOf(d)
+		rc.incarnation = func(ctx context.Context, t filesync.Target) (string, error) {
+			return remote.Incarnation(ctx, d.Executor, t)
+		}
 	}
 	if cfg.Restart.Kind != restart.None {
 		r := &restart.Restarter{Exec: d.Executor, Mode: cfg.Restart, Report: d.Reporter.Restarted}
@@ -240,7 +244,11 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: tsink, Reporter: d.Reporter}
 	var follower *logs.Follower
 	if live && cfg.Logs {
-		follower = &logs.Follower{Config: cfg.LogsConfig, Namespace: w.Namespace, Open: d.Logs, Report: d.Reporter.Log, Warn: d.Reporter.Warn}
+		report := d.Reporter.Log
+		if rc != nil {
+			report = rc.logged(report)
+		}
+		follower = &logs.Follower{Config: cfg.LogsConfig, Namespace: w.Namespace, Open: d.Logs, Report: report, Warn: d.Reporter.Warn}
 		follower.Start(tctx)
 		tracker.Pods = append(tracker.Pods, follower)
 	}
