@@ -27,6 +27,7 @@ var docsPages = map[string]string{
 	"restore":     "docs/images.md#restore",
 	"version":     "docs/install.md",
 	"wait":        "docs/scripts-and-agents.md#wait",
+	"mcp":         "docs/scripts-and-agents.md#mcp",
 	"completion":  "docs/install.md#completion",
 }
 

@@ -126,6 +126,7 @@ func newCmdRoot(g *globalOptions) *cobra.Command {
 		newCmdPullPolicy(g),
 		newCmdRestore(g),
 		newCmdWait(g),
+		newCmdMCP(g),
 		newCmdVersion(g),
 		newCmdCompletion(),
 	)

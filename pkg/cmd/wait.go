@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -136,11 +134,12 @@ func (o *WaitOptions) Run(ctx context.Context) error {
 			}
 		}
 	}
-	if slices.ContainsFunc(results, func(r control.WaitResult) bool { return !r.OK }) {
-		return WaitFailed(results, o.timeout)
+	line, ok := control.Summary(results, o.timeout)
+	if !ok {
+		return errors.New(line)
 	}
 	if o.output != "json" {
-		writeln(o.g.Out, "%s", WaitDone(results))
+		writeln(o.g.Out, "%s", line)
 	}
 	return nil
 }
@@ -151,52 +150,4 @@ func resolvedDir(dir string) string {
 		return r
 	}
 	return dir
-}
-
-// WaitDone is the one line of a wait every replica passed: what they hold and how long it took.
-func WaitDone(results []control.WaitResult) string {
-	var parts []string
-	for _, r := range results {
-		what := "holds"
-		switch r.For {
-		case control.ForRestarted:
-			what = "restarted with"
-		case control.ForReady:
-			what = "is Ready with"
-		}
-		parts = append(parts, fmt.Sprintf("%s: %s (%s) %s the local bytes of %s in %s", r.For, sessionName(r),
-			plural(len(r.Targets), "replica", "replicas"), what, plural(r.Files, "file", "files"), r.Duration.Round(time.Millisecond)))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// WaitFailed is the error of a wait some replica did not pass: one line naming each replica that
-// lacks what was waited for, and why.
-func WaitFailed(results []control.WaitResult, timeout time.Duration) error {
-	var parts []string
-	for _, r := range results {
-		if r.OK {
-			continue
-		}
-		if r.Message != "" {
-			parts = append(parts, fmt.Sprintf("%s: %s", sessionName(r), r.Message))
-			continue
-		}
-		var miss []string
-		for _, t := range r.Targets {
-			if !t.OK {
-				miss = append(miss, fmt.Sprintf("%s/%s/%s %s", t.Namespace, t.Pod, t.Container, t.Missing))
-			}
-		}
-		parts = append(parts, fmt.Sprintf("%s: %d of %s not %s after %s: %s", sessionName(r), len(miss),
-			plural(len(r.Targets), "replica", "replicas"), r.For, timeout, strings.Join(miss, "; ")))
-	}
-	return errors.New("wait: " + strings.Join(parts, "; "))
-}
-
-func sessionName(r control.WaitResult) string {
-	if r.Name != "" {
-		return fmt.Sprintf("%s (entry %q)", r.Workload, r.Name)
-	}
-	return r.Workload
 }
