@@ -91,9 +91,9 @@ type WaitResult struct {
 	Namespace string `json:"namespace"`
 	// Files counts the local paths whose bytes were waited for.
 	Files int `json:"files"`
-	// Duration is how long the session waited.
-	Duration time.Duration `json:"duration"`
-	Targets  []TargetWait  `json:"targets"`
+	// DurationMs is how long the session waited, in milliseconds.
+	DurationMs int64        `json:"durationMs"`
+	Targets    []TargetWait `json:"targets"`
 	// Message says in one line what is missing when the result is not OK for a reason
 	// outside any one replica (no replica at all, a path outside every mapping).
 	Message string `json:"message,omitempty"`

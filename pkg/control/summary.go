@@ -26,7 +26,7 @@ func Summary(results []WaitResult, timeout time.Duration) (string, bool) {
 				what = "is Ready with"
 			}
 			parts = append(parts, fmt.Sprintf("%s: %s (%s) %s the local bytes of %s in %s", r.For, sessionName(r),
-				count(len(r.Targets), "replica"), what, count(r.Files, "file"), r.Duration.Round(time.Millisecond)))
+				count(len(r.Targets), "replica"), what, count(r.Files, "file"), time.Duration(r.DurationMs)*time.Millisecond))
 		case r.OK:
 		case r.Message != "":
 			parts = append(parts, fmt.Sprintf("%s: %s", sessionName(r), r.Message))

@@ -28,7 +28,7 @@ func (f *fakeSession) Status(context.Context) control.Status {
 
 func (f *fakeSession) Wait(_ context.Context, req control.WaitRequest) control.WaitResult {
 	f.waits <- req
-	return control.WaitResult{OK: true, For: req.For, Workload: "deployment/web", Namespace: "dev", Files: len(req.Paths), Duration: 1500 * time.Millisecond,
+	return control.WaitResult{OK: true, For: req.For, Workload: "deployment/web", Namespace: "dev", Files: len(req.Paths), DurationMs: 1500,
 		Targets: []control.TargetWait{{Namespace: "dev", Pod: "web-1", Container: "app", OK: true}}}
 }
 

@@ -383,7 +383,7 @@ func (r *receipts) Wait(ctx context.Context, req control.WaitRequest) control.Wa
 		r.mu.Unlock()
 		res.Targets, res.Message = r.check(ctx, req.For, wants, res.Targets)
 		res.OK = res.Message == "" && !slices.ContainsFunc(res.Targets, func(t control.TargetWait) bool { return !t.OK })
-		res.Duration = r.clk.Since(start)
+		res.DurationMs = r.clk.Since(start).Milliseconds()
 		if res.OK {
 			return res
 		}
