@@ -3,11 +3,14 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -133,6 +136,48 @@ func TestReceipts(t *testing.T) {
 			took[len(took)/2].Round(time.Millisecond), took[(len(took)*95+99)/100-1].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
 	})
 
+	t.Run("an MCP client lists the tools and completes a wait", func(t *testing.T) {
+		write(t, filepath.Join(local, "app.conf"), "over mcp\n")
+		answers := mcpSession(t, local, state,
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}}`,
+			`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+			`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"wait","arguments":{"for":"restarted","timeoutSeconds":60}}}`)
+		var list struct {
+			Result struct{ Tools []struct{ Name string } }
+		}
+		if err := json.Unmarshal(answers[2], &list); err != nil {
+			t.Fatalf("tools/list: %v: %s", err, answers[2])
+		}
+		var names []string
+		for _, tool := range list.Result.Tools {
+			names = append(names, tool.Name)
+		}
+		slices.Sort(names)
+		if strings.Join(names, " ") != "inspect logs status wait" {
+			t.Errorf("tools %v", names)
+		}
+		var call struct {
+			Result struct {
+				IsError           bool
+				StructuredContent struct {
+					OK      bool
+					Summary string
+				}
+			}
+		}
+		if err := json.Unmarshal(answers[3], &call); err != nil || call.Result.IsError || !call.Result.StructuredContent.OK {
+			t.Fatalf("wait over mcp: %v: %s", err, answers[3])
+		}
+		t.Logf("wait over mcp: %s", call.Result.StructuredContent.Summary)
+		sum := sha256.Sum256([]byte("over mcp\n"))
+		for pod, got := range servedHashes(ns, pods) {
+			if got != hex.EncodeToString(sum[:]) {
+				t.Errorf("after the wait over mcp, %s serves %q", pod, got)
+			}
+		}
+	})
+
 	t.Run("a replica that exits on reload is named", func(t *testing.T) {
 		victim := pods[0]
 		write(t, filepath.Join(local, "app.conf"), "crash:"+victim+"\n")
@@ -153,6 +198,54 @@ func TestReceipts(t *testing.T) {
 			t.Errorf("wait took %s, with --timeout %s", d, timeout)
 		}
 	})
+}
+
+// mcpSession runs `kubectl livesync mcp` in dir, sends it the JSON-RPC lines one by one, and
+// returns its answers by request id, each read before the next request goes.
+func mcpSession(t *testing.T, dir, state string, lines ...string) map[int]json.RawMessage {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.binary, "mcp")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "XDG_STATE_HOME="+state)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	answers := map[int]json.RawMessage{}
+	for _, l := range lines {
+		if _, err := io.WriteString(in, l+"\n"); err != nil {
+			t.Fatalf("sending %s: %v (stderr: %s)", l, err, errb.String())
+		}
+		var req struct{ ID *int }
+		_ = json.Unmarshal([]byte(l), &req)
+		for req.ID != nil {
+			if !sc.Scan() {
+				t.Fatalf("no answer to %s (stderr: %s)", l, errb.String())
+			}
+			var resp struct{ ID *int }
+			if json.Unmarshal(sc.Bytes(), &resp) == nil && resp.ID != nil && *resp.ID == *req.ID {
+				answers[*req.ID] = append(json.RawMessage(nil), sc.Bytes()...)
+				break
+			}
+		}
+	}
+	_ = in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("mcp ended with %v: %s", err, errb.String())
+	}
+	return answers
 }
 
 // servedHashes reads the hash each pod's app serves, all pods at once.
