@@ -166,7 +166,7 @@ func serveConn(ctx context.Context, c net.Conn, h Handler) {
 	// A client that goes away ends its wait: the closed connection unblocks the reader.
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	enc := json.NewEncoder(c)
@@ -255,7 +255,7 @@ func (c Client) do(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("connecting to the session at %q: %w", c.Socket, err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
 	if err := json.NewEncoder(conn).Encode(req); err != nil {
