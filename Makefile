@@ -88,6 +88,7 @@ krew-test:
 docs:
 	$(GO) run ./hack/gendocs docs/reference.md
 
-## verify-docs: docs/reference.md matches the commands; every relative link and #anchor in the Markdown resolves
+## verify-docs: docs/reference.md matches the commands; every relative link and #anchor in the Markdown resolves;
+## every error:/warning: line quoted in a code block is one pkg/ prints
 verify-docs:
 	hack/verify-docs.sh

@@ -42,10 +42,11 @@ if imports="$(go list -f '{{join .Deps "\n"}}{{"\n"}}{{join .TestImports "\n"}}{
   echo "pkg/remote must not import the packages above it, found:"; echo "$imports"; fail=1
 fi
 # pkg/coalesce and pkg/localtree sit below the planner, pkg/syncstate knows nothing of what it
-# saves, and pkg/control (a session's socket) nothing of Kubernetes or of how files are sent: they
+# saves, pkg/delta (the rolling match) and pkg/threeway (a start's decision) are algorithms, and
+# pkg/control (a session's socket) knows nothing of Kubernetes or of how files are sent: they
 # import no package of this module; pkg/mcp only pkg/control;
 # pkg/tarstream only pkg/remote and pkg/localtree.
-for p in coalesce localtree syncstate control; do
+for p in coalesce localtree syncstate delta threeway control; do
   if imports="$(go list -f '{{join .Imports "\n"}}' ./pkg/$p | grep -E "^$module/")"; then
     echo "pkg/$p must not import other packages of this module, found:"; echo "$imports"; fail=1
   fi
@@ -63,6 +64,33 @@ fi
 if imports="$(go list -f '{{join .Imports "\n"}}' ./pkg/tarstream | grep -E "^$module/" | grep -vE "^$module/pkg/(remote|localtree)$")"; then
   echo "pkg/tarstream may import only pkg/remote and pkg/localtree of this module, found:"; echo "$imports"; fail=1
 fi
+# No import runs back up: the commands (pkg/cmd) sit on top, only main and the docs generator
+# import them; pkg/report prints what the sessions say and knows no command; the engine and
+# what it drives know neither the session nor its printer.
+if imports="$(go list -tags e2e,bench -f '{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... |
+  grep -vE "^$module/(cmd/kubectl-livesync|hack/gendocs|pkg/cmd):" | grep -E " $module/pkg/cmd( |$)")"; then
+  echo "only cmd/kubectl-livesync and hack/gendocs may import pkg/cmd, found:"; echo "$imports"; fail=1
+fi
+for p in session filesync syncback remote workload restart; do
+  if imports="$(go list -f '{{join .Imports "\n"}}' ./pkg/$p | grep -E "^$module/pkg/(cmd|report|session)$")"; then
+    echo "pkg/$p must not import the session or what prints it, found:"; echo "$imports"; fail=1
+  fi
+done
+# No package holds more than 4,000 lines of non-test Go: one that outgrows it is cut along its
+# rooms (docs/development.md, "Where new parts go"). A package over it is listed with the count
+# it may not pass: pkg/filesync's is what it held when the rule came; its planner (plans, guards,
+# index, listings, the initial sync and the start) is the next room to move out of the engine.
+max_lines=4000
+declare -A over=([pkg/filesync]=5450)
+while read -r dir; do
+  n="$(find "$dir" -maxdepth 1 -name '*.go' ! -name '*_test.go' -exec cat {} + | wc -l)"
+  limit="${over[$dir]:-$max_lines}"
+  if ((n > limit)); then
+    echo "$dir holds $n lines of non-test Go, more than $limit: move a room out (docs/development.md)"; fail=1
+  elif [[ -n "${over[$dir]:-}" ]] && ((n <= max_lines)); then
+    echo "$dir is back under $max_lines lines ($n): drop it from hack/verify.sh's list"; fail=1
+  fi
+done < <(go list -f '{{.Dir}}' ./... | sed "s|^$PWD/||")
 # Only pkg/remote embeds or runs the scripts that run in containers.
 hits="$(grep -rlE --include='*.go' '^//go:embed .*\.sh|^//go:embed scripts' cmd pkg test | grep -v '^pkg/remote/' || true)"
 if [[ -n "$hits" ]]; then

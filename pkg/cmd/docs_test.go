@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,4 +120,43 @@ func splitDocsLine(t *testing.T, line string) []string {
 		words = append(words, m[1]+m[2])
 	}
 	return words
+}
+
+// TestOutputHelpListsEveryEvent holds -o's help and the reference's NDJSON table to the event
+// types the reporter writes: every "type" a jsonEvent literal sets in this package (and the
+// sync-back pair chosen at run time) is named in both.
+func TestOutputHelpListsEveryEvent(t *testing.T) {
+	types := map[string]bool{"synced-back": true, "dry-run-sync-back": true}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	typeLit := regexp.MustCompile(`jsonEvent\{Type: "([a-z-]+)"`)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range typeLit.FindAllStringSubmatch(string(src), -1) {
+			types[m[1]] = true
+		}
+	}
+	streams, _, _, _ := genericiooptions.NewTestIOStreams()
+	usage := NewCmdLiveSync(streams).Flags().Lookup("output").Usage
+	ref, err := os.ReadFile(filepath.Join("..", "..", "docs", "reference.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := regexp.MustCompile(`[a-z-]+`).FindAllString(usage[strings.Index(usage, "("):], -1)
+	for typ := range types {
+		if !slices.Contains(listed, typ) {
+			t.Errorf("-o's help does not list the %q event: %s", typ, usage)
+		}
+		if !strings.Contains(string(ref), "| `"+typ+"` |") && !strings.Contains(string(ref), "`"+typ+"` under") {
+			t.Errorf("docs/reference.md's NDJSON table has no row for %q", typ)
+		}
+	}
 }

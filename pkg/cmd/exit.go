@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// The exit codes of kubectl-livesync (docs/exit-codes.md).
+// The exit codes of kubectl-livesync (docs/troubleshooting.md#exit-codes).
 const (
 	// ExitFailed: the command ran and failed: a sync that did not converge, a refused or
 	// failed patch or rollout, a workload that is not there.

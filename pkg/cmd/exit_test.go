@@ -54,6 +54,26 @@ func TestNothingToSyncIsAnError(t *testing.T) {
 	}
 }
 
+// TestBadLivesyncYAMLIsUsage: a livesync.yaml that does not parse or
+// validate is bad input (exit 2), named at its line; a missing field at
+// the file's first line, never line 0.
+func TestBadLivesyncYAMLIsUsage(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"apiVersion: livesync.dev/v1alpha1\nkind: LiveSync\nsyncs:\n  - name: api\n    workloadd: deploy/api\n", `livesync.yaml:5: unknown field "workloadd" in syncs[0]: the fields are name, workload,`},
+		{"kind: LiveSync\nsyncs:\n  - name: api\n    workload: deploy/api\n    mappings: [./src:/app]\n", "livesync.yaml:1: apiVersion: missing: the file starts with apiVersion: livesync.dev/v1alpha1 and kind: LiveSync"},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "livesync.yaml"), []byte(tc.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := runIn(t, dir, "--once")
+		assertOneLine(t, out, errOut, tc.want)
+		if code != ExitUsage {
+			t.Errorf("%q: exit code %d, want %d", tc.want, code, ExitUsage)
+		}
+	}
+}
+
 func TestTyposSayWhatWasMeant(t *testing.T) {
 	dir := t.TempDir()
 	yaml := "apiVersion: livesync.dev/v1alpha1\nkind: LiveSync\nsyncs:\n  - name: api\n    workload: deploy/api\n    mappings: [./src:/app]\n  - name: web\n    workload: deploy/web\n    mappings: [./src:/app]\n"

@@ -18,6 +18,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
 	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
+	"github.com/livesync-dev/kubectl-livesync/pkg/report"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 	"github.com/livesync-dev/kubectl-livesync/pkg/syncback"
 	"github.com/livesync-dev/kubectl-livesync/pkg/workload"
@@ -65,6 +66,17 @@ containers that restart are synced as soon as they run. Stop with Ctrl-C.
 LOCAL is a directory or a file; REMOTE is an absolute path in the container. .git/, editor temp
 files, .livesyncignore patterns (gitignore syntax) and --exclude patterns are never synced.
 
+With no workload given, the entries of the nearest livesync.yaml (this directory or a parent) run;
+` + "`kubectl livesync init`" + ` writes one from a command line:
+
+  apiVersion: livesync.dev/v1alpha1
+  kind: LiveSync
+  syncs:
+    - name: api
+      workload: deploy/api
+      mappings:
+        - ./api:/app
+
 The subcommands inspect a workload's images and pin moved tags to digests.`,
 		Example: `  # Sync ./src into /app of every replica of deploy/my-app, then keep syncing
   kubectl livesync deploy/my-app ./src:/app
@@ -87,6 +99,10 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 
   # Sync once (e.g. in CI) and exit non-zero unless every replica converged
   kubectl livesync deploy/my-app ./src:/app --once
+
+  # Run every entry of the nearest livesync.yaml, or only the entry named api
+  kubectl livesync
+  kubectl livesync api
 
   # Machine-readable events (NDJSON) for editors and scripts
   kubectl livesync deploy/my-app ./src:/app -o json`,
@@ -117,7 +133,7 @@ The subcommands inspect a workload's images and pin moved tags to digests.`,
 	f.DurationVar(&o.cfg.Sync.Cap, "batch-max", coalesce.DefaultCap, "a batch is sent at most this long after its first change, even while changes keep coming")
 	f.StringVar(&o.transport, "transport", "stream", "how batches reach a container: stream (one kept-open exec per container; an exec per batch where the container lacks dd) or exec (an exec per batch, for proxies that cut long-lived connections)")
 	f.IntVar(&o.cfg.Sync.Parallelism, "parallel", 8, "at most this many containers are written to at once")
-	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, restarted, target-added, target-removed, waiting, restarting, error, recovered, held, refresh, dry-run, synced-back, conflict, sync-back-source, sync-back-trigger, ancestor, watching, forward, log)")
+	f.StringVarP(&o.output, "output", "o", "text", "output: text, or json for NDJSON events (initial-sync, batch, on-sync, restarted, target-added, target-removed, waiting, restarting, error, recovered, held, refresh, dry-run, dry-run-sync-back, synced-back, conflict, sync-back-source, sync-back-trigger, ancestor, watching, forward, log, helper, note)")
 	f.BoolVar(&o.cfg.Once, "once", false, "initial sync and exit once the --on-sync runs finished or timed out; the exit code says whether every container converged (not how --on-sync went)")
 	f.DurationVar(&o.cfg.SyncBack.Interval, "sync-back-interval", syncback.DefaultInterval, "how often the source container is scanned for --sync-back paths")
 	f.BoolVar(&o.cfg.SyncBack.Inotify, "sync-back-inotify", true, "with --sync-back, also run inotifywait in the source container where its image has it, so that what it writes comes back at once (its watches count against the node's inotify limits); false: scan at --sync-back-interval only")
@@ -203,16 +219,16 @@ func (o *SyncOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	reporter := newSyncReporter(o.g.Out, o.g.ErrOut, o.output == "json")
-	reporter.isDryRun = o.mutate.dryRun
-	if interactive(o.g.In, o.g.Out, o.g.ErrOut, o.output == "json") {
-		reporter.askOn(o.g.In, workingDir())
+	reporter := report.NewPrinter(o.g.Out, o.g.ErrOut, o.output == "json")
+	reporter.DryRun = o.mutate.dryRun
+	if report.Interactive(o.g.In, o.g.Out, o.g.ErrOut, o.output == "json") {
+		reporter.AskOn(o.g.In, workingDir())
 	}
 	if o.project != nil {
 		return o.runEntries(ctx, restCfg, reporter)
 	}
 	d := o.deps(restCfg, o.cfg, reporter, o.g.ErrOut, o.g.namespace, o.args, o.target.selector)
-	d.Releases = reporter.releases("", o.cfg)
+	d.Releases = reporter.Releases("", o.cfg)
 	return session.Run(ctx, o.cfg, d)
 }
 
@@ -244,4 +260,11 @@ func clusterID(c *rest.Config) string {
 		ca, _ = os.ReadFile(c.TLSClientConfig.CAFile)
 	}
 	return session.ClusterID(c.Host, ca, c.TLSClientConfig.Insecure)
+}
+
+// workingDir is the working directory, or "" when it can't be read (paths are then shown
+// absolute).
+func workingDir() string {
+	wd, _ := os.Getwd()
+	return wd
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
+	"github.com/livesync-dev/kubectl-livesync/pkg/report"
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 )
 
@@ -47,11 +49,13 @@ func (o *SyncOptions) findProject() error {
 			return err
 		}
 	} else if o.target.selector != "" || len(o.args) > 1 || len(o.args) == 1 && strings.Contains(o.args[0], ":") {
-		return fmt.Errorf("--file runs the entries of %s: drop the workload, -l and mappings, or name one entry", o.file)
+		return usageError{fmt.Errorf("--file runs the entries of %s: drop the workload, -l and mappings, or name one entry", o.file)}
 	}
 	f, err := project.Load(path)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 		return err
+	} else if err != nil {
+		return usageError{err} // the file's content: bad input, exit 2
 	}
 	if len(o.args) == 1 {
 		if _, err := f.Entry(o.args[0]); err != nil {
@@ -139,19 +143,19 @@ func (o *SyncOptions) entryConfig(s *project.Sync) (entry, error) {
 // runEntries runs every entry's session at once under one Ctrl-C. An entry that fails is
 // reported with its name and the others keep running; a run that ends by itself (--once, or
 // every entry failed) fails if any entry did.
-func (o *SyncOptions) runEntries(ctx context.Context, restCfg *rest.Config, reporter *syncReporter) error {
+func (o *SyncOptions) runEntries(ctx context.Context, restCfg *rest.Config, reporter *report.Printer) error {
 	o.noteFileCommands(reporter)
 	errs := make([]error, len(o.entries))
 	var wg sync.WaitGroup
 	for i, e := range o.entries {
 		wg.Go(func() {
-			rep := reporter.forEntry(e.name)
+			rep := reporter.ForEntry(e.name)
 			ns := e.namespace
 			if ns == "" {
 				ns = o.g.namespace
 			}
-			d := o.deps(restCfg, e.cfg, rep, rep.notes(o.g.ErrOut), ns, e.args, e.selector)
-			d.Releases = reporter.releases(e.name, e.cfg)
+			d := o.deps(restCfg, e.cfg, rep, rep.Notes(o.g.ErrOut), ns, e.args, e.selector)
+			d.Releases = reporter.Releases(e.name, e.cfg)
 			if errs[i] = session.Run(ctx, e.cfg, d); errs[i] != nil {
 				rep.Failed(errs[i])
 			}
@@ -177,10 +181,10 @@ func (o *SyncOptions) runEntries(ctx context.Context, restCfg *rest.Config, repo
 // noteFileCommands names, once per entry, the onSync command the file runs in the containers,
 // the way make echoes a recipe: it needs no --trust-file (see untrusted), but it is the file's
 // code running under the user's RBAC, and the user should see it.
-func (o *SyncOptions) noteFileCommands(reporter *syncReporter) {
+func (o *SyncOptions) noteFileCommands(reporter *report.Printer) {
 	for _, e := range o.entries {
 		if e.onSync != "" && !e.cfg.Sync.DryRun {
-			reporter.forEntry(e.name).Note(fmt.Sprintf("onSync from %s runs sh -c %q in each container after each sync; --on-sync overrides it", o.project.Path(), e.onSync))
+			reporter.ForEntry(e.name).Note(fmt.Sprintf("onSync from %s runs sh -c %q in each container after each sync; --on-sync overrides it", o.project.Path(), e.onSync))
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
+	"github.com/livesync-dev/kubectl-livesync/pkg/report"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 )
 
@@ -194,13 +195,13 @@ syncs:
 
 func TestEntryReporter(t *testing.T) {
 	var out, errOut bytes.Buffer
-	r := newSyncReporter(&out, &errOut, false)
-	api := r.forEntry("api")
+	r := report.NewPrinter(&out, &errOut, false)
+	api := r.ForEntry("api")
 	tg := filesync.Target{Namespace: "ns", Pod: "api-1", Container: "app"}
 	api.Report(filesync.TargetAdded{Target: tg})
 	api.Failed(errors.New(`deployments.apps "api" not found`))
 	api.Watching([]string{"/src"})
-	_, _ = api.notes(&errOut).Write([]byte("Defaulted container \"app\"\n"))
+	_, _ = api.Notes(&errOut).Write([]byte("Defaulted container \"app\"\n"))
 	r.Report(filesync.TargetAdded{Target: tg})
 	if want := "[api] + ns/api-1/app (container )\n+ ns/api-1/app (container )\n"; out.String() != want {
 		t.Errorf("stdout %q, want %q", out.String(), want)
@@ -211,8 +212,8 @@ func TestEntryReporter(t *testing.T) {
 		}
 	}
 	out.Reset()
-	r = newSyncReporter(&out, &errOut, true)
-	r.forEntry("web").Report(filesync.TargetAdded{Target: tg})
+	r = report.NewPrinter(&out, &errOut, true)
+	r.ForEntry("web").Report(filesync.TargetAdded{Target: tg})
 	var ev map[string]any
 	if err := json.Unmarshal(out.Bytes(), &ev); err != nil || ev["entry"] != "web" || ev["type"] != "target-added" {
 		t.Errorf("NDJSON %s, %v", out.String(), err)

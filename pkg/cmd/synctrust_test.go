@@ -11,6 +11,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
+	"github.com/livesync-dev/kubectl-livesync/pkg/report"
 )
 
 // TestFileNeedsTrustToReachOut: an entry of livesync.yaml may not sync from outside the file's
@@ -127,12 +128,12 @@ func TestFileOnSyncIsNoted(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out, errOut bytes.Buffer
-			o.noteFileCommands(newSyncReporter(&out, &errOut, false))
+			o.noteFileCommands(report.NewPrinter(&out, &errOut, false))
 			if errOut.String() != tc.text || out.Len() > 0 {
 				t.Errorf("stderr %q, stdout %q; want stderr %q", errOut.String(), out.String(), tc.text)
 			}
 			out.Reset()
-			o.noteFileCommands(newSyncReporter(&out, &errOut, true))
+			o.noteFileCommands(report.NewPrinter(&out, &errOut, true))
 			if tc.jsonEvent == "" && out.Len() > 0 || !strings.Contains(out.String(), tc.jsonEvent) || tc.jsonEvent != "" && !strings.HasPrefix(out.String(), `{"type":"note",`) {
 				t.Errorf("NDJSON %q, want %s", out.String(), tc.jsonEvent)
 			}

@@ -280,7 +280,7 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 			}
 		}
 		p, err := planWith(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty,
-			planOpts{kept: held.kept, again: held.again, early: tg.earlyNew[i], prior: tg.priorDeletes(i, e.clk.Now())})
+			planOpts{kept: held.kept, again: held.again, early: tg.earlyNew[i], burst: tg.burstAt(i, e.clk.Now())})
 		if err != nil {
 			r.err = err
 			return r

@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/md5" //nolint:gosec // matching blocks locally; the container checks the result's sha256
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 	"time"
 
+	"github.com/livesync-dev/kubectl-livesync/pkg/delta"
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
@@ -19,10 +18,8 @@ import (
 
 // Deltas of large files. A changed file of at least deltaMin whose old
 // version the container holds goes as a patch: the blocks of the old file
-// it still contains, found by rsync's rolling match (a weak checksum rolled
-// over every offset of the new file, confirmed by a strong one, so bytes
-// inserted or removed don't shift every block after them), and the bytes
-// between them. The container builds the new file beside the old one from
+// it still contains, found by rsync's rolling match (pkg/delta), and the
+// bytes between them. The container builds the new file beside the old one from
 // both (dd), checks its sha256 against the local file's and renames it
 // over the old one (apply.sh, mode p); anything else leaves the old file as
 // it was, and the file is sent whole.
@@ -37,152 +34,16 @@ import (
 const (
 	deltaMin   = 1 << 20
 	deltaMax   = 256 << 20 // read whole into memory to be matched
-	deltaBlock = 64 << 10
-	// sigCacheMax is how many files' signatures are kept (16 bytes and a
-	// checksum per block: 11 KiB for a 35 MB file).
-	sigCacheMax = 64
+	deltaBlock = delta.Block
 )
-
-// signature is a file's blocks' weak and strong checksums (full blocks only).
-type signature struct {
-	weak   []uint32
-	strong [][16]byte
-	index  map[uint32][]int
-}
-
-// rollsum is rsync's weak checksum of a window.
-type rollsum struct{ a, b uint32 }
-
-func (r *rollsum) init(w []byte) {
-	r.a, r.b = 0, 0
-	n := uint32(len(w))
-	for i, c := range w {
-		r.a += uint32(c)
-		r.b += (n - uint32(i)) * uint32(c)
-	}
-}
-
-// roll moves the window one byte: out leaves, in enters; n is its length.
-func (r *rollsum) roll(out, in byte, n uint32) {
-	r.a += uint32(in) - uint32(out)
-	r.b += r.a - n*uint32(out)
-}
-
-func (r *rollsum) sum() uint32 { return r.a&0xffff | r.b<<16 }
-
-// signatureOf returns data's signature.
-func signatureOf(data []byte) *signature {
-	n := len(data) / deltaBlock
-	s := &signature{weak: make([]uint32, n), strong: make([][16]byte, n), index: make(map[uint32][]int, n)}
-	var r rollsum
-	for k := range n {
-		blk := data[k*deltaBlock : (k+1)*deltaBlock]
-		r.init(blk)
-		s.weak[k] = r.sum()
-		s.strong[k] = md5.Sum(blk) //nolint:gosec // see the import
-		s.index[s.weak[k]] = append(s.index[s.weak[k]], k)
-	}
-	return s
-}
-
-// deltaOf matches data against old's blocks and returns apply.sh's patch
-// operations (see remote.PatchArgs) and the literal bytes they read.
-func deltaOf(data []byte, old *signature) (ops []string, lit []byte) {
-	var (
-		run, runLen = -1, 0 // the current run of old blocks
-		litStart    = 0
-	)
-	flushRun := func() {
-		if runLen > 0 {
-			ops = append(ops, fmt.Sprintf("B%d:%d", run, runLen))
-		}
-		run, runLen = -1, 0
-	}
-	flushLit := func(end int) {
-		if end > litStart {
-			flushRun()
-			ops = append(ops, fmt.Sprintf("L%d", end-litStart))
-			lit = append(lit, data[litStart:end]...)
-		}
-	}
-	var r rollsum
-	i := 0
-	if len(data) >= deltaBlock {
-		r.init(data[:deltaBlock])
-	}
-	for i+deltaBlock <= len(data) {
-		if k := old.match(data[i:i+deltaBlock], r.sum()); k >= 0 {
-			flushLit(i)
-			if runLen > 0 && run+runLen == k {
-				runLen++
-			} else {
-				flushRun()
-				run, runLen = k, 1
-			}
-			i += deltaBlock
-			litStart = i
-			if i+deltaBlock <= len(data) {
-				r.init(data[i : i+deltaBlock])
-			}
-			continue
-		}
-		if i+deltaBlock < len(data) {
-			r.roll(data[i], data[i+deltaBlock], deltaBlock)
-		}
-		i++
-	}
-	flushLit(len(data))
-	flushRun()
-	return ops, lit
-}
-
-// match returns the old block whose checksums are w's, or -1.
-func (s *signature) match(w []byte, weak uint32) int {
-	ks, ok := s.index[weak]
-	if !ok {
-		return -1
-	}
-	strong := md5.Sum(w) //nolint:gosec // see the import
-	for _, k := range ks {
-		if s.strong[k] == strong {
-			return k
-		}
-	}
-	return -1
-}
 
 // sigCache holds the signatures of what was last sent, by content sha256.
 type sigCache struct {
-	mu    sync.Mutex
-	m     map[[32]byte]*signature
-	order [][32]byte
+	delta.Cache
 	// reading holds the one file being read to learn its signature: an
 	// initial sync of many large files reads them one at a time, not all
 	// into memory at once.
 	reading sync.Mutex
-}
-
-func (c *sigCache) get(sum [32]byte) *signature {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[sum]
-}
-
-func (c *sigCache) put(sum [32]byte, s *signature) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[[32]byte]*signature{}
-	}
-	if _, ok := c.m[sum]; ok {
-		return
-	}
-	c.m[sum] = s
-	c.order = append(c.order, sum)
-	if len(c.order) > sigCacheMax {
-		delete(c.m, c.order[0])
-		c.order = c.order[1:]
-	}
 }
 
 // learnSigs takes, in the background, the signatures of p's large files
@@ -194,19 +55,19 @@ func (e *Engine) learnSigs(t Target, p *Plan, res tarstream.Result) {
 	}
 	for _, c := range p.Copies {
 		sum, ok := res.Sums[c.Rel]
-		if !ok || sum == nil || c.Type != TypeFile || c.Size < deltaMin || c.Size > deltaMax || e.sigs.get(*sum) != nil {
+		if !ok || sum == nil || c.Type != TypeFile || c.Size < deltaMin || c.Size > deltaMax || e.sigs.Get(*sum) != nil {
 			continue
 		}
 		// Off the batch's path; bounded by the file.
 		go func(src string, want [32]byte) {
 			e.sigs.reading.Lock()
 			defer e.sigs.reading.Unlock()
-			if e.sigs.get(want) != nil {
+			if e.sigs.Get(want) != nil {
 				return
 			}
 			data, err := readRegular(src)
 			if err == nil && sha256.Sum256(data) == want {
-				e.sigs.put(want, signatureOf(data))
+				e.sigs.Put(want, delta.SignatureOf(data))
 			}
 		}(c.Src, *sum)
 	}
@@ -282,7 +143,7 @@ func (e *Engine) findPatches(tg *target, i int, m *mapping, p *Plan) {
 		if !ok || old.Type != TypeFile || old.stale || old.Sum == nil {
 			continue
 		}
-		sig := e.sigs.get(*old.Sum)
+		sig := e.sigs.Get(*old.Sum)
 		if sig == nil {
 			continue
 		}
@@ -295,9 +156,9 @@ func (e *Engine) findPatches(tg *target, i int, m *mapping, p *Plan) {
 		// the batch's path.
 		sumc := make(chan [32]byte, 1)
 		go func() { sumc <- sha256.Sum256(data) }()
-		ops, lit := deltaOf(data, sig)
+		ops, lit := delta.Of(data, sig)
 		sum := <-sumc
-		go func() { e.sigs.put(sum, signatureOf(data)) }()
+		go func() { e.sigs.Put(sum, delta.SignatureOf(data)) }()
 		args := 0
 		for _, o := range ops {
 			args += len(o) + 1

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/delta"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
@@ -28,72 +29,12 @@ func randomBytes(seed uint64, n int) []byte {
 	return b
 }
 
-// assemble does what apply.sh does with a patch: old's blocks and lit's
-// bytes in the order of ops.
-func assemble(t *testing.T, old []byte, ops []string, lit []byte) []byte {
-	t.Helper()
-	var out []byte
-	for _, o := range ops {
-		switch o[0] {
-		case 'B':
-			s, n, _ := strings.Cut(o[1:], ":")
-			start, _ := strconv.Atoi(s)
-			count, _ := strconv.Atoi(n)
-			out = append(out, old[start*deltaBlock:(start+count)*deltaBlock]...)
-		case 'L':
-			n, _ := strconv.Atoi(o[1:])
-			out, lit = append(out, lit[:n]...), lit[n:]
-		default:
-			t.Fatalf("op %q", o)
-		}
-	}
-	if len(lit) != 0 {
-		t.Fatalf("%d literal bytes left over", len(lit))
-	}
-	return out
-}
-
-// The rolling match finds the old blocks wherever they moved: bytes changed
-// in place, inserted or removed cost about a block each, not the rest.
-func TestDeltaOf(t *testing.T) {
-	old := randomBytes(1, 40*deltaBlock+123)
-	splice := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
-	changed := bytes.Clone(old)
-	copy(changed[5*deltaBlock+10:], "a new version string")
-	copy(changed[30*deltaBlock:], "and the build id")
-	tests := []struct {
-		name   string
-		new    []byte
-		maxLit int
-	}{
-		{"unchanged", old, deltaBlock},
-		{"bytes changed in place", changed, 3 * deltaBlock},
-		{"bytes inserted", splice(old[:7*deltaBlock+99], []byte("one more line of code\n"), old[7*deltaBlock+99:]), 2 * deltaBlock},
-		{"bytes removed", splice(old[:20*deltaBlock+5], old[20*deltaBlock+1005:]), 2 * deltaBlock},
-		{"blocks moved", splice(old[10*deltaBlock:20*deltaBlock], old[:10*deltaBlock], old[20*deltaBlock:]), deltaBlock},
-		{"all new", randomBytes(2, len(old)), len(old)},
-		{"shorter than a block", []byte("tiny"), 4},
-	}
-	sig := signatureOf(old)
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ops, lit := deltaOf(tt.new, sig)
-			if got := assemble(t, old, ops, lit); !bytes.Equal(got, tt.new) {
-				t.Fatalf("assembled %d bytes, not the new %d", len(got), len(tt.new))
-			}
-			if len(lit) > tt.maxLit {
-				t.Errorf("%d literal bytes, want at most %d (%d ops)", len(lit), tt.maxLit, len(ops))
-			}
-		})
-	}
-}
-
 // waitSig waits until the engine learned the signature of content.
 func waitSig(t *testing.T, e *Engine, content []byte) {
 	t.Helper()
 	sum := sha256.Sum256(content)
 	deadline := time.Now().Add(20 * time.Second)
-	for e.sigs.get(sum) == nil {
+	for e.sigs.Get(sum) == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the signature of what was sent was never learned")
 		}
@@ -168,7 +109,7 @@ func TestPatchCut(t *testing.T) {
 	must(t, err)
 	e, _ := entryOf(fi)
 	newPlan := func() *Plan {
-		ops, lit := deltaOf(v2, signatureOf(v1))
+		ops, lit := delta.Of(v2, delta.SignatureOf(v1))
 		return &Plan{
 			Copies:  []Copy{{Rel: "server", Name: "server", Src: filepath.Join(local, "server"), Entry: e}},
 			Patches: map[string]*patch{"server": {old: sha256.Sum256(v1), new: sha256.Sum256(v2), ops: ops, lit: lit}},

@@ -34,14 +34,18 @@
 //	                                                 reads of them (through pkg/localtree)
 //	index.go                                         Entry, Index: what a target confirmed
 //	conflict.go listing.go                           root type conflicts; a remote.Listing as rels
-//	plan.go guard.go                                 the planner and the guards it runs on a plan
+//	plan.go guard.go moves.go                        the planner and the guards it runs on a plan
+//	start.go                                         a start against a saved ancestor (the
+//	                                                 decision at each path is pkg/threeway's)
 //	initial.go apply.go confirm.go                   an initial plan against a listing; a plan as
 //	                                                 remote.ApplyArgs and a tarstream, and its
 //	                                                 apply; what the index learns from an apply
 //	                                                 or a listing
 //	report.go progress.go                            events
 //	engine.go worker.go batch.go held.go onsync.go   the engine: targets, workers, batches, held
-//	  preflight.go visit.go                          deletes, on-sync and after-sync runs, a dry
+//	  preflight.go visit.go delta.go batchgzip.go    deletes, on-sync and after-sync runs, a dry
 //	                                                 run's checks, visits of a target's worker
-//	                                                 and the upload guard (pkg/syncback)
+//	                                                 and the upload guard (pkg/syncback); which
+//	                                                 files go as patches (the rolling match is
+//	                                                 pkg/delta's) and which batches gzipped
 package filesync

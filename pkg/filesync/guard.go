@@ -47,10 +47,11 @@ type Hold struct {
 // has the old entry there (a symlink tar would write through, a file in the
 // way of a directory).
 //
-// total counts what a delete burst already deleted (pl.prior, see
-// deleteBurst) with what the target holds, and the deletes are judged with
-// them: a delete cut into several batches (rm -rf under load, a slow
-// remover) is held as it would be in one.
+// total is what the target held before the delete burst under way (see
+// deleteBurst), and the deletes are judged with what the burst already
+// deleted (pl.prior): a delete cut into several batches (rm -rf under load, a
+// slow remover, with a dev server's log written beside it) is held as it
+// would be in one.
 //
 // pl.released lifts the mass-delete verdict for a plan whose deletes are all
 // at or under it: the user let exactly those through (see Engine.Release).
@@ -60,8 +61,10 @@ func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string
 	}
 	n := 0
 	released := pl.released != nil
+	counted := make(map[string]int, len(p.Deletes))
 	for _, d := range p.Deletes {
-		n += size(d)
+		counted[d] = size(d)
+		n += counted[d]
 		released = released && localtree.UnderAny(d, pl.released)
 	}
 	reason, hint := pl.rootProblem(total)
@@ -76,7 +79,7 @@ func (pl *planner) guard(p *Plan, total int, size func(string) int, allow string
 		same, mass = string(sum[:]), true
 	}
 	if reason == "" {
-		p.deleted = n
+		p.deleted, p.counted = n, counted
 		return
 	}
 	h := &Hold{Reason: reason, Hint: hint, Deletes: p.Deletes, Entries: n, same: same, mass: mass}
@@ -208,50 +211,160 @@ func commonRel(rels []string) string {
 // one after the other are judged each on its own.
 const deleteBurstGap = 2 * time.Second
 
-// deleteBurst is the deletes a target ran for a mapping in delete-only
-// batches that followed each other by less than deleteBurstGap, as a remover
-// (rm -rf, find -delete, git clean) cut into batches makes them: the guard
-// counts them with the next delete-only batch's, so that how the watcher cut
-// it does not decide whether it is held, and a slow remover whose every
-// batch takes less than half of what is left is still held once the burst
-// passes the line. What a burst deleted before that is gone (at most
-// massDeleteMin entries, or half the mapping); the rest is held and asked
-// about. A batch that also copies (an edit, a rename, a branch switch) ends
-// the burst and is judged on its own, as before.
+// deleteBurst is the deletes a target ran for a mapping in batches that
+// followed each other by less than deleteBurstGap, as a remover (rm -rf,
+// find -delete, git clean, a branch switch) cut into batches makes them: the
+// guard counts them with the next batch's, so that how the watcher cut it
+// does not decide whether it is held, and a slow remover whose every batch
+// takes less than half of what is left is still held once the burst passes
+// the line. What a burst deleted before that is gone (at most massDeleteMin
+// entries, or half the mapping); the rest is held and asked about.
+//
+// What the batches write does not end a burst: a dev server's log or a
+// build's output written beside an rm -rf would let it through. The burst
+// counts only what the target held before it began, against that: an entry
+// one of its batches added (a temp file a tool makes and removes) is neither
+// counted nor keeps it going, so a tool that churns its own files cannot
+// stretch a burst until everything the user deleted since adds up. Nor is an
+// entry counted that its batch writes again elsewhere (see movedAway), and
+// what a later batch writes again where the burst deleted (rm -rf dist &&
+// tsc) is given back.
 type deleteBurst struct {
-	last    time.Time // when the last of its deletes ran or was held
-	entries int       // the entries its deletes removed
+	last    time.Time       // when the last of its deletes ran or was held
+	before  int             // the entries the target held when it began
+	entries int             // the entries its deletes removed, of those
+	added   map[string]bool // the entries its batches added
+	// gone is, per path the burst deleted, the entries it counted there
+	// that no later batch wrote again.
+	gone map[string]int
 }
 
-// priorDeletes is what mapping i's delete burst under way in tg already
-// deleted, or 0 when the last deletes ran deleteBurstGap or more ago.
-func (tg *target) priorDeletes(i int, now time.Time) int {
+// burstAt is mapping i's delete burst under way in tg, or nil when there is
+// none or its last deletes ran deleteBurstGap or more ago.
+func (tg *target) burstAt(i int, now time.Time) *deleteBurst {
 	b := tg.deleted[i]
 	if b == nil || now.Sub(b.last) >= deleteBurstGap {
-		return 0
+		return nil
 	}
-	return b.entries
+	return b
 }
 
 // ranDeletes records mapping i's batch plan p, once applied, in tg's delete
-// burst: a delete-only plan adds the entries its deletes removed (a new
-// burst after a gap), or keeps the burst going when the guard held it as a
-// mass delete; a plan that copies ends the burst.
+// burst: deletes it counted add to it (a new burst after a gap), and so does
+// a mass delete the guard held, which keeps it going; the entries it added
+// are the burst's own.
 func (tg *target) ranDeletes(i int, now time.Time, p *Plan) {
-	if !p.deleteOnly {
+	b := tg.burstAt(i, now)
+	if b != nil {
+		for _, rel := range p.fresh {
+			b.giveBack(rel)
+		}
+	}
+	if p.deleted > 0 || p.Held != nil && p.Held.mass {
+		if b == nil {
+			b = &deleteBurst{before: p.before, added: map[string]bool{}, gone: map[string]int{}}
+			if tg.deleted == nil {
+				tg.deleted = map[int]*deleteBurst{}
+			}
+			tg.deleted[i] = b
+		}
+		b.last, b.entries = now, b.entries+p.deleted
+		for d, n := range p.counted {
+			b.gone[d] += n
+		}
+	}
+	if b == nil {
 		delete(tg.deleted, i)
 		return
 	}
-	if p.deleted == 0 && (p.Held == nil || !p.Held.mass) {
-		return
+	for _, rel := range p.fresh {
+		b.added[rel] = true
 	}
-	if tg.deleted == nil {
-		tg.deleted = map[int]*deleteBurst{}
+}
+
+// giveBack takes an entry written at rel off b's count when b deleted rel,
+// or a path above it, and counted what it deleted there.
+func (b *deleteBurst) giveBack(rel string) {
+	if a, ok := b.goneAbove(rel, nil); ok {
+		b.gone[a]--
+		b.entries--
 	}
-	b := tg.deleted[i]
-	if b == nil || now.Sub(b.last) >= deleteBurstGap {
-		b = &deleteBurst{}
-		tg.deleted[i] = b
+}
+
+// givenBack is how many of the entries written at rels giveBack would take
+// off b's count.
+func (b *deleteBurst) givenBack(rels []string) int {
+	taken := map[string]int{}
+	for _, rel := range rels {
+		if a, ok := b.goneAbove(rel, taken); ok {
+			taken[a]++
+		}
 	}
-	b.last, b.entries = now, b.entries+p.deleted
+	n := 0
+	for _, k := range taken {
+		n += k
+	}
+	return n
+}
+
+// goneAbove returns the path at or above rel where b counted entries that
+// are still gone, less taken.
+func (b *deleteBurst) goneAbove(rel string, taken map[string]int) (string, bool) {
+	for a := rel; ; a = localtree.ParentRel(a) {
+		if b.gone[a]-taken[a] > 0 {
+			return a, true
+		}
+		if a == "" {
+			return "", false
+		}
+	}
+}
+
+// moveKey is what tells an entry written elsewhere from a new one without
+// reading it: a rename keeps a file's size, mode and mtime (mv, git mv, an
+// IDE's move).
+type moveKey struct {
+	typ   EntryType
+	mode  fs.FileMode
+	size  int64
+	mtime int64
+	link  string
+}
+
+func moveKeyOf(e Entry) moveKey {
+	return moveKey{typ: e.Type, mode: e.Mode, size: e.Size, mtime: e.MTime.UnixNano(), link: e.Link}
+}
+
+// movedAway returns the entries of idx under p's deletes that p, or the
+// copies ahead of it (early), writes again elsewhere, one for one: a file or
+// tree renamed or moved. The guard does not count them: nothing of them is
+// lost, and a directory renamed is not a mass delete. A delete the guard
+// lets through still runs, and the copies send what was moved.
+func movedAway(idx *Index, p *Plan, early map[string]bool) map[string]bool {
+	out := map[string]bool{}
+	if len(p.Deletes) == 0 || len(p.Copies)+len(early) == 0 {
+		return out
+	}
+	written := map[moveKey]int{}
+	for _, c := range p.Copies {
+		written[moveKeyOf(c.Entry)]++
+	}
+	for rel := range early {
+		if e, ok := idx.Get(rel); ok {
+			written[moveKeyOf(e)]++
+		}
+	}
+	for _, d := range p.Deletes {
+		idx.walk(d, func(rel string) {
+			e, ok := idx.Get(rel)
+			if !ok || early[rel] {
+				return
+			}
+			if k := moveKeyOf(e); written[k] > 0 {
+				written[k]--
+				out[rel] = true
+			}
+		})
+	}
+	return out
 }

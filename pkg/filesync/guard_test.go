@@ -191,20 +191,22 @@ func TestEngineOnceHoldsMassDeletes(t *testing.T) {
 
 // An rm -rf the watcher cut into two batches is judged as one delete: the
 // first batch's 30 entries go (no batch may hold fewer than the guard's
-// floor), the rest is held, although 31 entries alone are no mass delete.
-// The same two deletes further apart than deleteBurstGap are two decisions,
-// and so is a second batch that also copies (an edit saved meanwhile): only
-// delete-only batches, as a remover makes them, continue a burst.
+// floor), the rest is held, although 31 entries alone are no mass delete; an
+// edit saved meanwhile goes, and does not end the burst. The same two deletes
+// further apart than deleteBurstGap are two decisions; a rename of what is
+// left is no delete of it (see movedAway).
 func TestEngineHoldsMassDeleteCutIntoBatches(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		gap  time.Duration
-		edit bool
-		held bool
+		name   string
+		gap    time.Duration
+		edit   bool
+		rename bool
+		held   bool
 	}{
 		{name: "one burst", held: true},
+		{name: "with an edit", edit: true, held: true},
 		{name: "two deletes", gap: deleteBurstGap},
-		{name: "with an edit", edit: true},
+		{name: "a rename", rename: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newEngineFixture(t, Config{})
@@ -225,26 +227,148 @@ func TestEngineHoldsMassDeleteCutIntoBatches(t *testing.T) {
 				t.Fatalf("first half: batch %+v, held %+v", b, eventsOf[Held](f.rec))
 			}
 			f.fc.Step(tt.gap)
-			must(t, os.RemoveAll(gen))
+			if tt.rename {
+				must(t, os.Rename(gen, gen+"2"))
+			} else {
+				must(t, os.RemoveAll(gen))
+			}
 			if tt.edit {
 				writeTree(t, f.local, map[string]string{"a": "edited"})
 			}
-			// Other timers may wait on the clock now: the batch's is one more.
-			waiting := f.fc.Waiters()
-			f.changes <- coalesce.Change{Root: f.local, Rescan: true}
-			testwait.Waiters(t, f.fc, waiting+1)
-			f.fc.Step(coalesce.DefaultCap) // the batch after a batch may wait longer than DefaultQuiet
-			b = wait[Batch](t, f.rec)
+			b = f.burstBatch(t)
 			_, err := os.Stat(filepath.Join(f.remote("web-1"), "gen", "f059"))
 			held := eventsOf[Held](f.rec)
-			if tt.held {
-				if len(held) != 1 || held[0].Deleted != 31 || !strings.Contains(held[0].Reason, "with the 30 deleted just before") || err != nil || b.Deleted != 0 {
+			switch {
+			case tt.held:
+				if len(held) != 1 || held[0].Deleted != 31 || !strings.Contains(held[0].Reason, "with the 30 deleted just before") || err != nil || b.Deleted != 0 || tt.edit != (b.Changed == 1) {
 					t.Fatalf("second half: held %+v, remote gen/f059: %v, batch %+v", held, err, b)
 				}
-			} else if len(held) != 0 || err == nil || b.Deleted != 1 || tt.edit != (b.Changed == 1) {
+			case len(held) != 0 || err == nil || b.Deleted != 1:
 				t.Fatalf("second half: held %+v, remote gen/f059: %v, batch %+v", held, err, b)
+			case tt.rename:
+				assertSameTree(t, f.local, f.remote("web-1"))
 			}
 			assertClean(t, f, "web-1")
 		})
 	}
+}
+
+// burstBatch sends a rescan (the plan walks the tree) as the next batch of a
+// burst and waits for it: the clock is stepped only once the coalescer armed
+// its timer, by the cap (a batch after a batch may wait longer than
+// DefaultQuiet), less than deleteBurstGap.
+func (f *engineFixture) burstBatch(t *testing.T) Batch {
+	t.Helper()
+	waiting := f.fc.Waiters()
+	f.changes <- coalesce.Change{Root: f.local, Rescan: true}
+	testwait.Waiters(t, f.fc, waiting+1)
+	f.fc.Step(coalesce.DefaultCap)
+	return wait[Batch](t, f.rec)
+}
+
+// An rm -rf of 200 files that the watcher cut into batches of 40, each with
+// a write beside it (a dev server's log, a build's new output), is one
+// burst: the writes elsewhere do not end it, so once it passes the line the
+// rest is held, as it would be in one batch; the writes still go.
+func TestEngineHoldsMassDeleteBesideWrites(t *testing.T) {
+	f := newEngineFixture(t, Config{})
+	for i := range 200 {
+		writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "g"})
+	}
+	writeTree(t, f.local, map[string]string{"log": "start\n"})
+	f.e.AddTarget(podTarget("web-1"))
+	f.run(t)
+	wait[InitialSync](t, f.rec)
+	deleted := 0
+	for round := range 5 {
+		for i := range 40 {
+			must(t, os.Remove(filepath.Join(f.local, "gen", fmt.Sprintf("f%03d", round*40+i))))
+		}
+		log, err := os.OpenFile(filepath.Join(f.local, "log"), os.O_APPEND|os.O_WRONLY, 0)
+		must(t, err)
+		_, err = fmt.Fprintf(log, "round %d\n", round)
+		must(t, err)
+		must(t, log.Close())
+		writeTree(t, f.local, map[string]string{fmt.Sprintf("out/b%d.js", round): "built"})
+		b := f.burstBatch(t)
+		deleted += b.Deleted
+		if b.Changed == 0 {
+			t.Errorf("round %d: the writes beside the deletes did not go: %+v", round, b)
+		}
+	}
+	held := eventsOf[Held](f.rec)
+	if len(held) == 0 || !strings.Contains(held[0].Reason, "deleted just before") {
+		t.Fatalf("held %+v; %d of 200 deleted in the container", held, deleted)
+	}
+	if deleted > 100 {
+		t.Errorf("%d of 200 deleted before the burst was held: more than half", deleted)
+	}
+	if _, err := os.Stat(filepath.Join(f.remote("web-1"), "gen", "f199")); err != nil {
+		t.Errorf("gen/f199: %v", err)
+	}
+	if got := readTree(t, f.remote("web-1"))["log"]; !strings.HasSuffix(got, "round 4\n") {
+		t.Errorf("remote log = %q", got)
+	}
+	assertClean(t, f, "web-1")
+}
+
+// What a burst's own batches added is not counted when deleted: a tool that
+// makes and removes files of its own beside a delete neither adds to the
+// burst nor keeps it going.
+func TestDeleteBurstLeavesOutWhatItAdded(t *testing.T) {
+	f := newEngineFixture(t, Config{})
+	for i := range 60 {
+		writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "g"})
+	}
+	f.e.AddTarget(podTarget("web-1"))
+	f.run(t)
+	wait[InitialSync](t, f.rec)
+	for i := range 30 {
+		must(t, os.Remove(filepath.Join(f.local, "gen", fmt.Sprintf("f%03d", i))))
+	}
+	for i := range 40 {
+		writeTree(t, f.local, map[string]string{fmt.Sprintf("tmp/t%03d", i): "t"})
+	}
+	if b := f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1); b.Deleted != 30 || b.Changed != 41 {
+		t.Fatalf("first half: batch %+v", b)
+	}
+	must(t, os.RemoveAll(filepath.Join(f.local, "tmp")))
+	if b := f.burstBatch(t); b.Deleted != 1 || len(eventsOf[Held](f.rec)) != 0 {
+		t.Fatalf("the tool's files gone: batch %+v, held %+v", b, eventsOf[Held](f.rec))
+	}
+	// The burst's last delete that counted was two batches ago,
+	// deleteBurstGap before this one.
+	must(t, os.RemoveAll(filepath.Join(f.local, "gen")))
+	if b := f.burstBatch(t); b.Deleted != 1 || len(eventsOf[Held](f.rec)) != 0 {
+		t.Fatalf("second half: batch %+v, held %+v", b, eventsOf[Held](f.rec))
+	}
+	assertSameTree(t, f.local, f.remote("web-1"))
+	assertClean(t, f, "web-1")
+}
+
+// What a burst deleted and a later batch of it writes again is back: rm -rf
+// dist && tsc beside a delete elsewhere is judged by what stays deleted.
+func TestDeleteBurstGivesBackWhatIsWrittenAgain(t *testing.T) {
+	f := newEngineFixture(t, Config{})
+	for i := range 60 {
+		writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "g", fmt.Sprintf("dist/b%03d", i%40): "b"})
+	}
+	f.e.AddTarget(podTarget("web-1"))
+	f.run(t)
+	wait[InitialSync](t, f.rec)
+	must(t, os.RemoveAll(filepath.Join(f.local, "dist")))
+	if b := f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1); b.Deleted != 1 || len(eventsOf[Held](f.rec)) != 0 {
+		t.Fatalf("dist: batch %+v, held %+v", b, eventsOf[Held](f.rec))
+	}
+	for i := range 40 {
+		writeTree(t, f.local, map[string]string{fmt.Sprintf("dist/b%03d", i): "built"})
+	}
+	for i := range 30 {
+		must(t, os.Remove(filepath.Join(f.local, "gen", fmt.Sprintf("f%03d", i))))
+	}
+	if b := f.burstBatch(t); b.Deleted != 30 || len(eventsOf[Held](f.rec)) != 0 {
+		t.Fatalf("dist built again, half of gen deleted: batch %+v, held %+v", b, eventsOf[Held](f.rec))
+	}
+	assertSameTree(t, f.local, f.remote("web-1"))
+	assertClean(t, f, "web-1")
 }

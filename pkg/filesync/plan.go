@@ -27,11 +27,13 @@ type Plan struct {
 	Touched  map[string]Entry // content unchanged (same hash): only the index is refreshed
 	Warnings []error          // paths that could not be read and were left alone
 	Held     *Hold            // deletes not safe to run now (see guard); nil if none
-	// deleteOnly: the batch copies nothing, here or ahead of it (a
-	// remover's batch, see deleteBurst); deleted, the entries its deletes
-	// remove, as the guard counted them.
-	deleteOnly bool
-	deleted    int
+	// deleted is the entries its deletes remove, as the guard counted
+	// them (counted: per delete); before, what the target held for the mapping before the delete
+	// burst under way (see deleteBurst); fresh, the paths it copies that
+	// the target lacked.
+	deleted, before int
+	counted         map[string]int
+	fresh           []string
 	// Rmdirs are remote-only directories that held entries to keep (ignored
 	// ones) when listed: their other entries are in Deletes, and they are
 	// removed after those only if nothing is left in them. Deepest first.
@@ -99,7 +101,8 @@ type planner struct {
 	deepUnder map[string]bool
 	// released lifts the mass-delete verdict for deletes at or under it (see guard).
 	released map[string]bool
-	// prior: entries the delete burst under way already deleted (see planOpts).
+	// prior: entries the delete burst under way already deleted (see
+	// deleteBurst).
 	prior int
 	// err stops the plan: the root's type no longer fits the mapping.
 	err error
@@ -140,9 +143,9 @@ type planOpts struct {
 	// and writes 60 under lib/ is held as one batch but runs when a peek sent
 	// lib/ first.
 	early map[string]bool
-	// prior is how many entries the delete burst under way already deleted
-	// (see deleteBurst): the guard judges the burst, not the batch.
-	prior int
+	// burst is the delete burst under way, nil if none: the guard judges
+	// the burst, not the batch (see deleteBurst).
+	burst *deleteBurst
 }
 
 // planWith is plan in a target, with what it holds and sent ahead (see
@@ -170,15 +173,32 @@ func planWith(m *mapping, idx *Index, hints []string, rescan bool, o planOpts) (
 	}
 	p := pl.finish()
 	p.keep(o.kept)
-	total, size := idx.Len(), idx.countTree
-	if len(o.early) > 0 {
-		// under counts, per path, the early entries at or under it.
-		under := map[string]int{}
-		for rel := range o.early {
-			if _, ok := idx.Get(rel); !ok {
-				continue
-			}
+	// Entries whose delete the guard does not count: those that copies
+	// ahead of the batch or the burst's batches added (they were not there
+	// before it), and those the batch writes again elsewhere (see
+	// movedAway). What the target held is counted as before the burst.
+	total := idx.Len()
+	uncounted := movedAway(idx, p, o.early)
+	for rel := range o.early {
+		if _, ok := idx.Get(rel); ok {
+			uncounted[rel] = true
 			total--
+		}
+	}
+	if b := o.burst; b != nil {
+		for rel := range b.added {
+			if _, ok := idx.Get(rel); ok {
+				uncounted[rel] = true
+			}
+		}
+		// What the batch writes again where the burst deleted is back.
+		total, pl.prior = b.before, b.entries-b.givenBack(freshCopies(idx, p))
+	}
+	size := idx.countTree
+	if len(uncounted) > 0 {
+		// under counts, per path, the uncounted entries at or under it.
+		under := map[string]int{}
+		for rel := range uncounted {
 			for a := rel; ; a = localtree.ParentRel(a) {
 				under[a]++
 				if a == "" {
@@ -188,13 +208,20 @@ func planWith(m *mapping, idx *Index, hints []string, rescan bool, o planOpts) (
 		}
 		size = func(rel string) int { return idx.countTree(rel) - under[rel] }
 	}
-	p.deleteOnly = len(o.early) == 0 && len(p.Copies) == 0
-	if !p.deleteOnly {
-		o.prior = 0 // only a remover's batch continues a burst (see deleteBurst)
-	}
-	pl.prior = o.prior
-	pl.guard(p, total+o.prior, size, "restart with --initial=mirror --allow-mass-delete")
+	pl.guard(p, total, size, "restart with --initial=mirror --allow-mass-delete")
+	p.before, p.fresh = total, freshCopies(idx, p)
 	return p, nil
+}
+
+// freshCopies returns the paths p copies that idx lacks.
+func freshCopies(idx *Index, p *Plan) []string {
+	var out []string
+	for _, c := range p.Copies {
+		if _, ok := idx.Get(c.Rel); !ok {
+			out = append(out, c.Rel)
+		}
+	}
+	return out
 }
 
 func (pl *planner) visit(rel string) {

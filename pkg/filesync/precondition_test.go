@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/delta"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
@@ -261,7 +262,7 @@ func TestPatchRetry(t *testing.T) {
 				copies = append(copies, Copy{Rel: rel, Name: rel, Src: filepath.Join(local, rel), Entry: e})
 			}
 			old, conf := sha256.Sum256(v1), sha256.Sum256([]byte("old"))
-			ops, lit := deltaOf(v2, signatureOf(v1))
+			ops, lit := delta.Of(v2, delta.SignatureOf(v1))
 			p := &Plan{
 				Copies:  copies,
 				Patches: map[string]*patch{"server": {old: old, new: sha256.Sum256(v2), ops: ops, lit: lit}},

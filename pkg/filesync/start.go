@@ -12,6 +12,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/syncstate"
+	"github.com/livesync-dev/kubectl-livesync/pkg/threeway"
 )
 
 // A target's start: which ancestor its initial sync compares against.
@@ -81,7 +82,7 @@ type Ancestor struct {
 	Mode InitialMode
 	// ThreeWay: the start was a three-way pass against the saved ancestor.
 	ThreeWay bool
-	// Decided counts the paths per decision (StartAction names), StartKeep
+	// Decided counts the paths per decision (threeway.Action names), threeway.Keep
 	// left out; Examples holds a few, "action /remote/path".
 	Decided  map[string]int
 	Examples []string
@@ -249,105 +250,16 @@ func hashUnsure(ctx context.Context, ex Executor, t Target, m *mapping, l *listi
 	return nil
 }
 
-// StartAction is what a start against a saved ancestor does at one path.
-type StartAction int
-
-// Start actions, see decideStart.
-const (
-	// StartKeep: nothing to send; the index records the local entry.
-	StartKeep StartAction = iota
-	// StartSend: a local change (edit, create, type change) goes up.
-	StartSend
-	// StartDelete: a local delete goes up (under the mass-delete guard).
-	StartDelete
-	// StartBack: a container change to a listed path, the local side
-	// unchanged: nothing is sent, the index keeps the ancestor, and
-	// sync-back brings the change home.
-	StartBack
-	// StartBoth: both sides changed a listed path: nothing is sent, the
-	// index keeps the ancestor, and sync-back records it (same content) or
-	// reports a conflict (both kept).
-	StartBoth
-	// StartTheirs: deleted locally, changed in the container, listed: the
-	// container's is kept and comes home (a change wins over a delete);
-	// the index forgets the path so sync-back sees it as new there.
-	StartTheirs
-	// StartLeave: the container created it and it is not local: left
-	// there (upload never deletes what the ancestor never held).
-	StartLeave
-	// StartForget: gone on both sides.
-	StartForget
-)
-
-var startActionNames = [...]string{"keep", "send", "delete", "back", "both", "theirs", "leave", "forget"}
-
-// String returns the action's name.
-func (a StartAction) String() string { return startActionNames[a] }
-
-// decideStart is the three-way rule of a start at one path, from whether
-// each side still holds the ancestor (hasA: the ancestor holds the path;
-// lSame, rSame: the local side, the container hold it as the ancestor
-// does, or both lack it when it does not), which sides hold it now, and
-// whether it comes back (listed). A local change wins wherever the path
-// does not come back; where it does, no container change is overwritten.
-func decideStart(hasA, hasL, hasR, lSame, rSame, listed bool) StartAction {
-	switch {
-	case lSame && rSame:
-		if !hasL && !hasR {
-			return StartForget
-		}
-		return StartKeep
-	case lSame && !rSame:
-		switch {
-		case listed:
-			return StartBack
-		case hasL:
-			return StartSend // the container's change to an unlisted path: the local side wins
-		case hasR:
-			return StartLeave
-		}
-		return StartForget // deleted in the container, absent locally
-	case !lSame && rSame:
-		switch {
-		case hasL:
-			return StartSend
-		case hasR:
-			return StartDelete
-		}
-		return StartForget
-	}
-	// Both changed.
-	switch {
-	case listed && hasL && hasR:
-		return StartBoth
-	case listed && hasL:
-		// Edited locally, deleted in the container: the modification wins over the
-		// deletion (the mirror of StartTheirs), so the edit goes up. StartBoth here
-		// left it to sync-back, which keeps a path the container lacks: the edit never
-		// reached the container and nothing was said.
-		return StartSend
-	case listed && hasR:
-		return StartTheirs
-	case hasL:
-		return StartSend
-	case hasR && hasA:
-		return StartDelete
-	case hasR:
-		return StartLeave
-	}
-	return StartForget
-}
-
 // planStart is a start against anc, the ancestor this container confirmed
 // (as saved), with l the container's listing now (hashes optional): a
 // three-way pass at every path either side or the ancestor holds (see
-// decideStart). It returns the plan, the index to apply its result on top
-// of, and the decisions made (by rel, StartKeep left out). trust bounds
+// threeway.Decide). It returns the plan, the index to apply its result on top
+// of, and the decisions made (by rel, threeway.Keep left out). trust bounds
 // the stat data trusted (see localSame); listed says which paths come back.
-func planStart(m *mapping, local *localFiles, l *listing, anc *Index, trust time.Time, listed func(string, bool) bool) (*Plan, *Index, map[string]StartAction) {
+func planStart(m *mapping, local *localFiles, l *listing, anc *Index, trust time.Time, listed func(string, bool) bool) (*Plan, *Index, map[string]threeway.Action) {
 	idx := NewIndex()
 	pl := newPlanner(m, idx)
-	decided := map[string]StartAction{}
+	decided := map[string]threeway.Action{}
 	rels := map[string]bool{}
 	for rel := range local.entries {
 		rels[rel] = true
@@ -383,25 +295,25 @@ func planStart(m *mapping, local *localFiles, l *listing, anc *Index, trust time
 			keep[rel] = true
 			continue
 		}
-		var act StartAction
+		var act threeway.Action
 		if hasL && hasR && le.Type == TypeDir && re.Type == TypeDir {
 			// A directory on both sides is the same one; only its mode is sent.
-			act = StartKeep
+			act = threeway.Keep
 			if !hasA || a.Type != TypeDir || le.Mode != a.Mode {
-				act = StartSend
+				act = threeway.Send
 			}
 		} else {
 			lSame := hasL == hasA && (!hasL || localSame(m, rel, a, &le, trust))
 			rSame := hasR == hasA && (!hasR || remoteSame(a, re, l.alg))
-			act = decideStart(hasA, hasL, hasR, lSame, rSame, listed(rel, isDir))
+			act = threeway.Decide(hasA, hasL, hasR, lSame, rSame, listed(rel, isDir))
 		}
-		if act != StartKeep {
+		if act != threeway.Keep {
 			decided[rel] = act
 		}
 		switch act {
-		case StartKeep:
+		case threeway.Keep:
 			idx.Put(rel, le)
-		case StartSend:
+		case threeway.Send:
 			if hasR && re.Type != le.Type {
 				retyped = append(retyped, rel) // deleted first, unless something under it stays
 			}
@@ -413,16 +325,16 @@ func planStart(m *mapping, local *localFiles, l *listing, anc *Index, trust time
 				continue
 			}
 			pl.copies[rel] = Copy{Rel: rel, Name: m.remoteName(rel), Src: m.localPath(rel), Entry: le}
-		case StartDelete:
+		case threeway.Delete:
 			deletes = append(deletes, rel)
-		case StartBack, StartBoth:
+		case threeway.Back, threeway.Both:
 			if hasA {
 				idx.Put(rel, a)
 			}
 			keep[rel] = true
-		case StartTheirs:
+		case threeway.Theirs:
 			keep[rel] = true
-		case StartLeave:
+		case threeway.Leave:
 			if _, ok := keep[rel]; !ok {
 				keep[rel] = false
 			}
@@ -444,7 +356,7 @@ func planStart(m *mapping, local *localFiles, l *listing, anc *Index, trust time
 	}
 	for _, d := range deletes {
 		if above[d] {
-			decided[d] = StartLeave
+			decided[d] = threeway.Leave
 			continue
 		}
 		pl.deletes[d] = true
@@ -453,7 +365,7 @@ func planStart(m *mapping, local *localFiles, l *listing, anc *Index, trust time
 		if aboveListed[d] {
 			// A directory the container holds something to keep in, where the
 			// local side has a file: neither replaces the other.
-			decided[d] = StartLeave
+			decided[d] = threeway.Leave
 			delete(pl.copies, d)
 			continue
 		}
@@ -513,8 +425,8 @@ func startConflict(m *mapping, l *listing) error {
 }
 
 // startEvent describes a mapping's start: which ancestor, why, and with
-// one, how many paths each decision took (StartKeep left out).
-func startEvent(t Target, m *mapping, st Start, mode InitialMode, threeWay bool, decided map[string]StartAction) Ancestor {
+// one, how many paths each decision took (threeway.Keep left out).
+func startEvent(t Target, m *mapping, st Start, mode InitialMode, threeWay bool, decided map[string]threeway.Action) Ancestor {
 	ev := Ancestor{Target: t, Remote: m.remoteDir(), From: st.From, Why: st.Why, Mode: mode}
 	switch {
 	case st.From == StartSaved && !threeWay && mode != InitialUpload:

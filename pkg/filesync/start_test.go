@@ -13,51 +13,8 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
+	"github.com/livesync-dev/kubectl-livesync/pkg/threeway"
 )
-
-// The three-way rule of a start, at one path: every combination of the
-// ancestor's, the local side's and the container's presence, whether each
-// side still holds the ancestor, and whether the path comes back.
-func TestDecideStart(t *testing.T) {
-	tests := []struct {
-		name                                  string
-		hasA, hasL, hasR, lSame, rSame, listd bool
-		want                                  StartAction
-	}{
-		{"unchanged on both sides", true, true, true, true, true, false, StartKeep},
-		{"unchanged, listed", true, true, true, true, true, true, StartKeep},
-		{"deleted on both sides", true, false, false, false, false, false, StartForget},
-		{"never held, nowhere", false, false, false, true, true, false, StartForget},
-
-		{"local edit", true, true, true, false, true, false, StartSend},
-		{"local edit of a listed path", true, true, true, false, true, true, StartSend},
-		{"local create", false, true, false, false, true, false, StartSend},
-		{"local delete", true, false, true, false, true, false, StartDelete},
-		{"local delete of a listed path", true, false, true, false, true, true, StartDelete},
-
-		{"container edit of an unlisted path: the local side wins", true, true, true, true, false, false, StartSend},
-		{"container edit of a listed path comes home", true, true, true, true, false, true, StartBack},
-		{"container delete of a listed path: sync-back decides", true, true, false, true, false, true, StartBack},
-		{"container delete of an unlisted path: sent again", true, true, false, true, false, false, StartSend},
-		{"container create, listed, comes home", false, false, true, true, false, true, StartBack},
-		{"container create, unlisted, left there", false, false, true, true, false, false, StartLeave},
-
-		{"both edited, listed: sync-back records or reports the conflict", true, true, true, false, false, true, StartBoth},
-		{"both created, listed", false, true, true, false, false, true, StartBoth},
-		{"both edited, unlisted: the local side wins", true, true, true, false, false, false, StartSend},
-		{"deleted locally, edited in the container, listed: theirs comes home", true, false, true, false, false, true, StartTheirs},
-		{"deleted locally, edited in the container, unlisted: the delete goes", true, false, true, false, false, false, StartDelete},
-		{"edited locally, deleted in the container, listed: the edit goes up", true, true, false, false, false, true, StartSend},
-		{"edited locally, deleted in the container, unlisted", true, true, false, false, false, false, StartSend},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := decideStart(tt.hasA, tt.hasL, tt.hasR, tt.lSame, tt.rSame, tt.listd); got != tt.want {
-				t.Errorf("decideStart = %s, want %s", got, tt.want)
-			}
-		})
-	}
-}
 
 // startFixture syncs local into remote as a first start would, and
 // returns the mapping and the records an Ancestry would have saved.
@@ -124,11 +81,11 @@ func TestPlanStart(t *testing.T) {
 	tree, _, err := localTree(m)
 	must(t, err)
 	p, idx, decided := planStart(m, tree, l, anc, time.Now(), listedGen)
-	want := map[string]StartAction{
-		"edited": StartSend, "created": StartSend, "gone": StartDelete, "olddir": StartDelete,
-		"olddir/a": StartDelete, "olddir/b": StartDelete, "lib/x": StartSend,
-		"gen/out": StartBack, "gen/both": StartBoth, "gen/theirs": StartTheirs, "gen/new": StartBack,
-		"gen/gone": StartBack, "other": StartLeave, "other/new": StartLeave, "both-gone": StartForget,
+	want := map[string]threeway.Action{
+		"edited": threeway.Send, "created": threeway.Send, "gone": threeway.Delete, "olddir": threeway.Delete,
+		"olddir/a": threeway.Delete, "olddir/b": threeway.Delete, "lib/x": threeway.Send,
+		"gen/out": threeway.Back, "gen/both": threeway.Both, "gen/theirs": threeway.Theirs, "gen/new": threeway.Back,
+		"gen/gone": threeway.Back, "other": threeway.Leave, "other/new": threeway.Leave, "both-gone": threeway.Forget,
 	}
 	for _, rel := range slices.Sorted(maps.Keys(want)) {
 		if decided[rel] != want[rel] {
@@ -193,7 +150,7 @@ func TestPlanStartDeleteKeepsContainerChange(t *testing.T) {
 	tree, _, err := localTree(m)
 	must(t, err)
 	p, _, decided := planStart(m, tree, l, indexOf(saved), time.Now(), listedGen)
-	if decided["gen/sub/b"] != StartTheirs || decided["gen"] != StartLeave || decided["gen/sub"] != StartLeave {
+	if decided["gen/sub/b"] != threeway.Theirs || decided["gen"] != threeway.Leave || decided["gen/sub"] != threeway.Leave {
 		t.Errorf("decided %v", decided)
 	}
 	assertPlan(t, p, nil, []string{"gen/a", "gen/sub/c"})
@@ -468,7 +425,7 @@ func TestPlanStartTypeChangeKeepsListed(t *testing.T) {
 	must(t, err)
 	listed := func(rel string, _ bool) bool { return strings.HasSuffix(rel, ".json") }
 	p, _, decided := planStart(m, tree, l, indexOf(saved), time.Now(), listed)
-	if decided["cfg"] != StartLeave || decided["cfg/a.json"] != StartBack || decided["other"] != StartSend {
+	if decided["cfg"] != threeway.Leave || decided["cfg/a.json"] != threeway.Back || decided["other"] != threeway.Send {
 		t.Errorf("decided %v", decided)
 	}
 	assertPlan(t, p, []string{"other"}, []string{"other"})

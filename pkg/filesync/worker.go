@@ -13,6 +13,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
+	"github.com/livesync-dev/kubectl-livesync/pkg/threeway"
 	"k8s.io/utils/clock"
 )
 
@@ -388,7 +389,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			var (
 				p       *Plan
 				idx     *Index
-				decided map[string]StartAction
+				decided map[string]threeway.Action
 			)
 			if saved != nil && l != nil {
 				if err := startConflict(m, l); err != nil {
@@ -427,9 +428,9 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 					// listed file the container changed in a way its stat did
 					// not show is left, a conflict, not replaced or deleted.
 					// A local edit of a file the container deleted goes up over
-					// nothing there (StartSend), not over the ancestor.
+					// nothing there (threeway.Send), not over the ancestor.
 					for rel, act := range decided {
-						if _, inL := l.entries[rel]; act == StartSend && !inL {
+						if _, inL := l.entries[rel]; act == threeway.Send && !inL {
 							if a, ok := saved.Get(rel); ok && a.Type == TypeFile {
 								saved.DeleteTree(rel)
 							}

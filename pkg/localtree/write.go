@@ -48,7 +48,10 @@ type Expect struct {
 // written and again on what the rename took away (see replace), so that a
 // save landing at any moment is never silently replaced; otherwise the
 // error is ErrChanged and rel holds the save. It returns the written
-// file's Lstat.
+// file's Lstat as it was written, before the rename: a save into it once it
+// is in place (in place, or keeping its size and mtime) shows in its ctime
+// (which the rename moves too), so a caller that records this never takes
+// such a save for what it wrote.
 func ReplaceFile(root, rel string, r io.Reader, mode fs.FileMode, mtime time.Time, sum *[32]byte, want Expect) (fs.FileInfo, error) {
 	d, base, err := openParent(root, rel, true)
 	if err != nil {
@@ -104,7 +107,7 @@ func ReplaceFile(root, rel string, r io.Reader, mode fs.FileMode, mtime time.Tim
 	if !os.SameFile(fi, ours) {
 		return nil, fmt.Errorf("%q: %w (saved again as it was replaced)", rel, ErrChanged)
 	}
-	return fi, nil
+	return ours, nil
 }
 
 // replaceByLink is replace without an atomic exchange: what is at base is

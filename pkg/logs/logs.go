@@ -319,6 +319,9 @@ func (t *tail) copy(r io.Reader) (bool, error) {
 		if raw != "" {
 			ts, text, ok := split(raw)
 			switch {
+			case !ok && strings.HasPrefix(raw, kubeletGone):
+				// The kubelet's own sentence for a container it removed (an old pod
+				// of a rollout, going): not the app's output.
 			case !ok:
 				t.f.Report(Line{Namespace: t.f.Namespace, Pod: t.pod, Container: t.container, Text: raw})
 				got = true
@@ -343,6 +346,10 @@ func (t *tail) copy(r io.Reader) (bool, error) {
 		}
 	}
 }
+
+// kubeletGone starts what the kubelet writes into a log stream, with no
+// timestamp, for a container whose logs it no longer has.
+const kubeletGone = "unable to retrieve container logs for "
 
 // split cuts the runtime's RFC 3339 timestamp off a line read with timestamps=true.
 func split(line string) (time.Time, string, bool) {

@@ -164,6 +164,34 @@ func TestRestartedContainerFromFirstLine(t *testing.T) {
 	}
 }
 
+// TestRemovedContainerIsNoLogLine: the kubelet answers for a container it
+// removed (an old pod of a rollout, going) with its own sentence in the
+// stream, "unable to retrieve container logs for containerd://…", with no
+// timestamp: it is not the app's output and is not shown.
+func TestRemovedContainerIsNoLogLine(t *testing.T) {
+	o := &fakeOpener{calls: make(chan struct{}, 10), bodies: []any{
+		ts(10, 0) + " old 1\n",
+		"unable to retrieve container logs for containerd://c1",
+		ts(20, 0) + " new 1\n",
+	}}
+	var got lines
+	clk := clocktesting.NewFakeClock(time.Unix(100, 0))
+	f := &Follower{Config: Config{Tail: 10}, Namespace: "ns", Open: o, Report: got.add, Clock: clk}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.Start(ctx)
+	f.Listed()
+	f.ObservePod(running("web-2", "c1"), []string{"app"}, false)
+	waitCalls(t, o, clk, 1)
+	f.ObservePod(running("web-2", "c2"), []string{"app"}, false)
+	waitCalls(t, o, clk, 3)
+	cancel()
+	f.Wait()
+	want := []string{"web-2/app old 1", "web-2/app new 1"}
+	if strings.Join(got.all(), "\n") != strings.Join(want, "\n") {
+		t.Fatalf("lines:\n%s\nwant:\n%s", strings.Join(got.all(), "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func TestForbiddenSaidOnceAndNotRetried(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods/log"}, "web-1", errors.New("no"))
 	o := &fakeOpener{calls: make(chan struct{}, 10), bodies: []any{forbidden, forbidden}}

@@ -256,11 +256,19 @@ func describe(n *yamlv3.Node) string {
 
 func (f *File) validate(lines map[string]int, empty bool) error {
 	at := func(path, format string, args ...any) error {
-		return fmt.Errorf("%d: %s: %s", lines[path], path, fmt.Sprintf(format, args...))
+		line := lines[path]
+		if line == 0 {
+			line = 1 // a field that is missing: the file's start
+		}
+		return fmt.Errorf("%d: %s: %s", line, path, fmt.Sprintf(format, args...))
 	}
 	switch {
+	case f.APIVersion == "" && lines["apiVersion"] == 0:
+		return at("apiVersion", "missing: the file starts with apiVersion: %s and kind: %s", APIVersion, Kind)
 	case f.APIVersion != APIVersion:
 		return at("apiVersion", "want %s, got %q", APIVersion, f.APIVersion)
+	case f.Kind == "" && lines["kind"] == 0:
+		return at("kind", "missing: want kind: %s", Kind)
 	case f.Kind != Kind:
 		return at("kind", "want %s, got %q", Kind, f.Kind)
 	case len(f.Syncs) == 0 && !empty:

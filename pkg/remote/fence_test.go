@@ -4,11 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -238,6 +240,63 @@ func TestStreamFenceLateFrame(t *testing.T) {
 			}
 			sendFile(t, s, root, "b", "b") // the new stream goes on
 			oneLoopLeft(t)
+		})
+	}
+}
+
+// refusing fails every later stream's exec (a proxy that cuts long-lived
+// connections, a probe that times out), so batches go by an exec each.
+type refusing struct {
+	*linkedLoops
+	streams *atomic.Int32
+}
+
+func (r refusing) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(argv) > 3 && argv[2] == streamLoop && argv[3] == "livesync-stream" && r.streams.Add(1) > 1 {
+		return errors.New("the stream was refused")
+	}
+	return r.linkedLoops.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// A frame held in flight on a stream given up on is not applied over the
+// batch that goes by an exec of its own because no new stream could be
+// opened: the exec first fences the old loop (it did not: v1 came back
+// over v2).
+func TestStreamFenceBeforeExecFallback(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("TMPDIR", t.TempDir())
+			l := newLinkedLoops(ex)
+			dials := new(atomic.Int32)
+			s, _ := newTestStreams(t, refusing{l, dials})
+			root := t.TempDir()
+			sendFile(t, s, root, "a", "v0")
+
+			l.v.set(func(v *valve) { v.held = true })
+			ctx, cancel := context.WithCancel(context.Background())
+			applied := make(chan error, 1)
+			go func() {
+				_, err := Apply(ctx, s, testTarget, "copying files", &ApplyArgs{Root: root, Tar: true}, archiveOf(t, "a", []byte("v1")))
+				applied <- err
+			}()
+			select {
+			case <-l.v.queued:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the v1 frame was never written")
+			}
+			cancel()
+			if err := <-applied; err == nil {
+				t.Fatal("the held batch was acked")
+			}
+
+			sendFile(t, s, root, "a", "v2") // the retry, by an exec of its own
+			if n := dials.Load(); n < 2 {
+				t.Fatalf("%d streams dialed: the retry was to find its stream refused", n)
+			}
+			l.waitEnded(t) // the held frame is delivered now
+			if got, err := os.ReadFile(filepath.Join(root, "a")); err != nil || string(got) != "v2" {
+				t.Fatalf("a = %q, %v; want v2: a late frame of the replaced stream was applied", got, err)
+			}
 		})
 	}
 }

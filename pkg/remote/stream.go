@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,6 +85,9 @@ type Streams struct {
 	closed   bool // CloseAll ran: no new streams
 	open     map[string]*stream
 	fallback map[string]bool // target keys without the framing tools
+	// streamed counts the streams opened per target key that no fence exec
+	// has stopped since (see fenceBeforeExec).
+	streamed map[string]int
 	opening  map[string]chan struct{}
 	links    links // what each target's frames measured (see Link)
 }
@@ -93,7 +97,7 @@ type Streams struct {
 // heartbeat's ack.
 func NewStreams(base Executor, clk clock.Clock, ackTimeout time.Duration) *Streams {
 	s := &Streams{base: base, clk: clk, ackTimeout: ackTimeout,
-		open: map[string]*stream{}, fallback: map[string]bool{}, opening: map[string]chan struct{}{}}
+		open: map[string]*stream{}, fallback: map[string]bool{}, streamed: map[string]int{}, opening: map[string]chan struct{}{}}
 	_, _ = rand.Read(s.id[:])
 	return s
 }
@@ -139,6 +143,11 @@ func (s *Streams) Exec(ctx context.Context, t Target, argv []string, stdin io.Re
 		}
 		// No stream (yet): this batch goes the old way, whose errors say
 		// best what is wrong with the container.
+		if isApply(argv) {
+			if err := s.fenceBeforeExec(ctx, t); err != nil {
+				return err
+			}
+		}
 		return s.base.Exec(ctx, t, argv, stdin, stdout, stderr)
 	}
 	// A compressed frame measures gzip as much as the link (on loopback,
@@ -161,6 +170,35 @@ func (s *Streams) Exec(ctx context.Context, t Target, argv []string, stdin io.Re
 		size = in.n.Load
 	}
 	return st.apply(ctx, argv[4:], stdin, stdout, stderr, size)
+}
+
+// fenceBeforeExec stops the loops of t's streams before a batch goes by an
+// exec of its own, where a stream ran before and no new one could be
+// opened (its fence is what a new stream's first line does, see dial): a
+// loop the client gave up on may still hold a frame in flight, which it
+// would apply over this batch. It runs the loop with the fence line alone
+// on its stdin, so that the loop fences and ends. Where it fails the batch
+// fails, and is tried again, rather than go unfenced. A loop that answers
+// "N" (no temp directory or /proc now) could not stage a frame either.
+func (s *Streams) fenceBeforeExec(ctx context.Context, t Target) error {
+	key := streamKey(t)
+	s.mu.Lock()
+	n := s.streamed[key]
+	s.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	var out, errb bytes.Buffer
+	err := s.base.Exec(ctx, t, []string{"sh", "-c", streamLoop, "livesync-fence"}, strings.NewReader("F"+s.family(key)+"\n"), &out, &errb)
+	if err != nil {
+		return fmt.Errorf("stopping the stream this batch replaces in %s: %w", t, err)
+	}
+	s.mu.Lock()
+	if s.streamed[key] == n { // no stream opened meanwhile
+		delete(s.streamed, key)
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 // get returns t's open stream, opening one if there is none.
@@ -203,6 +241,7 @@ func (s *Streams) get(ctx context.Context, t Target) (*stream, error) {
 			s.fallback[key] = true
 		case err == nil && !late:
 			s.open[key] = st
+			s.streamed[key]++
 		}
 		s.mu.Unlock()
 		close(done)
@@ -242,6 +281,7 @@ func (s *Streams) Close(t Target) {
 	st := s.open[streamKey(t)]
 	delete(s.open, streamKey(t))
 	delete(s.fallback, streamKey(t))
+	delete(s.streamed, streamKey(t))
 	s.mu.Unlock()
 	if st != nil {
 		st.shutdown(nil)

@@ -20,6 +20,11 @@ type Side struct {
 	MTime   int64     // seconds
 	Sum     *[32]byte // sha256 of a file's content, nil when unknown
 	Link    string
+	// hashed is the local file's stat as Sum was read from it (see
+	// localSide): what is recorded when it becomes the ancestor, so that a
+	// save after the hash (even one that keeps size and mtime) moves its
+	// inode or ctime and is seen.
+	hashed fs.FileInfo
 }
 
 // Action is what a sync-back pass does at one path.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -429,6 +430,38 @@ func TestToolTempFilesStayInTheContainer(t *testing.T) {
 			}
 			if sb := syncedBack(t, evs); !slices.Equal(sb.Paths, []string{f.path("gen/new.txt")}) {
 				t.Fatalf("synced back %q, want only gen/new.txt", sb.Paths)
+			}
+		})
+	}
+}
+
+// TestSaveKeepingStatAfterSyncBack: a file that came home, then saved
+// locally in a way that keeps its size and mtime (an atomic save with
+// touch -r, cp -p), is sent by the running session: what sync-back
+// recorded names the inode and change time of the file it wrote, so the
+// planner sees the save. Both ways a file becomes the ancestor are checked:
+// downloaded, and found equal on both sides.
+func TestSaveKeepingStatAfterSyncBack(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newRunning(t, &executor{Runner: *r}, Config{})
+			f.pass(t)
+			write(t, f.remote, "package-lock.json", "v2 from the container", 0o644)
+			write(t, f.remote, "gen/same.txt", "the same on both sides", 0o644)
+			write(t, f.local, "gen/same.txt", "the same on both sides", 0o644)
+			f.pass(t)
+			for _, rel := range []string{"package-lock.json", "gen/same.txt"} {
+				p := f.path(rel)
+				fi, err := os.Stat(p)
+				must(t, err)
+				saved := strings.Repeat("L", int(fi.Size()))
+				write(t, f.local, rel+".tmp", saved, 0o644)
+				must(t, os.Chtimes(p+".tmp", fi.ModTime(), fi.ModTime()))
+				must(t, os.Rename(p+".tmp", p))
+				f.save(t, rel)
+				if got := read(t, f.remote, rel); got != saved {
+					t.Errorf("%s: the container holds %q after a local save that kept size and mtime, want %q", rel, got, saved)
+				}
 			}
 		})
 	}

@@ -52,10 +52,28 @@ const (
 	DefaultFullEvery = 30 * time.Second
 )
 
-// massDeleteMin is how many local deletes one pass may make before the
-// guard holds them when they are more than half of what is listed: the
+// massDeleteMin is how many local deletes a burst of passes may make before
+// the guard holds them when they are more than half of what is listed: the
 // same bound as uploads' (see filesync.Config.AllowMassDelete).
 const massDeleteMin = 50
+
+// deleteBurstGap is how long after a pass's local deletes the next pass's
+// count with them (see deleteBurst), as uploads' deletes do.
+const deleteBurstGap = 2 * time.Second
+
+// deleteBurst is the local deletes of a mapping's passes that followed each
+// other by less than deleteBurstGap: a container's rm -rf that the scans
+// cut into passes, judged as one pass would judge it, against what was
+// listed locally before it began. Once it passes the line, what it would
+// delete is held, as one pass's mass delete is, until a full scan finds
+// nothing left to delete: the deletes it held are never judged alone later,
+// a few at a time.
+type deleteBurst struct {
+	last    time.Time // when its last pass with deletes ran
+	before  int       // the listed local entries when it began
+	deleted int       // the local deletes its passes made
+	held    bool      // it passed the line
+}
 
 // Config is sync-back as the command line asked for it.
 type Config struct {
@@ -163,7 +181,8 @@ type state struct {
 	lastFull    map[int]time.Time // per mapping
 	needFull    map[int]bool
 	incarnation string
-	reported    map[string]string // path -> what was last reported for it
+	reported    map[string]string    // path -> what was last reported for it
+	bursts      map[int]*deleteBurst // per mapping: its local deletes under way
 	lastErr     string
 	dirs        []watchDir // the directory mappings, once a pass ran (see startTrigger)
 	triggered   bool       // its trigger was started
@@ -304,7 +323,7 @@ func (r *Runner) stateLocked(t filesync.Target) *state {
 	key := t.String() + "@" + t.ContainerID
 	st := r.states[key]
 	if st == nil {
-		st = &state{since: map[int]int64{}, lastFull: map[int]time.Time{}, needFull: map[int]bool{}, reported: map[string]string{}}
+		st = &state{since: map[int]int64{}, lastFull: map[int]time.Time{}, needFull: map[int]bool{}, reported: map[string]string{}, bursts: map[int]*deleteBurst{}}
 		if m := r.live[t.String()]; m.t == t {
 			st.incarnation = m.incarnation
 		}
@@ -547,10 +566,13 @@ func localSide(name string) Side {
 		s.Link, _ = os.Readlink(name)
 	case fi.Mode().IsRegular():
 		s.Type = remote.TypeFile
-		if f, _, err := localtree.OpenRegular(name); err == nil {
+		if f, ofi, err := localtree.OpenRegular(name); err == nil {
 			h := sha256.New()
-			if _, err := io.Copy(h, f); err == nil {
+			// The sum stands for the file only if nothing wrote it while it
+			// was read: the same size, mtime and ctime after as before.
+			if _, err := io.Copy(h, f); err == nil && ofi.Size() == fi.Size() && os.SameFile(ofi, fi) && unchangedSince(f, ofi) {
 				s.Sum = (*[32]byte)(h.Sum(nil))
+				s.hashed = ofi
 			}
 			f.Close()
 		}
@@ -558,6 +580,18 @@ func localSide(name string) Side {
 		s.Type = 0 // a FIFO, socket or device: never the same as anything
 	}
 	return s
+}
+
+// unchangedSince reports whether f's stat is still before's: size, mtime
+// and, where the platform says it, ctime.
+func unchangedSince(f *os.File, before fs.FileInfo) bool {
+	now, err := f.Stat()
+	if err != nil || now.Size() != before.Size() || !now.ModTime().Equal(before.ModTime()) {
+		return false
+	}
+	_, c0, ok0 := localtree.IdentityOf(before)
+	_, c1, ok1 := localtree.IdentityOf(now)
+	return ok0 == ok1 && c0 == c1
 }
 
 // goneLocally returns the listed local entries that the scan shows gone
@@ -619,36 +653,93 @@ func (p *mappingPass) goneLocally(rems map[string]remote.Entry) []string {
 	return out
 }
 
-// guardDeletes holds a pass's local deletes, reporting why, when they are
-// more than massDeleteMin and more than half of what is listed locally, or
-// when the container holds none of what is listed (an emptied root).
+// guardDeletes holds a pass's local deletes, reporting why, when with those
+// of the burst under way (see deleteBurst) they are more than massDeleteMin
+// and more than half of what was listed locally before it, or when the
+// container holds none of what is listed (an emptied root).
 func (p *mappingPass) guardDeletes(ds []*decision, remoteListed int) {
-	n, held := 0, 0
+	n := 0
 	for _, d := range ds {
-		if d.local.Present {
-			held++
-		}
 		if d.action == DeleteLocal {
 			n++
 		}
 	}
+	now := p.r.clk.Now()
+	b := p.st.bursts[p.i]
+	if b != nil && !b.held && now.Sub(b.last) >= deleteBurstGap {
+		b = nil
+	}
 	if n == 0 {
+		if b != nil && b.held && !p.res.Since && p.res.Complete {
+			b = nil // a full scan found nothing left to delete: the hold is over
+		}
+		p.keepBurst(b)
 		return
 	}
+	if b == nil {
+		b = &deleteBurst{before: p.listedLocal()}
+	}
+	b.last = now
 	emptied := !p.res.Since && remoteListed == 0
-	if !emptied && (n <= massDeleteMin || 2*n <= held) {
+	burst := n + b.deleted
+	b.held = b.held || burst > massDeleteMin && 2*burst > b.before
+	if !emptied && !b.held {
+		b.deleted = burst
+		p.keepBurst(b)
 		return
 	}
+	p.keepBurst(b)
 	for _, d := range ds {
 		if d.action == DeleteLocal {
 			d.action = Keep
 		}
 	}
 	why := fmt.Errorf("held %d deletes from the container: more than %d and more than half of what is listed", n, massDeleteMin)
-	if emptied {
+	switch {
+	case emptied:
 		why = fmt.Errorf("held %d deletes from the container: it holds none of the listed paths any more", n)
+	case b.deleted > 0:
+		why = fmt.Errorf("held %d deletes from the container: with the %d deleted just before, more than %d and more than half of the %d listed", n, b.deleted, massDeleteMin, b.before)
 	}
 	p.once("", why.Error(), Failed{Target: p.v.Target, Err: why})
+}
+
+// keepBurst keeps b as the mapping's burst under way (nil: none), except
+// under DryRun, whose passes delete nothing.
+func (p *mappingPass) keepBurst(b *deleteBurst) {
+	switch {
+	case p.r.cfg.DryRun:
+	case b == nil:
+		delete(p.st.bursts, p.i)
+	default:
+		p.st.bursts[p.i] = b
+	}
+}
+
+// listedLocal counts the listed local entries: what a burst of deletes is
+// judged against.
+func (p *mappingPass) listedLocal() int {
+	seen := map[string]bool{}
+	for _, s := range p.r.globs.Starts() {
+		start := p.local(strings.TrimPrefix(strings.TrimPrefix(s, "."), "/"))
+		_ = filepath.WalkDir(start, func(name string, de fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			rel, ok := localtree.RelTo(p.root, name)
+			switch {
+			case ok && rel == "":
+				return nil
+			case ok && !localtree.InGit(rel) && p.listed(rel, de.IsDir()):
+				seen[rel] = true
+			}
+			if de.IsDir() && (!ok || localtree.InGit(rel) || p.ignored(rel, true)) {
+				return filepath.SkipDir
+			}
+			return nil
+		})
+	}
+	return len(seen)
 }
 
 func countRemote(ds []*decision) int {
@@ -674,15 +765,25 @@ func (p *mappingPass) makeDir(d *decision) {
 }
 
 // record makes local, which the container holds too, the ancestor.
+// A file is recorded as it was when its sum was read (local.hashed), with
+// its inode and ctime: a save since then, even one keeping size and mtime,
+// is not taken for the ancestor.
 func (p *mappingPass) record(rel string, local Side) {
-	fi, err := os.Lstat(p.local(rel))
-	if err != nil {
-		return
+	fi := local.hashed
+	if fi == nil {
+		if local.Type == remote.TypeFile {
+			return // no sum that stands for the file: nothing to record
+		}
+		var err error
+		if fi, err = os.Lstat(p.local(rel)); err != nil {
+			return
+		}
 	}
 	p.r.settle(p.v.Target, p.i, rel)
 	e := filesync.Entry{Type: local.Type, Mode: localtree.KeepExec(localtree.Perm(fi), local.Mode), MTime: fi.ModTime(), Link: local.Link, Sum: local.Sum}
 	if local.Type == remote.TypeFile {
 		e.Size = fi.Size()
+		e.Ino, e.CTime, _ = localtree.IdentityOf(fi)
 	}
 	p.v.Record(p.i, rel, e)
 }
@@ -783,7 +884,11 @@ func (p *mappingPass) download(ds []*decision) error {
 // wrote records a file that came back as confirmed on both sides, with the
 // directories made on its way.
 func (p *mappingPass) wrote(rel string, fi fs.FileInfo, sent fs.FileMode, h hash.Hash) {
-	p.v.Record(p.i, rel, filesync.Entry{Type: remote.TypeFile, Mode: localtree.KeepExec(localtree.Perm(fi), sent), Size: fi.Size(), MTime: fi.ModTime(), Sum: (*[32]byte)(h.Sum(nil))})
+	e := filesync.Entry{Type: remote.TypeFile, Mode: localtree.KeepExec(localtree.Perm(fi), sent), Size: fi.Size(), MTime: fi.ModTime(), Sum: (*[32]byte)(h.Sum(nil))}
+	// fi is the file as written, before its rename (see ReplaceFile): a
+	// save into it since shows in its ctime.
+	e.Ino, e.CTime, _ = localtree.IdentityOf(fi)
+	p.v.Record(p.i, rel, e)
 	p.recordParents(rel)
 	p.out.Paths = append(p.out.Paths, p.local(rel))
 	p.out.Bytes += fi.Size()

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -772,5 +773,69 @@ func TestDeleteDuringScanComesNextPass(t *testing.T) {
 				t.Fatalf("gen/a.txt: %v", err)
 			}
 		})
+	}
+}
+
+// TestSyncBackDeletesHeldAcrossPasses: container deletes that come home
+// over several passes less than 2 s apart are judged as one: once they pass
+// the line (more than 50, and more than half of what was listed before
+// them), the rest is held as in one pass, and stays held at the next full
+// scan; it goes when the files are deleted locally too.
+func TestSyncBackDeletesHeldAcrossPasses(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) { testDeletesHeldAcrossPasses(t, r) })
+	}
+}
+
+func testDeletesHeldAcrossPasses(t *testing.T, r *localexec.Runner) {
+	f := newFixture(t, &executor{Runner: *r}, Config{Deletes: true})
+	for i := range 200 {
+		write(t, f.local, fmt.Sprintf("gen/f%03d", i), "g", 0o644)
+	}
+	f.initialSync(t)
+	f.pass(t)
+	clk := f.runner.clk.(*clocktesting.FakeClock)
+	gone := 0
+	var held []Failed
+	for round := range 3 {
+		for i := range 40 {
+			must(t, os.Remove(filepath.Join(f.remote, "gen", fmt.Sprintf("f%03d", round*40+i))))
+		}
+		for _, ev := range f.pass(t) {
+			switch e := ev.(type) {
+			case SyncedBack:
+				gone += len(e.Deleted)
+			case Failed:
+				held = append(held, e)
+			}
+		}
+		clk.Step(time.Second)
+	}
+	if len(held) != 1 || !strings.Contains(held[0].Err.Error(), "held 40 deletes") || !strings.Contains(held[0].Err.Error(), "with the 80 deleted just before") {
+		t.Fatalf("held %v; %d of 120 deleted locally", held, gone)
+	}
+	if gone != 80 {
+		t.Fatalf("%d deleted locally, want the 80 before the burst passed the line", gone)
+	}
+	// The next full scan, long after: what was held stays held, though 40
+	// deletes alone are no mass delete.
+	clk.Step(DefaultFullEvery)
+	if evs := f.pass(t); len(evs) != 0 {
+		t.Fatalf("full scan: %v", evs)
+	}
+	if got := read(t, f.local, "gen/f119"); got != "g" {
+		t.Fatalf("gen/f119: %q", got)
+	}
+	// Deleted locally too: nothing is left to hold, and the next delete is
+	// judged on its own.
+	for i := 80; i < 120; i++ {
+		must(t, os.Remove(filepath.Join(f.local, "gen", fmt.Sprintf("f%03d", i))))
+	}
+	clk.Step(DefaultFullEvery)
+	f.pass(t)
+	must(t, os.Remove(filepath.Join(f.remote, "gen", "f120")))
+	clk.Step(DefaultFullEvery)
+	if sb := syncedBack(t, f.pass(t)); !slices.Equal(sb.Deleted, []string{f.path("gen/f120")}) {
+		t.Fatalf("deleted %q", sb.Deleted)
 	}
 }

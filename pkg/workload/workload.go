@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -131,7 +132,9 @@ func FromObject(obj runtime.Object) (*Workload, error) {
 	default:
 		kind := obj.GetObjectKind().GroupVersionKind().Kind
 		if kind == "" {
-			kind = fmt.Sprintf("%T", obj)
+			// A typed object from the client has no TypeMeta: its Go type
+			// names the kind (*v1.Service is a service).
+			kind = reflect.Indirect(reflect.ValueOf(obj)).Type().Name()
 		}
 		return nil, errNoPodTemplate(strings.ToLower(kind))
 	}

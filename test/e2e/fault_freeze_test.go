@@ -32,7 +32,7 @@ import (
 type tarFreezer struct {
 	f      *os.File // the fanotify group
 	cid    string   // the container's ID
-	frozen chan int
+	frozen chan nodeProc
 	once   sync.Once
 	done   chan struct{}
 	err    error // why the loop ended early; read after done
@@ -42,19 +42,7 @@ type tarFreezer struct {
 // open events.
 func startTarFreezer(t *testing.T, ns, pod, remote string) *tarFreezer {
 	t.Helper()
-	p, err := e.client.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cid := ""
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == "app" {
-			_, cid, _ = strings.Cut(cs.ContainerID, "://")
-		}
-	}
-	if cid == "" {
-		t.Fatalf("pod %s has no running app container to freeze a tar in", pod)
-	}
+	cid := appContainerID(t, ns, pod)
 	pid, err := containerPID(cid)
 	if err != nil {
 		t.Fatalf("the tar freezer: %v", err)
@@ -70,7 +58,7 @@ func startTarFreezer(t *testing.T, ns, pod, remote string) *tarFreezer {
 		unix.Close(fd)
 		t.Fatalf("the tar freezer: fanotify_mark %s: %v", root, err)
 	}
-	z := &tarFreezer{f: os.NewFile(uintptr(fd), "fanotify"), cid: cid, frozen: make(chan int, 1), done: make(chan struct{})}
+	z := &tarFreezer{f: os.NewFile(uintptr(fd), "fanotify"), cid: cid, frozen: make(chan nodeProc, 1), done: make(chan struct{})}
 	go z.loop()
 	t.Cleanup(z.stop)
 	return z
@@ -107,8 +95,10 @@ func (z *tarFreezer) loop() {
 					// Stopped before the open returns: the signal is taken on the way back to
 					// user space, so the tar writes nothing of this file.
 					if err := unix.Kill(int(m.Pid), unix.SIGSTOP); err == nil {
-						frozen = true
-						z.frozen <- int(m.Pid)
+						if p, ok := procOf(int(m.Pid)); ok {
+							frozen = true
+							z.frozen <- p
+						}
 					}
 				}
 				var r [8]byte
@@ -150,20 +140,20 @@ func (z *tarFreezer) isTar(pid int) bool {
 	return false
 }
 
-// next waits up to timeout for the frozen tar's pid; ok is false if none was caught.
-func (z *tarFreezer) next(timeout time.Duration) (pid int, ok bool) {
+// next waits up to timeout for the frozen tar; ok is false if none was caught.
+func (z *tarFreezer) next(timeout time.Duration) (p nodeProc, ok bool) {
 	select {
-	case pid := <-z.frozen:
-		return pid, true
+	case p := <-z.frozen:
+		return p, true
 	case <-z.done:
 		select {
-		case pid := <-z.frozen:
-			return pid, true
+		case p := <-z.frozen:
+			return p, true
 		default:
-			return 0, false
+			return nodeProc{}, false
 		}
 	case <-time.After(timeout):
-		return 0, false
+		return nodeProc{}, false
 	}
 }
 
@@ -183,39 +173,169 @@ func (z *tarFreezer) why() string {
 // stop closes the group: the kernel allows every open still waiting for an answer.
 func (z *tarFreezer) stop() { z.once.Do(func() { z.f.Close() }) }
 
-// killFrozen kills a frozen tar (its exec has long been given up) and waits until it is gone:
-// nothing may stay stopped after a test.
-func killFrozen(t *testing.T, pid int) {
+// killFrozen kills a process a fault froze (its exec has long been given up) and waits until it
+// is gone: nothing may stay stopped after a test. One already gone (the stream fence of the
+// retry's loop kills a frozen loop and its tar) is left so, and so is whatever took its pid since.
+func killFrozen(t *testing.T, p nodeProc) {
 	t.Helper()
-	_ = unix.Kill(pid, unix.SIGKILL)
-	waitFor(t, "the frozen tar (pid "+strconv.Itoa(pid)+") to go", 30*time.Second, func() (bool, error) {
-		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return true, nil
-		}
-		// The state follows the command's closing parenthesis; a zombie waits for its parent.
-		s := string(st)
-		i := strings.LastIndexByte(s, ')')
-		return i >= 0 && i+2 < len(s) && s[i+2] == 'Z', nil
+	if p.gone() {
+		t.Logf("the frozen process (pid %d) was gone before the test's cleanup", p.pid)
+		return
+	}
+	_ = p.signal(unix.SIGKILL)
+	waitFor(t, "the frozen process (pid "+strconv.Itoa(p.pid)+") to go", 30*time.Second, func() (bool, error) {
+		return p.gone(), nil
 	})
+}
+
+// nodeProc is a process of this host, told from a later one with its pid by its start time: pids
+// wrap within minutes on a busy node (pid_max 32768), and a process a fault froze may be killed
+// by the product long before the test's cleanup.
+type nodeProc struct {
+	pid   int
+	start string // field 22 of /proc/PID/stat, in clock ticks since boot
+}
+
+// procOf returns the process that has pid now; ok is false when there is none.
+func procOf(pid int) (nodeProc, bool) {
+	f := procFields(pid)
+	if len(f) < 20 {
+		return nodeProc{}, false
+	}
+	return nodeProc{pid: pid, start: f[19]}, true
+}
+
+// gone says whether p ended: its pid is free, another process's, or a zombie's (which waits
+// for its parent).
+func (p nodeProc) gone() bool {
+	f := procFields(p.pid)
+	return len(f) < 20 || f[19] != p.start || f[0] == "Z" || f[0] == "X"
+}
+
+// signal sends sig to p, unless it is gone; through a pidfd, which holds the process it was
+// opened on, so the signal can't reach another that takes the pid after the check.
+func (p nodeProc) signal(sig unix.Signal) error {
+	fd, err := unix.PidfdOpen(p.pid, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if p.gone() {
+		return unix.ESRCH
+	}
+	return unix.PidfdSendSignal(fd, sig, nil, 0)
+}
+
+// appContainerID returns the ID of the running container app of pod, as containerd names it.
+func appContainerID(t *testing.T, ns, pod string) string {
+	t.Helper()
+	p, err := e.client.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == "app" && cs.State.Running != nil {
+			if _, cid, _ := strings.Cut(cs.ContainerID, "://"); cid != "" {
+				return cid
+			}
+		}
+	}
+	t.Fatalf("pod %s has no running app container", pod)
+	return ""
 }
 
 // containerPID finds a process of the container with this ID on this host: one whose cgroup
 // names it (containerd's cgroup paths end in the ID, under cgroupfs and systemd alike).
 func containerPID(cid string) (int, error) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	for _, de := range ents {
-		pid, err := strconv.Atoi(de.Name())
-		if err != nil {
-			continue
-		}
-		cg, err := os.ReadFile("/proc/" + de.Name() + "/cgroup")
+	for _, pid := range procs() {
+		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 		if err == nil && strings.Contains(string(cg), cid) {
 			return pid, nil
 		}
 	}
 	return 0, fmt.Errorf("no process of container %.12s on this host: the tar freezer needs the node to be this machine", cid)
+}
+
+// --- stream loops on the local node ------------------------------------------------------------
+
+// streamLoops returns the pids (on this host) of the stream loops in container cid: the shells
+// that run stream.sh, as the client starts it (`sh -c SCRIPT livesync-stream`), but not the
+// subshells they fork for a batch, which share their command line.
+func streamLoops(cid string) []int {
+	var shells []int
+	parent := map[int]string{}
+	for _, pid := range procs() {
+		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil || !strings.Contains(string(cg), cid) {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if err != nil || len(argv) != 4 || argv[1] != "-c" || argv[3] != "livesync-stream" {
+			continue
+		}
+		if f := procFields(pid); len(f) > 1 {
+			shells = append(shells, pid)
+			parent[pid] = f[1]
+		}
+	}
+	var loops []int
+	for _, pid := range shells {
+		if ppid, _ := strconv.Atoi(parent[pid]); parent[ppid] == "" {
+			loops = append(loops, pid)
+		}
+	}
+	return loops
+}
+
+// procs lists the pids of this host.
+func procs() []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, de := range ents {
+		if pid, err := strconv.Atoi(de.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// procFields returns the fields of /proc/PID/stat after the command (which may hold spaces and
+// parentheses): the state, the parent's pid, …; nil when pid is gone.
+func procFields(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+}
+
+// unreadStdin returns how many bytes wait in the pipe on pid's stdin, unread.
+func unreadStdin(pid int) (int, error) {
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/fd/0", pid), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	return unix.IoctlGetInt(fd, unix.TIOCINQ) // FIONREAD: a pipe answers it too
+}
+
+// idleLoop says whether the stream loop pid waits for its next frame: asleep, running no batch
+// (no child) and with nothing unread on its stdin. A loop between the steps of a frame runs, or
+// has a child (dd, the batch's subshell) or bytes to read.
+func idleLoop(pid int) bool {
+	if f := procFields(pid); len(f) == 0 || f[0] != "S" {
+		return false
+	}
+	if n, err := unreadStdin(pid); err != nil || n > 0 {
+		return false
+	}
+	ppid := strconv.Itoa(pid)
+	for _, c := range procs() {
+		if f := procFields(c); len(f) > 1 && f[1] == ppid {
+			return false
+		}
+	}
+	return true
 }

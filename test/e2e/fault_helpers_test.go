@@ -482,7 +482,8 @@ type faultRecord struct {
 	Skipped         string  `json:"skipped,omitempty"`
 	Recovered       bool    `json:"recovered"`
 	RecoverySeconds float64 `json:"recoverySeconds,omitempty"`
-	SessionErrors   int     `json:"sessionErrors"` // events with an error the session printed meanwhile
+	SessionErrors   int     `json:"sessionErrors"`    // events with an error the session printed meanwhile
+	Detail          string  `json:"detail,omitempty"` // what the fault saw, where it checks more than convergence
 	Error           string  `json:"error,omitempty"`
 }
 
@@ -531,10 +532,12 @@ func sortedPods(t *testing.T, ns, sel string) []corev1.Pod {
 // Bounds of the random tree.
 const (
 	maxDepth = 5 // path components below the root, files included
-	// maxBurstRemoves bounds the entries one burst takes away from the container's view (deletes
-	// and the old names of renames, a directory counting with all it holds). A batch that would
-	// delete more than 50 files AND more than half the tree is held by the mass-delete guard until
-	// the user allows it; staying at 50 keeps every burst under the first bound, whatever the tree.
+	// maxBurstRemoves bounds the entries bursts take away from the container's view (deletes
+	// and the old names of renames, a directory counting with all it holds) until the tree is
+	// quiet (see beginBurst). A burst that would delete more than 50 files AND more than half the
+	// tree is held by the mass-delete guard until the user allows it; staying at 50 keeps every
+	// count under the first bound, whatever the tree. (The guard does not count a rename whose
+	// new name its batch writes; one cut between two batches it may.)
 	maxBurstRemoves = 50
 	maxRemoveDir    = 20       // a larger directory is renamed, never removed: the tree grows
 	maxTreeBytes    = 24 << 20 // above this, a "large" write is a small one: traffic stays moderate
@@ -595,8 +598,22 @@ func (g *fsGen) table() []struct {
 	}
 }
 
-// beginBurst starts counting what a burst takes away.
-func (g *fsGen) beginBurst() { g.removed = 0 }
+// beginBurst starts a burst. The mass-delete guard counts together the deletes of batches less
+// than 2 s apart (a remover cut into batches, whatever else they write), and bursts follow each
+// other faster than that, so what a burst takes away is counted with the bursts before it until
+// the tree has been quiet for longer: once they took half of maxBurstRemoves away, the next burst
+// waits burstQuiet first, which keeps every count the guard makes under its first bound.
+func (g *fsGen) beginBurst() {
+	if g.removed <= maxBurstRemoves/2 {
+		return
+	}
+	time.Sleep(burstQuiet)
+	g.removed = 0
+}
+
+// burstQuiet is longer than the guard's 2 s between the batches of one delete burst: the suite
+// waits it, after the tree converged, so that the next burst's deletes are counted on their own.
+const burstQuiet = 2500 * time.Millisecond
 
 // burst does n random operations as one burst.
 func (g *fsGen) burst(n int) {
@@ -604,26 +621,6 @@ func (g *fsGen) burst(n int) {
 	for range n {
 		g.step()
 	}
-	g.endBurst()
-}
-
-// endBurst ends a burst that took something away with a new file. The mass-delete guard counts
-// together the deletes of delete-only batches less than 2 s apart (a remover cut into batches),
-// and bursts follow each other faster than that; a batch that adds a file ends such a run, so
-// what the guard counts never spans two bursts, and staying under maxBurstRemoves per burst
-// still keeps every count under its first bound. The new file comes after every removal of the
-// burst, so its batch (or the one it shares with them) is planned after theirs.
-func (g *fsGen) endBurst() {
-	if g.removed == 0 {
-		return
-	}
-	for range 100 {
-		if d := g.createSized(1 + g.rng.IntN(4096)); d != "" {
-			g.done(d)
-			return
-		}
-	}
-	g.t.Fatalf("the generator could not create a file to end a burst")
 }
 
 // step does one random operation.
@@ -860,6 +857,16 @@ func (g *fsGen) createFile() string { return g.createSized(g.size()) }
 
 // createSized creates a file of n bytes in a random directory.
 func (g *fsGen) createSized(n int) string {
+	rel := g.newFile(n)
+	if rel == "" {
+		return ""
+	}
+	return fmt.Sprintf("create %q (%d B)", rel, n)
+}
+
+// newFile creates a file of n bytes in a random directory and returns its path, "" when no
+// directory has room for a new name.
+func (g *fsGen) newFile(n int) string {
 	dir := g.pick(g.parents(1))
 	name := g.newName(dir)
 	if name == "" {
@@ -873,7 +880,7 @@ func (g *fsGen) createSized(n int) string {
 	g.must(os.WriteFile(g.abs(rel), g.content(n), mode))
 	g.kinds[rel] = kindFile
 	g.setSize(rel, int64(n))
-	return fmt.Sprintf("create %q (%d B)", rel, n)
+	return rel
 }
 
 func (g *fsGen) modifyFile() string {

@@ -5,8 +5,10 @@ package e2e
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -17,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
 )
@@ -36,10 +40,11 @@ const (
 // TestFault is the fault suite of issue 9: 1,000 seeded random operations on a local tree
 // (create, modify, delete, rename of files and directories, 0 B to 5 MB, depth ≤ 5, bursts and
 // single edits) synced by one watching session into a Deployment of 3 replicas. After every
-// burst each replica's tree must equal the local one by content hash. Eight bursts carry a
+// burst each replica's tree must equal the local one by content hash. Nine bursts carry a
 // fault, each of which must heal with no manual step: pod delete, container kill, kubelet and
-// kube-apiserver kill -9 and restart, the in-container tar frozen, a lost ack with the tree
-// reverted during the outage, the local root re-created, inotify watches exhausted. Recovery times (injection to converged tree) are logged and written
+// kube-apiserver kill -9 and restart, the in-container tar frozen, a stream's frame held in
+// flight past its deadline, a lost ack with the tree reverted during the outage, the local root
+// re-created, inotify watches exhausted. Recovery times (injection to converged tree) are logged and written
 // to _output/fault-recovery.json; they are figures, not assertions.
 //
 // LIVESYNC_FAULT_SEED replays a run's operations (the seed is logged); LIVESYNC_FAULT_ONLY
@@ -132,7 +137,6 @@ func TestFault(t *testing.T) {
 			}()
 			nerr := len(s.Events())
 			fl.run(fr)
-			g.endBurst()
 			err := conv(t, cmp.Or(fl.timeout, faultTimeout))
 			rec.SessionErrors = len(errorsSince(s, nerr))
 			if err != nil {
@@ -309,17 +313,118 @@ func faultList() []fault {
 			p := f.pod()
 			f.firstHalf()
 			fz := startTarFreezer(t, f.ns, p.Name, faultRemote)
-			f.g.beginBurst()
 			if !f.g.do(func() string { return f.g.createSized(maxFileBytes) }) {
 				f.fatalf("the generator could not create a file")
 			}
-			pid, ok := fz.next(20 * time.Second)
+			tar, ok := fz.next(20 * time.Second)
 			if !ok {
 				f.fatalf("no tar extracting in pod %s to freeze: %s", p.Name, fz.why())
 			}
-			t.Cleanup(func() { killFrozen(t, pid) })
+			t.Cleanup(func() { killFrozen(t, tar) })
 			f.inject()
-			t.Logf("tar (pid %d on the node) frozen in pod %s", pid, p.Name)
+			t.Logf("tar (pid %d on the node) frozen in pod %s", tar.pid, p.Name)
+			f.secondHalf()
+		}},
+		// A stream the client gave up on may still hold frames in flight (a stalled link, a
+		// frozen loop); none may be applied after the batches of the stream that replaced it.
+		// One container's stream loop is stopped between frames, so v1 of a file stays unread
+		// in its stdin past the batch's deadline; the retry acks v1 on a new stream, v2 follows
+		// on it; only then is the stopped loop let go. The new stream's fence killed it before
+		// its first frame: the container keeps v2.
+		{name: "held-in-flight", cluster: true, run: func(f *faultRun) {
+			t := f.t
+			f.firstHalf()
+			if err := f.conv(t, burstTimeout); err != nil {
+				f.fatalf("before the fault: %v", err)
+			}
+			p := f.pod()
+			cid := appContainerID(t, f.ns, p.Name)
+			rel := f.g.newFile(1 + f.g.rng.IntN(4<<10))
+			if rel == "" {
+				f.fatalf("the generator could not create a file")
+			}
+			f.g.done(fmt.Sprintf("create %q (v0)", rel))
+			version := func(v string, n int) string {
+				b := f.g.content(n)
+				if err := os.WriteFile(f.g.abs(rel), b, 0); err != nil {
+					f.fatalf("%v", err)
+				}
+				f.g.setSize(rel, int64(n))
+				f.g.done(fmt.Sprintf("modify %q (%s, %d B)", rel, v, n))
+				return fmt.Sprintf("%x", sha256.Sum256(b))
+			}
+			remoteSum := func() string {
+				r := kexec(t, f.ns, p.Name, "sha256sum", path.Join(faultRemote, rel))
+				sum, _, _ := strings.Cut(r.stdout, " ")
+				return sum
+			}
+			holds := func(v, sum string, timeout time.Duration) {
+				t.Helper()
+				if !poll(timeout, func() bool { return remoteSum() == sum }) {
+					f.fatalf("pod %s does not hold %s of %s after %s:\n%s", p.Name, v, rel, timeout, f.s.Dump())
+				}
+			}
+			// Right after v0's ack the loop waits for its next frame, and no heartbeat is due
+			// for 10 s: v1's frame is the next thing the stream carries.
+			b0, err := os.ReadFile(f.g.abs(rel))
+			if err != nil {
+				f.fatalf("%v", err)
+			}
+			holds("v0", fmt.Sprintf("%x", sha256.Sum256(b0)), burstTimeout)
+			var loop nodeProc
+			if !poll(20*time.Second, func() bool {
+				loops := streamLoops(cid)
+				if len(loops) == 1 && idleLoop(loops[0]) {
+					loop, _ = procOf(loops[0])
+				}
+				return loop.pid != 0
+			}) {
+				f.fatalf("no idle stream loop in pod %s (loops %v): the fault needs the stream transport", p.Name, streamLoops(cid))
+			}
+			if err := loop.signal(unix.SIGSTOP); err != nil {
+				f.fatalf("stopping the stream loop (pid %d) of pod %s: %v", loop.pid, p.Name, err)
+			}
+			t.Cleanup(func() { killFrozen(t, loop) })
+			f.inject()
+			n1 := 1 + f.g.rng.IntN(16<<10)
+			v1 := version("v1", n1)
+			held := 0
+			if !poll(20*time.Second, func() bool {
+				held, _ = unreadStdin(loop.pid)
+				return held >= n1
+			}) {
+				f.fatalf("v1 of %s (%d B) is not held in the stopped loop (pid %d) of pod %s: %d B unread on its stdin", rel, n1, loop.pid, p.Name, held)
+			}
+			t.Logf("v1 of %s held in flight: %d B unread by the stopped stream loop (pid %d) of pod %s", rel, held, loop.pid, p.Name)
+			// The batch's deadline gives up on the stream; its retry goes on a new one.
+			if !poll(faultTimeout, func() bool {
+				return slices.ContainsFunc(streamLoops(cid), func(pid int) bool { return pid != loop.pid })
+			}) {
+				f.fatalf("no new stream loop in pod %s after %s:\n%s", p.Name, faultTimeout, f.s.Dump())
+			}
+			holds("v1", v1, burstTimeout)
+			v2 := version("v2", 1+f.g.rng.IntN(16<<10))
+			holds("v2", v2, burstTimeout)
+			fenced := loop.gone()
+			_ = loop.signal(unix.SIGCONT)
+			// Let go, an unfenced loop reads the frame, applies it and ends or waits for the
+			// next; either way it is done with v1.
+			if !poll(30*time.Second, func() bool { return loop.gone() || idleLoop(loop.pid) }) {
+				f.fatalf("the stream loop (pid %d) of pod %s let go did not finish its held frame", loop.pid, p.Name)
+			}
+			switch sum := remoteSum(); sum {
+			case v2:
+			case v1:
+				f.fatalf("the held frame was applied after the retry's ack: pod %s holds v1 of %s over v2 (the stopped loop was gone when let go: %t)",
+					p.Name, rel, fenced)
+			default:
+				f.fatalf("pod %s holds neither v1 nor v2 of %s (sha256 %q)", p.Name, rel, sum)
+			}
+			if !fenced {
+				f.fatalf("the stream loop (pid %d) of pod %s, replaced by the retry's stream, still ran after v2's ack", loop.pid, p.Name)
+			}
+			f.rec.Detail = fmt.Sprintf("v1 of %s held (%d B unread) in the stopped stream loop of pod %s past its deadline; the retry's stream killed the loop before v2's ack; the container kept v2", rel, held, p.Name)
+			t.Log(f.rec.Detail)
 			f.secondHalf()
 		}},
 		{name: "kubelet-kill", cluster: true, run: func(f *faultRun) {
@@ -368,11 +473,11 @@ func faultList() []fault {
 			if err := os.WriteFile(b, f.g.content(maxFileBytes), 0o644); err != nil {
 				f.fatalf("%v", err)
 			}
-			tarPid, ok := fz.next(20 * time.Second)
+			tar, ok := fz.next(20 * time.Second)
 			if !ok {
 				f.fatalf("no tar extracting in pod %s to freeze: %s", p.Name, fz.why())
 			}
-			t.Cleanup(func() { killFrozen(t, tarPid) })
+			t.Cleanup(func() { killFrozen(t, tar) })
 			f.inject()
 			f.lc.outage(t, "kube-apiserver", pid)
 			// The revert, while no try can reach the container: the file is back as it was
@@ -394,7 +499,7 @@ func faultList() []fault {
 				f.fatalf("the session said nothing about the revert:\n%s", f.s.Dump())
 			}
 			t.Logf("%s deleted and %s written in one burst, tar %d frozen in pod %s, kube-apiserver killed, both reverted",
-				rel, filepath.Base(b), tarPid, p.Name)
+				rel, filepath.Base(b), tar.pid, p.Name)
 			if err := f.lc.restart("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"); err != nil {
 				f.fatalf("restarting kube-apiserver: %v", err)
 			}

@@ -83,6 +83,18 @@ func TestModelVerdict(t *testing.T) {
 		{"stopped: a local delete against the container's conflicting version: the modification wins", stopped, false, pair{a, b}, []change{l("")}, nil, pair{b, b}, true},
 		{"stopped: with it, it comes home", stopped, true, pair{a, a}, []change{c("")}, nil, pair{"", ""}, true},
 
+		{"one-way: a local save goes up", oneway, false, pair{a, a}, []change{l(b)}, nil, pair{b, b}, true},
+		{"one-way: a local delete goes up", oneway, false, pair{a, a}, []change{l("")}, nil, pair{"", ""}, true},
+		{"one-way: a local save left out of the container", oneway, false, pair{a, a}, []change{l(b)}, nil, pair{b, a}, false},
+		{"one-way: the local version replaces a conflict's container version", oneway, false, pair{a, b}, nil, nil, pair{a, a}, true},
+		{"one-way: a conflict's container version comes home", oneway, false, pair{a, b}, nil, nil, pair{b, b}, false},
+		{"one-way: what only the container has stays", oneway, false, pair{"", b}, nil, nil, pair{"", b}, true},
+		{"one-way: or goes, deleted since by the local side", oneway, false, pair{"", b}, nil, nil, pair{"", ""}, true},
+		{"one-way: nothing comes home", oneway, false, pair{"", b}, nil, nil, pair{b, b}, false},
+		{"one-way: created and deleted locally, never sent: the container keeps its own", oneway, false, pair{"", b}, []change{l(a), l("")}, nil, pair{"", b}, true},
+		{"one-way: created and deleted locally, both sent: the container loses its own", oneway, false, pair{"", b}, []change{l(a), l("")}, nil, pair{"", ""}, true},
+		{"one-way: created and deleted locally: the create must not stay", oneway, false, pair{"", b}, []change{l(a), l("")}, nil, pair{"", a}, false},
+
 		{"restarted: the new container gets the local tree", restarted, false, pair{a, b}, nil, nil, pair{a, a}, true},
 		{"restarted: the container's version came home from the new container", restarted, false, pair{a, b}, nil, nil, pair{b, b}, false},
 		{"restarted: nothing of the old container is left", restarted, false, pair{"", b}, nil, nil, pair{"", ""}, true},
@@ -93,6 +105,43 @@ func TestModelVerdict(t *testing.T) {
 				printed: []func() []sessiontest.Event{func() []sessiontest.Event { return evs }},
 				state:   map[string]pair{p: tc.prev}, changes: map[string][]change{p: tc.chs}}
 			why := m.verdict(tc.kind, p, tc.cur)
+			if (why == "") != tc.ok {
+				t.Errorf("verdict %q, want ok %v", why, tc.ok)
+			}
+		})
+	}
+
+	// A start whose ancestor event says none or discarded (another key ran since, or the saved
+	// state could not be used): the rules of a first start (docs/state.md), whatever changed.
+	// An unlisted path's case uses src/main.py.
+	for _, tc := range []struct {
+		name   string
+		from   string
+		p      string
+		prev   pair
+		chs    []change
+		events []sessiontest.Event
+		cur    pair
+		ok     bool
+	}{
+		{"none: a container change, local unchanged, kept as a conflict", "none", p, pair{a, a}, []change{c(b)}, []sessiontest.Event{conflict(a, b)}, pair{a, b}, true},
+		{"none: a container change replaced by the local version", "none", p, pair{a, a}, []change{c(b)}, nil, pair{a, a}, true},
+		{"none: a container change kept with no conflict reported", "none", p, pair{a, a}, []change{c(b)}, nil, pair{a, b}, false},
+		{"none: a container change comes home over the local version", "none", p, pair{a, a}, []change{c(b)}, nil, pair{b, b}, false},
+		{"none: a local delete, the container's copy comes home", "none", p, pair{a, a}, []change{l("")}, nil, pair{a, a}, true},
+		{"none: a local delete, the container's copy left there (listed: it comes home)", "none", p, pair{a, a}, []change{l("")}, nil, pair{"", a}, false},
+		{"none: unlisted, a local delete leaves the container's copy", "none", "src/main.py", pair{a, a}, []change{l("")}, nil, pair{"", a}, true},
+		{"none: a container delete, the local version sent again", "discarded", p, pair{a, a}, []change{c("")}, nil, pair{a, a}, true},
+		{"none: a local save goes up", "none", p, pair{a, a}, []change{l(b)}, nil, pair{b, b}, true},
+		{"none: a local save lost", "none", p, pair{a, a}, []change{l(b)}, nil, pair{a, a}, false},
+		{"saved: a container change, local unchanged, must come home", "saved", p, pair{a, a}, []change{c(b)}, []sessiontest.Event{conflict(a, b)}, pair{a, b}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs := append([]sessiontest.Event{before}, tc.events...)
+			m := &model{t: t, local: local, running: true, startFrom: tc.from,
+				printed: []func() []sessiontest.Event{func() []sessiontest.Event { return evs }},
+				state:   map[string]pair{tc.p: tc.prev}, changes: map[string][]change{tc.p: tc.chs}}
+			why := m.verdict(stopped, tc.p, tc.cur)
 			if (why == "") != tc.ok {
 				t.Errorf("verdict %q, want ok %v", why, tc.ok)
 			}

@@ -36,8 +36,10 @@ var (
 )
 
 // defaultModelSteps bounds the run of `make test`: about 80 s of operations on the local
-// cluster (0.65 s a step, 2026-12-04), under the 3 minutes it may take.
-const defaultModelSteps = 120
+// cluster, under the 3 minutes it may take. 120 plain steps took 80 s (0.65 s a step,
+// 2026-12-04); the operations of LIVESYNC_MODEL_OPS cost more a step (a second session, 80
+// files removed one by one, a stream frozen past --exec-timeout): 80 steps took 120 s, so 60.
+const defaultModelSteps = 60
 
 // The paths the model writes, slash-separated under LOCAL (and /app). modelListed come back
 // (--sync-back lock.json --sync-back 'gen/**'); modelUnlisted go one way, local -> container.
@@ -64,7 +66,9 @@ const (
 // new session (the same state directory: it starts from what the last one saved); container
 // restarts (kill 1, then pod replacements); cut streams (the stream's loop in the container
 // killed). --sync-back-deletes and the image (busybox, or GNU tools with inotifywait) come from
-// the seed.
+// the seed. The kinds of operation LIVESYNC_MODEL_OPS lists (all by default; see modelOpKinds)
+// join them: large files, copies, a stream frozen past its deadline, touch -r saves, sessions of
+// another key between stops, and slow removers.
 //
 // After each round the test waits for a quiescent point (a marker file goes up and its
 // container twin comes home, by the session's own sync and sync-back: every change of the
@@ -110,11 +114,11 @@ func TestModel(t *testing.T) {
 
 func runModel(t *testing.T, seed uint64, steps int) {
 	m := &model{t: t, seed: seed, steps: steps, rng: rand.New(rand.NewPCG(seed, 0x6d6f64656c)), state: map[string]pair{},
-		keepGoing: os.Getenv("LIVESYNC_MODEL_KEEP_GOING") == "1"}
+		keepGoing: os.Getenv("LIVESYNC_MODEL_KEEP_GOING") == "1", kinds: modelKinds(t)}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("TestModel failed: seed %d, %d steps; replay: LIVESYNC_MODEL_SEED=%d LIVESYNC_MODEL_STEPS=%d E2E_RUN=TestModel hack/e2e.sh\noperations:\n%s",
-				m.seed, m.steps, m.seed, m.steps, strings.Join(m.log, "\n"))
+			t.Logf("TestModel failed: seed %d, %d steps; replay: LIVESYNC_MODEL_SEED=%d LIVESYNC_MODEL_STEPS=%d LIVESYNC_MODEL_OPS=%s E2E_RUN=TestModel hack/e2e.sh\noperations:\n%s",
+				m.seed, m.steps, m.seed, m.steps, m.kindsString(), strings.Join(m.log, "\n"))
 		}
 	})
 	m.run()
@@ -147,9 +151,11 @@ type evPos struct{ session, event int }
 type roundKind int
 
 const (
-	running   roundKind = iota // the session runs through the round
-	stopped                    // no session ran while the operations were made
-	restarted                  // the container restarted, no operation
+	running    roundKind = iota // the session runs through the round
+	stopped                     // no session ran while the operations were made
+	restarted                   // the container restarted, no operation
+	oneway                      // a session without --sync-back started and ran; local operations only
+	firstStart                  // stopped, and the start had no usable ancestor (see verdict)
 )
 
 type model struct {
@@ -161,6 +167,11 @@ type model struct {
 
 	deletes                     bool
 	kind                        string
+	kinds                       map[string]bool // the operation kinds LIVESYNC_MODEL_OPS switched on
+	key                         modelKey        // the running (or last) session's
+	transport                   string          // the running (or last) session's: stream or exec
+	startFrom                   string          // the last start's ancestor event: saved, discarded or none
+	freezes, others, slowrms    int
 	ns, pod, local, stage       string
 	stateDir                    string // every session's: each starts from what the last one saved
 	sessions                    []*sessiontest.Session
@@ -189,7 +200,7 @@ func (m *model) run() {
 	t := m.t
 	m.deletes = m.rng.IntN(2) == 0
 	m.kind = syncBackImages[m.rng.IntN(len(syncBackImages))]
-	m.logf("seed %d: image %s, --sync-back-deletes %v", m.seed, m.kind, m.deletes)
+	m.logf("seed %d: image %s, --sync-back-deletes %v, operations %s", m.seed, m.kind, m.deletes, m.kindsString())
 	m.ns, m.pod = webOf(t, m.kind)
 	dir := t.TempDir()
 	m.local, m.stage, m.stateDir = filepath.Join(dir, "tree"), filepath.Join(dir, "stage"), filepath.Join(dir, "state")
@@ -204,18 +215,25 @@ func (m *model) run() {
 	for _, p := range append(slices.Clone(modelListed[:4]), modelUnlisted[:3]...) {
 		m.localWrite(p, false)
 	}
-	m.start()
+	m.start(keyMain)
 	m.check(stopped)
 
 	// The special rounds come where the seed puts them, each at least once.
 	total := m.steps
 	stopAt, restartAt, cutAt := m.rng.IntN(total/3+1), total/3+m.rng.IntN(total/3+1), m.rng.IntN(total*2/3+1)
+	otherAt, slowAt, freezeAt := m.rng.IntN(total*2/3+1), m.rng.IntN(total*2/3+1), m.rng.IntN(total*2/3+1)
 	for m.ops < total {
 		switch r := m.rng.IntN(100); {
 		case m.restarts == 0 && m.ops >= restartAt, r < 4:
 			m.restartContainer()
-		case m.stops == 0 && m.ops >= stopAt, r < 20:
+		case m.stops == 0 && m.ops >= stopAt, r < 16:
 			m.stoppedRound(1 + m.rng.IntN(5))
+		case m.kinds["otherkey"] && (m.others == 0 && m.ops >= otherAt || r < 20):
+			m.otherKeyRound()
+		case m.kinds["slowrm"] && (m.slowrms == 0 && m.ops >= slowAt || r < 22):
+			m.slowRemoverRound()
+		case m.kinds["freeze"] && m.transport == "stream" && (m.freezes == 0 && m.ops >= freezeAt || r < 26):
+			m.freezeRound()
 		default:
 			cut := m.cuts == 0 && m.ops >= cutAt || m.rng.IntN(100) < 15
 			m.runningRound(1+m.rng.IntN(5), cut)
@@ -225,8 +243,8 @@ func (m *model) run() {
 	m.begin()
 	m.check(running)
 	m.stop()
-	t.Logf("TestModel: seed %d, %d operations in %d rounds (%d stopped, %d container restarts, %d cut streams), %d conflicts reported; sync-back-deletes %v, image %s",
-		m.seed, m.ops, m.round, m.stops, m.restarts, m.cuts, m.conflicts(), m.deletes, m.kind)
+	t.Logf("TestModel: seed %d, %d operations in %d rounds (%d stopped, %d container restarts, %d cut streams, %d other keys, %d slow removers, %d frozen streams), %d conflicts reported; sync-back-deletes %v, image %s",
+		m.seed, m.ops, m.round, m.stops, m.restarts, m.cuts, m.others, m.slowrms, m.freezes, m.conflicts(), m.deletes, m.kind)
 	if m.errs > 0 {
 		t.Fatalf("%d model violations (LIVESYNC_MODEL_KEEP_GOING=1 went on after each)", m.errs)
 	}
@@ -248,7 +266,7 @@ func (m *model) runningRound(n int, cut bool) {
 		if i == cutBefore {
 			m.cutStream()
 		}
-		m.randomOp()
+		m.randomOp(false)
 	}
 	if cutBefore == n {
 		m.cutStream()
@@ -262,24 +280,25 @@ func (m *model) stoppedRound(n int) {
 	m.begin()
 	m.stop()
 	m.stops++
-	m.logf("session stopped")
 	for range n {
-		m.randomOp()
+		m.randomOp(false)
 	}
-	m.start()
-	m.logf("session started")
+	m.start(keyMain)
 	m.check(stopped)
 }
 
-func (m *model) randomOp() {
-	m.ops++
-	m.at, m.began = m.pos(), time.Now()
-	defer func() { m.began = time.Time{} }()
-	if m.rng.IntN(100) < 55 {
+// randomOp makes one operation, on the local side only when localOnly (no session brings the
+// container's home).
+func (m *model) randomOp(localOnly bool) {
+	defer m.beginOp()()
+	if localOnly || m.rng.IntN(100) < 55 {
 		// Local: any path, listed more often (they are where both sides meet).
 		p := m.listed()
 		if m.rng.IntN(100) < 30 {
 			p = modelUnlisted[m.rng.IntN(len(modelUnlisted))]
+		}
+		if m.newLocalOp(p) {
+			return
 		}
 		switch r := m.rng.IntN(100); {
 		case r < 50:
@@ -298,6 +317,9 @@ func (m *model) randomOp() {
 		return
 	}
 	p := m.listed()
+	if m.newRemoteOp(p) {
+		return
+	}
 	switch r := m.rng.IntN(100); {
 	case r < 50:
 		m.remoteWrite(p, m.rng.IntN(2) == 0)
@@ -308,6 +330,14 @@ func (m *model) randomOp() {
 	default:
 		m.remoteReplaceDir(modelDirs[m.rng.IntN(2)]) // gen/sub, gen/e: listed
 	}
+}
+
+// beginOp counts an operation and marks where the events and the clock stand as it begins;
+// the function it returns ends it.
+func (m *model) beginOp() func() {
+	m.ops++
+	m.at, m.began = m.pos(), time.Now()
+	return func() { m.began = time.Time{} }
 }
 
 // listed picks a listed path, one of the first two (lock.json, gen/a.txt) two times in five:
@@ -633,21 +663,33 @@ func (m *model) restartCount() int32 {
 	return p.Status.ContainerStatuses[0].RestartCount
 }
 
-func (m *model) start() {
-	args := []string{"deploy/web", "--sync-back", "lock.json", "--sync-back", "gen/**"}
-	if m.deletes {
-		args = append(args, "--sync-back-deletes")
+// start starts a session of key from the state directory every session shares, on a transport
+// the seed draws (exec, whose link is not measured fast, sends large files as deltas; see
+// TestSyncBigSaveDelta), and records the ancestor its start reports.
+func (m *model) start(key modelKey) {
+	m.key, m.transport = key, "stream"
+	if m.kinds["large"] && m.rng.IntN(3) == 0 {
+		m.transport = "exec"
 	}
-	s := newSession(m.t, m.ns).StateDir(m.stateDir).Args(args...).Map(m.local, "/app").Start()
+	s := newSession(m.t, m.ns).StateDir(m.stateDir).Args(m.sessionArgs(key)...).Map(m.local, "/app").Start()
 	m.sessions, m.printed = append(m.sessions, s), append(m.printed, s.Events)
 	m.running = true
 	s.WaitSynced()
+	m.startFrom = ""
+	for _, ev := range s.Events() {
+		if ev.Type == "ancestor" {
+			m.startFrom = ev.From
+			break
+		}
+	}
+	m.logf("session started: %s, transport %s, ancestor %s", key, m.transport, show(m.startFrom))
 }
 
 func (m *model) stop() {
 	if m.running {
 		m.sessions[len(m.sessions)-1].Stop()
 		m.running = false
+		m.logf("session stopped (%s)", m.key)
 	}
 }
 
@@ -658,22 +700,47 @@ func (m *model) stop() {
 // sent every local change made before, and a sync-back pass that started after every container
 // change has run.
 func (m *model) quiesce() {
+	m.quiesceLocal()
+	if m.key != keyOneWay { // else nothing comes home
+		m.quiesceRemote()
+	}
+}
+
+// quiesceLocal returns once a local marker written now is in the container.
+func (m *model) quiesceLocal() {
 	m.marks++
 	n := strconv.Itoa(m.marks)
 	write(m.t, m.abs(modelLocalMark), n)
-	waitFor(m.t, "the local marker in the container", time.Minute, func() (bool, error) {
+	m.waitFor("the local marker in the container", time.Minute, func() bool {
 		r := kexec(m.t, m.ns, m.pod, "cat", "/app/"+modelLocalMark)
-		return r.code == 0 && r.stdout == n, nil
+		return r.code == 0 && r.stdout == n
 	})
+}
+
+// quiesceRemote returns once a container marker written now is home, its pass over.
+func (m *model) quiesceRemote() {
+	n := strconv.Itoa(m.marks)
 	// The pass that brings it has ended when its synced-back event is printed.
 	from := m.pos()
 	m.sh(mkParent+`printf %s "$2" > "$1"`, modelRemoteMark, n)
-	waitFor(m.t, "the container marker's synced-back event", time.Minute, func() (bool, error) {
+	m.waitFor("the container marker's synced-back event", time.Minute, func() bool {
 		b, _ := os.ReadFile(m.abs(modelRemoteMark))
 		return string(b) == n && slices.ContainsFunc(m.events(from), func(ev sessiontest.Event) bool {
 			return ev.Type == "synced-back" && slices.Contains(ev.Paths, m.abs(modelRemoteMark))
-		}), nil
+		})
 	})
+}
+
+// waitFor is waitFor that fails with the session's last events.
+func (m *model) waitFor(what string, timeout time.Duration, cond func() bool) {
+	m.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		m.logf("NOT QUIESCENT: waiting for %s: %v", what, err)
+		m.t.Fatalf("round %d: waiting for %s: %v\nlast events of the session:\n%s", m.round, what, err, m.tail())
+	}
 }
 
 // check waits for a quiescent point and holds every path to the rules: polls until they hold
@@ -703,7 +770,7 @@ func (m *model) check(kind roundKind) {
 	if err != nil {
 		m.errs++
 		msg := fmt.Sprintf("round %d (%s): the model's rules do not hold at the quiescent point:\n  %s\nlast events of the session:\n%s",
-			m.round, [...]string{"running", "stopped", "container restarted"}[kind], strings.Join(last, "\n  "), m.tail())
+			m.round, [...]string{"running", "stopped", "container restarted", "one-way session", "first start"}[kind], strings.Join(last, "\n  "), m.tail())
 		m.logf("VIOLATION:\n  %s", strings.Join(last, "\n  "))
 		if !m.keepGoing || cur == nil {
 			m.t.Fatal(msg)
@@ -751,6 +818,12 @@ func (m *model) observe(ctx context.Context) (map[string]pair, []string, error) 
 		return nil, nil, err
 	}
 	known := map[string]bool{modelLocalMark: true, modelRemoteMark: true}
+	for p := range lt {
+		known[p] = known[p] || isBulk(p) // the slow removers' files: see slowRemoverRound
+	}
+	for p := range rt {
+		known[p] = known[p] || isBulk(p)
+	}
 	cur := map[string]pair{}
 	for _, p := range append(slices.Clone(modelListed), modelUnlisted...) {
 		known[p] = true
@@ -831,6 +904,16 @@ func readLocalTree(root string) (tree, error) {
 // changed on both, a conflict, or where one side deleted, the other's modification on both;
 // unchanged, it stays (a conflict may be settled the local side's way).
 //
+// A start without a usable ancestor (its ancestor event says none or discarded: another key ran
+// since, the saved state failed; docs/state.md) is judged by the rules of a first start instead:
+// the local side wins, a listed file that differs in the container may stay as a reported
+// conflict, and what only the container holds stays there (listed, it comes home).
+//
+// A session without --sync-back (another key, between stops; only local operations while it
+// runs) sends the local tree: every local file on both sides, and where the local side has
+// none, the container keeps its own or loses it (a start from that key's saved ancestor
+// deletes what the local side deleted since); the local side never changes.
+//
 // A restarted container starts empty and gets the local tree; nothing comes back from it.
 func (m *model) verdict(kind roundKind, p string, cur pair) string {
 	prev, chs := m.state[p], m.changes[p]
@@ -857,7 +940,42 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 	bad := func(want string) string {
 		return fmt.Sprintf("%s: %s; was %s, changes %s; want %s", p, cur, prev, describe(chs), want)
 	}
+	switch {
+	case kind == stopped && m.startFrom != "" && m.startFrom != "saved":
+		kind = firstStart
+	}
 	switch kind {
+	case firstStart:
+		listed := slices.Contains(modelListed, p)
+		switch {
+		case lastL != "" && cur == both(lastL):
+		case lastL != "" && listed && lastR != "" && conflict():
+		case lastL == "" && lastR != "" && cur == pair{"", lastR} && !listed:
+		case lastL == "" && lastR != "" && cur == both(lastR) && listed:
+		case lastL == "" && lastR == "" && cur == pair{}:
+		default:
+			return bad(fmt.Sprintf("as a start without a usable ancestor (%s) leaves it: the local version on both sides (or, listed, a conflict that holds both), or where only the container has it, the container's (listed: on both sides)", m.startFrom))
+		}
+	case oneway:
+		switch {
+		case localChanged && lastL == "":
+			// Deleted locally in the end: the container loses it, or, where the local
+			// side's create and delete never reached it as changes (one batch saw the
+			// path absent), keeps what it had, which the session never sent.
+			if cur.L != "" || cur.R != "" && cur.R != prev.R {
+				return bad("absent locally, and in the container nothing, or what it had before (a session without --sync-back never deletes what it did not send)")
+			}
+		case localChanged:
+			if cur != both(lastL) {
+				return bad("the local change on both sides (a session without --sync-back sends it)")
+			}
+		case prev.L != "":
+			if cur != both(prev.L) {
+				return bad("the local version on both sides (a session without --sync-back sends the local tree)")
+			}
+		case cur.L != "" || cur.R != prev.R && cur.R != "":
+			return bad("absent locally, and in the container what it had, or nothing")
+		}
 	case restarted:
 		if cur != both(prev.L) {
 			return bad("the local version on both sides (a new container gets the local tree, and sends nothing back)")

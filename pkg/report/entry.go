@@ -1,4 +1,4 @@
-package cmd
+package report
 
 import (
 	"bytes"
@@ -8,20 +8,21 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 )
 
-// entryReporter prints one livesync.yaml entry's events through the one reporter of the
+// EntryPrinter prints one livesync.yaml entry's events through the one reporter of the
 // run: text lines start with [NAME], NDJSON events carry "entry", and the run prints one
 // summary for all entries when every session has ended.
-type entryReporter struct {
-	r    *syncReporter
+type EntryPrinter struct {
+	r    *Printer
 	name string
 }
 
-var _ session.Reporter = (*entryReporter)(nil)
+var _ session.Reporter = (*EntryPrinter)(nil)
 
-func (r *syncReporter) forEntry(name string) *entryReporter { return &entryReporter{r: r, name: name} }
+// ForEntry returns the printer of the livesync.yaml entry called name.
+func (r *Printer) ForEntry(name string) *EntryPrinter { return &EntryPrinter{r: r, name: name} }
 
 // as runs f with the entry's name on what it prints.
-func (e *entryReporter) as(f func()) {
+func (e *EntryPrinter) as(f func()) {
 	e.r.mu.Lock()
 	defer e.r.mu.Unlock()
 	e.r.entry = e.name
@@ -29,18 +30,18 @@ func (e *entryReporter) as(f func()) {
 	f()
 }
 
-func (e *entryReporter) Report(ev filesync.Event) { e.as(func() { e.r.report(ev) }) }
+func (e *EntryPrinter) Report(ev filesync.Event) { e.as(func() { e.r.report(ev) }) }
 
-func (e *entryReporter) Refreshed(line string) {
+func (e *EntryPrinter) Refreshed(line string) {
 	e.as(func() { e.r.emit(jsonEvent{Type: "refresh", Message: line}, "%s", line) })
 }
 
-func (e *entryReporter) Warn(err error) {
+func (e *EntryPrinter) Warn(err error) {
 	e.as(func() { e.r.emitErr(jsonEvent{Type: "error", Error: err.Error()}, "warning: %v", err) })
 }
 
 // Failed reports the error that ended the entry's session; the other entries go on.
-func (e *entryReporter) Failed(err error) {
+func (e *EntryPrinter) Failed(err error) {
 	e.as(func() {
 		e.r.errors++
 		e.r.emitErr(jsonEvent{Type: "error", Error: err.Error()}, "error: %v", err)
@@ -48,18 +49,18 @@ func (e *entryReporter) Failed(err error) {
 }
 
 // Note says something the user should know once, as a note event.
-func (e *entryReporter) Note(msg string) {
+func (e *EntryPrinter) Note(msg string) {
 	e.as(func() { e.r.emitErr(jsonEvent{Type: "note", Message: msg}, "note: %s", msg) })
 }
 
-func (e *entryReporter) Watching(roots []string) { e.as(func() { e.r.watching(roots) }) }
+func (e *EntryPrinter) Watching(roots []string) { e.as(func() { e.r.watching(roots) }) }
 
 // Summary is the run's, printed once by runEntries.
-func (e *entryReporter) Summary() {}
+func (e *EntryPrinter) Summary() {}
 
-// notes returns w with each line started by the entry's name (kubectl's "Defaulted
+// Notes returns w with each line started by the entry's name (kubectl's "Defaulted
 // container" note is written as one line).
-func (e *entryReporter) notes(w io.Writer) io.Writer {
+func (e *EntryPrinter) Notes(w io.Writer) io.Writer {
 	if e.r.json {
 		return w
 	}

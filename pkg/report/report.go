@@ -1,4 +1,4 @@
-package cmd
+package report
 
 import (
 	"fmt"
@@ -13,14 +13,14 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/session"
 )
 
-// syncReporter prints the engine's events: one human line per event, or NDJSON with -o json.
+// Printer prints the engine's events: one human line per event, or NDJSON with -o json.
 // The NDJSON shapes are documented in docs/reference.md and are a contract for editors and scripts.
-type syncReporter struct {
+type Printer struct {
 	out, errOut io.Writer
 	json        bool
-	// isDryRun: the session is a dry run, which says what every target
+	// DryRun: the session is a dry run, which says what every target
 	// starts from (see ancestor).
-	isDryRun bool
+	DryRun bool
 	// tty draws initial-sync progress on one self-overwriting line of errOut.
 	tty      bool
 	progress bool // a progress line is on screen
@@ -41,7 +41,7 @@ type syncReporter struct {
 	// helperNoted: the note on what helpers leave in a pod was printed.
 	helperNoted bool
 
-	// Held mass deletes ask in a terminal (syncprompt.go): in is read for answers, nil when
+	// Held mass deletes ask in a terminal (prompt.go): in is read for answers, nil when
 	// nothing asks; asks are the sessions' release channels by entry.
 	in         io.Reader
 	wd         string
@@ -52,21 +52,23 @@ type syncReporter struct {
 	inClosed   bool      // stdin ended: no more questions
 }
 
-var _ session.Reporter = (*syncReporter)(nil)
+var _ session.Reporter = (*Printer)(nil)
 
-func newSyncReporter(out, errOut io.Writer, asJSON bool) *syncReporter {
-	return &syncReporter{out: out, errOut: errOut, json: asJSON, tty: !asJSON && printers.IsTerminal(errOut), colour: !asJSON && printers.IsTerminal(out),
+// NewPrinter returns a printer of text lines (NDJSON when asJSON) on out, and of
+// errors, warnings and progress on errOut.
+func NewPrinter(out, errOut io.Writer, asJSON bool) *Printer {
+	return &Printer{out: out, errOut: errOut, json: asJSON, tty: !asJSON && printers.IsTerminal(errOut), colour: !asJSON && printers.IsTerminal(out),
 		targets: map[string]bool{}, started: time.Now()}
 }
 
 // Report implements filesync.Reporter.
-func (r *syncReporter) Report(ev filesync.Event) {
+func (r *Printer) Report(ev filesync.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.report(ev)
 }
 
-func (r *syncReporter) report(ev filesync.Event) {
+func (r *Printer) report(ev filesync.Event) {
 	switch e := ev.(type) {
 	case filesync.TargetAdded:
 		r.targets[e.Target.String()] = true
@@ -86,8 +88,12 @@ func (r *syncReporter) report(ev filesync.Event) {
 		}
 		r.files += e.Files
 		r.bytes += e.Bytes
+		format := "synced %s: %d sent, %d deleted, %s in %s%s"
+		if r.DryRun {
+			format = "dry run, nothing written to %s: %d to send, %d to delete, %s, planned in %s%s"
+		}
 		r.emit(jsonEvent{Type: "initial-sync", Target: toJSONTarget(e.Target), Files: &e.Files, Deleted: &e.Deleted, Bytes: &e.Bytes, Duration: ms(e.Duration), Transport: e.Transport},
-			"synced %s: %d sent, %d deleted, %s in %s%s", e.Target, e.Files, e.Deleted, humanBytes(e.Bytes), e.Duration.Round(time.Millisecond), via(e.Transport))
+			format, e.Target, e.Files, e.Deleted, humanBytes(e.Bytes), e.Duration.Round(time.Millisecond), via(e.Transport))
 	case filesync.Batch:
 		if e.Changed == 0 && e.Deleted == 0 && e.Failed == 0 {
 			return // events that changed nothing (e.g. a directory's mtime) are noise
@@ -138,27 +144,27 @@ func (r *syncReporter) report(ev filesync.Event) {
 }
 
 // Refreshed reports what a --refresh or --follow-tag did, one line at a time.
-func (r *syncReporter) Refreshed(line string) {
+func (r *Printer) Refreshed(line string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.emit(jsonEvent{Type: "refresh", Message: line}, "%s", line)
 }
 
 // Warn reports a problem that does not end the session.
-func (r *syncReporter) Warn(err error) {
+func (r *Printer) Warn(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.emitErr(jsonEvent{Type: "error", Error: err.Error()}, "warning: %v", err)
 }
 
 // Watching says the session is watching roots.
-func (r *syncReporter) Watching(roots []string) {
+func (r *Printer) Watching(roots []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.watching(roots)
 }
 
-func (r *syncReporter) watching(roots []string) {
+func (r *Printer) watching(roots []string) {
 	if r.json {
 		r.writeJSON(r.out, jsonEvent{Type: "watching", Entry: r.entry, Paths: roots})
 		return
@@ -168,28 +174,28 @@ func (r *syncReporter) watching(roots []string) {
 }
 
 // Summary prints what the session did, when it ends.
-func (r *syncReporter) Summary() {
+func (r *Printer) Summary() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.json {
 		return
 	}
 	r.endPrompt()
-	fmt.Fprintf(r.errOut, "livesync: %d containers, %d batches, %d files, %s sent, %d errors in %s\n",
-		len(r.targets), r.batches, r.files, humanBytes(r.bytes), r.errors, time.Since(r.started).Round(time.Second))
+	fmt.Fprintf(r.errOut, "livesync: %s, %s, %s, %s sent, %s in %s\n",
+		plural(len(r.targets), "container", "containers"), plural(r.batches, "batch", "batches"), plural(r.files, "file", "files"), humanBytes(r.bytes), plural(r.errors, "error", "errors"), time.Since(r.started).Round(time.Second))
 }
 
 // emit prints an event as NDJSON on stdout, or as a line on stdout.
-func (r *syncReporter) emit(ev jsonEvent, format string, args ...any) {
+func (r *Printer) emit(ev jsonEvent, format string, args ...any) {
 	r.print(r.out, ev, format, args...)
 }
 
 // emitErr prints an event as NDJSON on stdout, or as a line on stderr.
-func (r *syncReporter) emitErr(ev jsonEvent, format string, args ...any) {
+func (r *Printer) emitErr(ev jsonEvent, format string, args ...any) {
 	r.print(r.errOut, ev, format, args...)
 }
 
-func (r *syncReporter) print(text io.Writer, ev jsonEvent, format string, args ...any) {
+func (r *Printer) print(text io.Writer, ev jsonEvent, format string, args ...any) {
 	r.clearProgress()
 	if r.json {
 		ev.Entry = r.entry
@@ -201,7 +207,7 @@ func (r *syncReporter) print(text io.Writer, ev jsonEvent, format string, args .
 }
 
 // prefix starts the text lines of a livesync.yaml entry with its name.
-func (r *syncReporter) prefix() string {
+func (r *Printer) prefix() string {
 	if r.entry == "" {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package cmd
+package report
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ func TestRestartedEvents(t *testing.T) {
 		{Target: tg, Mode: hup, ExitCode: -1, Err: errors.New("pid 1 (sh) does not handle SIGHUP: nothing would happen; try --restart process")},
 	}
 	var out, errOut bytes.Buffer
-	r := newSyncReporter(&out, &errOut, false)
+	r := NewPrinter(&out, &errOut, false)
 	for _, ev := range evs {
 		r.Restarted(ev)
 	}
@@ -36,7 +36,7 @@ func TestRestartedEvents(t *testing.T) {
 	}
 
 	out.Reset()
-	r = newSyncReporter(&out, &errOut, true)
+	r = NewPrinter(&out, &errOut, true)
 	for _, ev := range evs {
 		r.Restarted(ev)
 	}
@@ -52,12 +52,5 @@ func TestRestartedEvents(t *testing.T) {
 	}
 	if e := got[3]; !strings.Contains(e["error"].(string), "does not handle SIGHUP") || e["durationMs"] != nil {
 		t.Errorf("refused signal: %v", e)
-	}
-}
-
-func TestShellWords(t *testing.T) {
-	got := shellWords([]string{"/bin/sh", "-c", "exec /app/server --port=80", "", "it's"})
-	if want := `/bin/sh -c 'exec /app/server --port=80' '' 'it'\''s'`; got != want {
-		t.Errorf("shellWords = %s, want %s", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package cmd
+package report
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func TestForwardAndLogLines(t *testing.T) {
 	line := logs.Line{Namespace: "ns", Pod: "web-2", Container: "app", Text: "hello \x1b[2Jworld\tok", Time: at}
 
 	var out, errOut bytes.Buffer
-	r := newSyncReporter(&out, &errOut, false)
+	r := NewPrinter(&out, &errOut, false)
 	for _, ev := range events {
 		r.Forward(ev)
 	}
@@ -50,8 +50,8 @@ func TestForwardAndLogLines(t *testing.T) {
 	}
 
 	out.Reset()
-	r = newSyncReporter(&out, &errOut, true)
-	r.forEntry("api").Forward(events[2])
+	r = NewPrinter(&out, &errOut, true)
+	r.ForEntry("api").Forward(events[2])
 	r.Log(line)
 	r.Forward(events[5])
 	evs := assertNDJSON(t, out.String())
@@ -76,7 +76,7 @@ func TestForwardAndLogLines(t *testing.T) {
 // as whole lines.
 func TestLogLinesWhole(t *testing.T) {
 	var out, errOut bytes.Buffer
-	r := newSyncReporter(&out, &errOut, false)
+	r := NewPrinter(&out, &errOut, false)
 	long := strings.Repeat("x", 10000)
 	var wg sync.WaitGroup
 	for i := range 8 {

@@ -1,6 +1,6 @@
 // The human lines of the sync reporter: on-sync output, dry-run listings, progress, sizes.
 
-package cmd
+package report
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ const onSyncLines = 10
 
 // onSync prints one on-sync run: a line on stdout when it exited 0, else a warning on stderr,
 // with the last lines of its output indented below.
-func (r *syncReporter) onSync(e filesync.OnSync) {
+func (r *Printer) onSync(e filesync.OnSync) {
 	ev := jsonEvent{Type: "on-sync", Target: toJSONTarget(e.Target), Duration: ms(e.Duration), Output: &e.Output}
 	took := e.Duration.Round(time.Millisecond)
 	tail := indentTail(e.Output, onSyncLines)
@@ -54,7 +54,7 @@ func listing(copies, deletes []string) string {
 }
 
 // drawProgress shows files, bytes, rate and ETA of an initial sync on one line.
-func (r *syncReporter) drawProgress(p filesync.Progress) {
+func (r *Printer) drawProgress(p filesync.Progress) {
 	r.endPrompt()
 	rate := float64(p.Bytes) / p.Elapsed.Seconds()
 	line := fmt.Sprintf("syncing %s: %d files, %s/%s, %s/s", p.Target, p.Files, humanBytes(p.Bytes), humanBytes(p.TotalBytes), humanBytes(int64(rate)))
@@ -66,7 +66,7 @@ func (r *syncReporter) drawProgress(p filesync.Progress) {
 }
 
 // clearProgress removes the progress line before any other output.
-func (r *syncReporter) clearProgress() {
+func (r *Printer) clearProgress() {
 	if r.progress {
 		fmt.Fprint(r.errOut, "\r\033[K")
 		r.progress = false

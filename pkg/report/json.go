@@ -1,6 +1,6 @@
 // The NDJSON shapes of `livesync -o json`: a contract for editors and scripts (see docs/reference.md).
 
-package cmd
+package report
 
 import (
 	"encoding/json"
@@ -92,7 +92,7 @@ func ms(d time.Duration) *float64 {
 	return &v
 }
 
-func (r *syncReporter) writeJSON(w io.Writer, ev jsonEvent) {
+func (r *Printer) writeJSON(w io.Writer, ev jsonEvent) {
 	ev.Time = time.Now().UTC().Format(time.RFC3339Nano)
 	b, _ := json.Marshal(ev)
 	fmt.Fprintf(w, "%s\n", b)

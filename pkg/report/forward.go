@@ -1,6 +1,6 @@
 // The forward and log lines of the sync reporter (--forward, --logs).
 
-package cmd
+package report
 
 import (
 	"fmt"
@@ -20,13 +20,13 @@ type jsonForward struct {
 }
 
 // Forward implements session.Reporter.
-func (r *syncReporter) Forward(ev forward.Event) {
+func (r *Printer) Forward(ev forward.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.forward(ev)
 }
 
-func (r *syncReporter) forward(ev forward.Event) {
+func (r *Printer) forward(ev forward.Event) {
 	je := jsonEvent{Type: "forward", Forward: &jsonForward{Address: ev.Addr, Remote: ev.Spec.Remote}, State: ev.State,
 		Pod: ev.Pod, Previous: ev.Previous, Reason: ev.Reason, Waiting: ev.Waiting, Dials: &ev.Dials}
 	head := fmt.Sprintf("forward %s -> %s", ev.Addr, ev.Spec.Remote)
@@ -42,13 +42,13 @@ func (r *syncReporter) forward(ev forward.Event) {
 
 // Log implements session.Reporter: one whole line per call, under the reporter's lock, so a
 // sync line never lands inside a log line.
-func (r *syncReporter) Log(l logs.Line) {
+func (r *Printer) Log(l logs.Line) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.log(l)
 }
 
-func (r *syncReporter) log(l logs.Line) {
+func (r *Printer) log(l logs.Line) {
 	je := jsonEvent{Type: "log", Target: &jsonTarget{Namespace: l.Namespace, Pod: l.Pod, Container: l.Container}, Message: l.Text}
 	if !l.Time.IsZero() {
 		je.LogTime = l.Time.UTC().Format(time.RFC3339Nano)
@@ -89,5 +89,5 @@ func printable(s string) string {
 
 func isControl(c rune) bool { return c != '\t' && unicode.IsControl(c) }
 
-func (e *entryReporter) Forward(ev forward.Event) { e.as(func() { e.r.forward(ev) }) }
-func (e *entryReporter) Log(l logs.Line)          { e.as(func() { e.r.log(l) }) }
+func (e *EntryPrinter) Forward(ev forward.Event) { e.as(func() { e.r.forward(ev) }) }
+func (e *EntryPrinter) Log(l logs.Line)          { e.as(func() { e.r.log(l) }) }

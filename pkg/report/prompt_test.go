@@ -1,4 +1,4 @@
-package cmd
+package report
 
 import (
 	"bytes"
@@ -69,9 +69,9 @@ func TestHeldQuestion(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			in, typed := io.Pipe()
 			var out, errOut lockedBuffer
-			r := newSyncReporter(&out, &errOut, false)
-			r.askOn(in, "/work/src")
-			releases := r.releases("", session.Config{})
+			r := NewPrinter(&out, &errOut, false)
+			r.AskOn(in, "/work/src")
+			releases := r.Releases("", session.Config{})
 			r.Report(massHeld("web-1", "id-1"))
 			if got := errOut.String(); got != question {
 				t.Fatalf("screen = %q, want the one-line question %q", got, question)
@@ -118,9 +118,9 @@ func TestHeldQuestionReplacedAndOutputBelow(t *testing.T) {
 	in, typed := io.Pipe()
 	defer typed.Close()
 	var out, errOut lockedBuffer
-	r := newSyncReporter(&out, &errOut, false)
-	r.askOn(in, "/work/src")
-	releases := r.releases("", session.Config{})
+	r := NewPrinter(&out, &errOut, false)
+	r.AskOn(in, "/work/src")
+	releases := r.Releases("", session.Config{})
 	r.Report(massHeld("web-1", "id-1"))
 	r.Report(filesync.Error{Target: filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app"}, Err: io.ErrUnexpectedEOF})
 	r.Report(massHeld("web-2", "id-2"))
@@ -142,9 +142,9 @@ func TestHeldQuestionReplacedAndOutputBelow(t *testing.T) {
 func TestHeldQuestionOnlyInInteractiveSessions(t *testing.T) {
 	for _, cfg := range []session.Config{{Once: true}, {Sync: filesync.Config{DryRun: true}}} {
 		var out, errOut lockedBuffer
-		r := newSyncReporter(&out, &errOut, false)
-		r.askOn(strings.NewReader(""), "/work/src")
-		if ch := r.releases("", cfg); ch != nil {
+		r := NewPrinter(&out, &errOut, false)
+		r.AskOn(strings.NewReader(""), "/work/src")
+		if ch := r.Releases("", cfg); ch != nil {
 			t.Errorf("%+v: asks", cfg)
 		}
 		r.Report(massHeld("web-1", "id-1"))
@@ -153,16 +153,16 @@ func TestHeldQuestionOnlyInInteractiveSessions(t *testing.T) {
 		}
 	}
 	var out, errOut lockedBuffer
-	r := newSyncReporter(&out, &errOut, false)
-	r.askOn(strings.NewReader(""), "/work/src")
-	r.releases("", session.Config{})
+	r := NewPrinter(&out, &errOut, false)
+	r.AskOn(strings.NewReader(""), "/work/src")
+	r.Releases("", session.Config{})
 	root := massHeld("web-1", "")
 	root.Reason, root.Hint = `local root "/work/src" is missing`, "nothing is deleted until it is back"
 	r.Report(root)
 	if !strings.HasSuffix(errOut.String(), "is missing; nothing is deleted until it is back\n") {
 		t.Errorf("root problem: %q", errOut.String())
 	}
-	if interactive(strings.NewReader(""), &out, &errOut, false) {
+	if Interactive(strings.NewReader(""), &out, &errOut, false) {
 		t.Error("buffers are a terminal")
 	}
 }

@@ -1,4 +1,4 @@
-package cmd
+package report
 
 import (
 	"fmt"
@@ -22,7 +22,7 @@ type jsonHelper struct {
 
 // helperUsed prints that a target is synced through a helper container and, the first time
 // one is added, what that leaves in the pod.
-func (r *syncReporter) helperUsed(e filesync.HelperUsed) {
+func (r *Printer) helperUsed(e filesync.HelperUsed) {
 	ev := jsonEvent{Type: "helper", Target: toJSONTarget(e.Target), Reason: e.Why, Helper: &jsonHelper{
 		Name: e.Name, Image: e.Image, Profile: e.Profile, Level: e.Level, Reused: e.Reused, DryRun: e.DryRun,
 		UID: e.UID, GID: e.GID, Owner: e.Owner}}

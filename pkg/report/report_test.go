@@ -1,4 +1,4 @@
-package cmd
+package report
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 
 func TestSyncReporterNDJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
-	r := newSyncReporter(&out, &errOut, true)
+	r := NewPrinter(&out, &errOut, true)
 	tg := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "containerd://abc"}
 	r.Report(filesync.TargetAdded{Target: tg, Transport: filesync.TransportStream})
 	r.Report(filesync.InitialSync{Target: tg, Files: 3, Bytes: 2048, Duration: 1500 * time.Microsecond})
@@ -98,7 +98,7 @@ func TestSyncReporterOnSyncText(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			newSyncReporter(&out, &errOut, false).Report(tt.ev)
+			NewPrinter(&out, &errOut, false).Report(tt.ev)
 			if out.String() != tt.stdout || errOut.String() != tt.stder {
 				t.Errorf("stdout %q, stderr %q; want %q, %q", out.String(), errOut.String(), tt.stdout, tt.stder)
 			}
@@ -130,7 +130,7 @@ func assertNDJSON(t *testing.T, out string) []map[string]any {
 
 func TestSyncReporterText(t *testing.T) {
 	var out, errOut bytes.Buffer
-	r := newSyncReporter(&out, &errOut, false)
+	r := NewPrinter(&out, &errOut, false)
 	tg := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app"}
 	r.Report(filesync.Batch{Changed: 2, Deleted: 1, Names: []string{"/app/a", "/app/b"}, Targets: 2, Failed: 1, Bytes: 3 << 20, Latency: 120 * time.Millisecond})
 	r.Report(filesync.Error{Target: tg, Err: errors.New("permission denied")})
@@ -141,7 +141,7 @@ func TestSyncReporterText(t *testing.T) {
 		t.Errorf("batch line = %q", got)
 	}
 	held := "held: ns/web-1/app: not deleting 61 remote entries (/app/old, ...): more than half of the 66 entries the container has; if that is intended, restart with --initial=mirror --allow-mass-delete\n"
-	if !strings.Contains(errOut.String(), "error: ns/web-1/app: permission denied") || !strings.Contains(errOut.String(), "1 batches") ||
+	if !strings.Contains(errOut.String(), "error: ns/web-1/app: permission denied") || !strings.Contains(errOut.String(), "0 containers, 1 batch, 2 files, 3.0 MiB sent, 1 error in") ||
 		!strings.Contains(errOut.String(), held) {
 		t.Errorf("stderr = %q", errOut.String())
 	}
@@ -156,7 +156,7 @@ func TestSyncReporterWaiting(t *testing.T) {
 	loop := filesync.Restarting{Target: tg, Restarts: 2, Window: 5 * time.Minute, ExitCode: &three}
 
 	var out, errOut bytes.Buffer
-	r := newSyncReporter(&out, &errOut, false)
+	r := NewPrinter(&out, &errOut, false)
 	r.Report(wait)
 	r.Report(loop)
 	want := "waiting for deployment/web: pod \"web-1\": container \"app\" is in ImagePullBackOff: not found\n" +
@@ -167,7 +167,7 @@ func TestSyncReporterWaiting(t *testing.T) {
 
 	out.Reset()
 	errOut.Reset()
-	r = newSyncReporter(&out, &errOut, true)
+	r = NewPrinter(&out, &errOut, true)
 	r.Report(wait)
 	r.Report(loop)
 	evs := assertNDJSON(t, out.String())

@@ -1,7 +1,7 @@
 // The dry-run lines of the sync reporter: what a plan would do, and the preflight of how a real
 // run would sync (transport, user, whether the remote directory is writable).
 
-package cmd
+package report
 
 import (
 	"errors"
@@ -31,7 +31,7 @@ type jsonPreflight struct {
 // dryRun prints what a plan would do in a target and, for the initial sync, how: one line per
 // target and mapping, with the paths below it. A preflight that could not run is part of the
 // line, not an error: the dry run itself went fine.
-func (r *syncReporter) dryRun(e filesync.DryRun) {
+func (r *Printer) dryRun(e filesync.DryRun) {
 	ev := jsonEvent{Type: "dry-run", Target: toJSONTarget(e.Target), Remote: string(e.Remote), Copy: e.Copy, Delete: e.Delete}
 	where := e.Target.String()
 	if e.Remote != "" {
@@ -96,10 +96,10 @@ func preflightText(remote filesync.RemotePath, pf *filesync.Preflight) string {
 // ancestor says which ancestor a target's mapping starts from and why (see
 // filesync.Start), and what a three-way start decided: always under
 // --dry-run and -o json, else when there was saved state.
-func (r *syncReporter) ancestor(e filesync.Ancestor) {
+func (r *Printer) ancestor(e filesync.Ancestor) {
 	ev := jsonEvent{Type: "ancestor", Target: toJSONTarget(e.Target), Remote: string(e.Remote), From: e.From, Reason: e.Why,
 		Mode: string(e.Mode), Decided: e.Decided}
-	if !r.json && !r.isDryRun && e.From == filesync.StartNone {
+	if !r.json && !r.DryRun && e.From == filesync.StartNone {
 		return
 	}
 	what := map[string]string{
@@ -114,7 +114,7 @@ func (r *syncReporter) ancestor(e filesync.Ancestor) {
 		if len(e.Decided) == 0 {
 			how += ": nothing changed on either side"
 		}
-	case e.Mode == filesync.InitialUpload:
+	case e.Mode == filesync.InitialUpload && !strings.Contains(e.Why, "the local side wins"):
 		how = ", the local side wins"
 	}
 	var ds []string

@@ -1,13 +1,12 @@
 // The question a held mass delete asks in a terminal: the held line ends in it, and a "y"
 // line on stdin lets exactly those deletes through in the session that holds them.
 
-package cmd
+package report
 
 import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,22 +25,22 @@ type question struct {
 	what    string // "4,957 deletes under ./vendor"
 }
 
-// interactive reports whether a session on these streams may ask: all three are a terminal
+// Interactive reports whether a session on these streams may ask: all three are a terminal
 // (the question goes to stderr with the held line), and the output is text.
-func interactive(in io.Reader, out, errOut io.Writer, asJSON bool) bool {
+func Interactive(in io.Reader, out, errOut io.Writer, asJSON bool) bool {
 	return !asJSON && printers.IsTerminal(in) && printers.IsTerminal(out) && printers.IsTerminal(errOut)
 }
 
-// askOn has the held lines of mass deletes ask on in, which the reporter reads lines from
+// AskOn has the held lines of mass deletes ask on in, which the reporter reads lines from
 // once the first question is asked. wd is what local paths are shown relative to.
-func (r *syncReporter) askOn(in io.Reader, wd string) {
+func (r *Printer) AskOn(in io.Reader, wd string) {
 	r.in, r.wd, r.asks = in, wd, map[string]chan string{}
 }
 
-// releases returns where the session of a livesync.yaml entry ("" for the command line's)
+// Releases returns where the session of a livesync.yaml entry ("" for the command line's)
 // with cfg gets the IDs of the held deletes the user let through; nil when it does not ask:
 // not a terminal, -o json, --once, --dry-run.
-func (r *syncReporter) releases(entry string, cfg session.Config) <-chan string {
+func (r *Printer) Releases(entry string, cfg session.Config) <-chan string {
 	if r.in == nil || cfg.Once || cfg.Sync.DryRun {
 		return nil
 	}
@@ -55,7 +54,7 @@ func (r *syncReporter) releases(entry string, cfg session.Config) <-chan string 
 
 // held prints a Held event's line; a mass delete in a session that asks ends it in the
 // question, which replaces any question still open.
-func (r *syncReporter) held(e filesync.Held) {
+func (r *Printer) held(e filesync.Held) {
 	more := ""
 	if len(e.Examples) > 0 {
 		more = " (" + strings.Join(e.Examples, ", ")
@@ -90,7 +89,7 @@ func (r *syncReporter) held(e filesync.Held) {
 // question is answered no, and later held lines say how to allow them instead of asking.
 // Ctrl-C ends the process with this read still waiting, which leaves the terminal as it was
 // (a line read needs no raw mode).
-func (r *syncReporter) readAnswers() {
+func (r *Printer) readAnswers() {
 	sc := bufio.NewScanner(r.in)
 	for sc.Scan() {
 		r.answer(sc.Text(), false)
@@ -99,7 +98,7 @@ func (r *syncReporter) readAnswers() {
 }
 
 // answer takes line as the answer to the open question, if any; eof: stdin ended.
-func (r *syncReporter) answer(line string, eof bool) {
+func (r *Printer) answer(line string, eof bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if eof {
@@ -124,7 +123,7 @@ func (r *syncReporter) answer(line string, eof bool) {
 }
 
 // endPrompt moves output that comes while a question is open below it.
-func (r *syncReporter) endPrompt() {
+func (r *Printer) endPrompt() {
 	if r.promptOpen {
 		fmt.Fprintln(r.errOut)
 		r.promptOpen = false
@@ -133,7 +132,7 @@ func (r *syncReporter) endPrompt() {
 
 // shown is a local path as the user would type it: relative to the working directory when
 // under it.
-func (r *syncReporter) shown(p string) string {
+func (r *Printer) shown(p string) string {
 	if rel, err := filepath.Rel(r.wd, p); err == nil && r.wd != "" && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return "." + string(filepath.Separator) + rel
 	}
@@ -150,11 +149,4 @@ func grouped(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
-}
-
-// workingDir is the working directory, or "" when it can't be read (paths are then shown
-// absolute).
-func workingDir() string {
-	wd, _ := os.Getwd()
-	return wd
 }

@@ -1,9 +1,10 @@
-package cmd
+package report
 
 import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
@@ -53,7 +54,7 @@ func TestSyncReporterDryRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			newSyncReporter(&out, &errOut, false).Report(tt.ev)
+			NewPrinter(&out, &errOut, false).Report(tt.ev)
 			if out.String() != tt.want || errOut.Len() != 0 {
 				t.Errorf("stdout %q, stderr %q; want stdout %q", out.String(), errOut.String(), tt.want)
 			}
@@ -61,7 +62,7 @@ func TestSyncReporterDryRun(t *testing.T) {
 	}
 
 	var out, errOut bytes.Buffer
-	r := newSyncReporter(&out, &errOut, true)
+	r := NewPrinter(&out, &errOut, true)
 	r.Report(tests[2].ev)
 	r.Report(filesync.DryRun{Target: tg, Remote: "/app", Preflight: &filesync.Preflight{Err: noSh}})
 	r.Report(tests[len(tests)-1].ev)
@@ -107,20 +108,29 @@ func TestSyncReporterAncestor(t *testing.T) {
 		{"three-way", saved, false, "start ns/web-1/app /app: from the saved ancestor (saved by this container (c1) at T), three-way: delete 1, send 2\n  delete /app/old\n"},
 		{"nothing saved, a real run: quiet", none, false, ""},
 		{"nothing saved, a dry run", none, true, "start ns/web-1/app /app: from no ancestor (no saved state for this sync), the local side wins\n"},
+		{"discarded, the reason says who wins: said once", filesync.Ancestor{Target: tg, Remote: "/app", From: filesync.StartDiscarded, Why: "the saved state is another container's (c0, saved T): the local side wins", Mode: filesync.InitialUpload}, true,
+			"start ns/web-1/app /app: from no ancestor (saved state discarded) (the saved state is another container's (c0, saved T): the local side wins)\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			r := newSyncReporter(&out, &errOut, false)
-			r.isDryRun = tt.dryRun
+			r := NewPrinter(&out, &errOut, false)
+			r.DryRun = tt.dryRun
 			r.Report(tt.ev)
 			if out.String() != tt.want {
 				t.Errorf("stdout %q, want %q", out.String(), tt.want)
 			}
 		})
 	}
+	var dry bytes.Buffer
+	r := NewPrinter(&dry, &dry, false)
+	r.DryRun = true
+	r.Report(filesync.InitialSync{Target: tg, Files: 2, Deleted: 1, Bytes: 4096, Duration: time.Millisecond})
+	if want := "dry run, nothing written to ns/web-1/app: 2 to send, 1 to delete, 4.0 KiB, planned in 1ms\n"; dry.String() != want {
+		t.Errorf("a dry run's initial sync: %q, want %q", dry.String(), want)
+	}
 	var out bytes.Buffer
-	newSyncReporter(&out, &out, true).Report(saved)
+	NewPrinter(&out, &out, true).Report(saved)
 	var ev jsonEvent
 	if err := json.Unmarshal(out.Bytes(), &ev); err != nil || ev.Type != "ancestor" || ev.From != "saved" || ev.Decided["send"] != 2 || ev.Remote != "/app" {
 		t.Errorf("json %s: %v", out.String(), err)

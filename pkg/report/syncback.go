@@ -1,4 +1,4 @@
-package cmd
+package report
 
 import (
 	"errors"
@@ -12,15 +12,15 @@ import (
 // SyncBack prints sync-back's events (pkg/syncback): the source replica
 // (named on its target-added line, which follows), each pass that brought
 // something back, conflicts and failures.
-func (r *syncReporter) SyncBack(ev syncback.Event) {
+func (r *Printer) SyncBack(ev syncback.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.syncBack(ev)
 }
 
-func (e *entryReporter) SyncBack(ev syncback.Event) { e.as(func() { e.r.syncBack(ev) }) }
+func (e *EntryPrinter) SyncBack(ev syncback.Event) { e.as(func() { e.r.syncBack(ev) }) }
 
-func (r *syncReporter) syncBack(ev syncback.Event) {
+func (r *Printer) syncBack(ev syncback.Event) {
 	switch e := ev.(type) {
 	case syncback.Source:
 		if r.sources == nil {
@@ -67,7 +67,7 @@ func (r *syncReporter) syncBack(ev syncback.Event) {
 
 // isSource reports whether key (target@containerID) is the source of the
 // entry being printed.
-func (r *syncReporter) isSource(key string) bool {
+func (r *Printer) isSource(key string) bool {
 	return r.sources != nil && r.sources[r.entry] == key
 }
 

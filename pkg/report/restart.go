@@ -1,4 +1,4 @@
-package cmd
+package report
 
 import (
 	"fmt"
@@ -8,18 +8,18 @@ import (
 )
 
 // Restarted reports a --restart in a container, or why there was none.
-func (r *syncReporter) Restarted(ev restart.Event) {
+func (r *Printer) Restarted(ev restart.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.restarted(ev)
 }
 
 // Restarted reports a --restart of the entry's session.
-func (e *entryReporter) Restarted(ev restart.Event) { e.as(func() { e.r.restarted(ev) }) }
+func (e *EntryPrinter) Restarted(ev restart.Event) { e.as(func() { e.r.restarted(ev) }) }
 
 // restarted prints a restart: its time is the event's, how long it took is durationMs, and
 // exitCode is how the replaced process ended (process mode).
-func (r *syncReporter) restarted(ev restart.Event) {
+func (r *Printer) restarted(ev restart.Event) {
 	j := jsonEvent{Type: "restarted", Target: toJSONTarget(ev.Target), Mode: ev.Mode.String()}
 	if ev.Err != nil {
 		r.errors++
