@@ -85,7 +85,7 @@ func describe(infos []Info) string {
 		if in.Name != "" {
 			what = fmt.Sprintf("entry %q (%s)", in.Name, in.Workload)
 		}
-		s = append(s, fmt.Sprintf("%s from %s", what, strings.Join(in.Roots, ", ")))
+		s = append(s, fmt.Sprintf("%s, syncing %s", what, strings.Join(in.Roots, ", ")))
 	}
 	return strings.Join(s, "; ")
 }

@@ -99,8 +99,8 @@ func holds(w want, e filesync.Entry, ok, known bool) bool {
 // podReader reads a replica's pod for --for=ready.
 type podReader func(ctx context.Context, namespace, name string) (*corev1.Pod, error)
 
-// logReader returns the last lines a container wrote, joined in one line: those of its run
-// before this one when previous.
+// logReader returns the last lines a container wrote: those of its run before this one when
+// previous.
 type logReader func(ctx context.Context, namespace, pod, container string, previous bool) string
 
 // receipts answers the control socket's requests for one session: what it syncs, and waits for
@@ -649,7 +649,8 @@ func (r *receipts) explain(ctx context.Context, tws []control.TargetWait) {
 			}
 			if r.logs != nil {
 				if lines := r.logs(ctx, tw.Namespace, tw.Pod, tw.Container, cs.State.Terminated == nil); lines != "" {
-					tws[i].Missing += "; its last lines: " + lines
+					// Quoted: the app's own words, newlines and all, kept apart from the line's.
+					tws[i].Missing += fmt.Sprintf("; its last lines: %q", lines)
 				}
 			}
 		}
@@ -863,7 +864,7 @@ func logsOf(d Deps) logReader {
 		if err != nil {
 			return ""
 		}
-		return strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", " | ")), " ")
+		return strings.TrimSpace(string(b))
 	}
 }
 

@@ -202,14 +202,14 @@ func TestWaitNamesCrashedReplica(t *testing.T) {
 		if !previous {
 			t.Errorf("the logs of %s's current run were read, not of the run that crashed", pod)
 		}
-		return "reloading | bad source: exiting"
+		return "reloading\nbad source: exiting"
 	}
 	res := r.Wait(context.Background(), control.WaitRequest{For: control.ForRestarted, Timeout: time.Nanosecond})
 	if res.OK || len(res.Targets) != 2 || !res.Targets[0].OK {
 		t.Fatalf("got %+v", res)
 	}
 	got := res.Targets[1].Missing
-	for _, want := range []string{"does not hold the local bytes of", "exited with status 3 (Error)", "2 restarts", "its last lines: reloading | bad source: exiting"} {
+	for _, want := range []string{"does not hold the local bytes of", "exited with status 3 (Error)", "2 restarts", `its last lines: "reloading\nbad source: exiting"`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("web-2: %q lacks %q", got, want)
 		}
