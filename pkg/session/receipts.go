@@ -206,7 +206,10 @@ func (r *receipts) observe(rep filesync.Reporter) filesync.Reporter {
 				r.lastSync, r.dropped = r.clk.Now(), 0
 			}
 		case filesync.Batch:
-			r.lastSync, r.dropped = r.clk.Now(), 0
+			// From when its first change was seen: the batch is reported once every replica
+			// applied it, and a replica that applied it first may have restarted and written
+			// since.
+			r.lastSync, r.dropped = r.clk.Now().Add(-e.Latency), 0
 		case filesync.Restarting:
 			p := fmt.Sprintf("the container keeps restarting (%d times in %s)", e.Restarts, e.Window)
 			if e.ExitCode != nil {

@@ -298,8 +298,11 @@ func TestLogsSinceLastSync(t *testing.T) {
 	say := r.logged(func(logs.Line) {})
 	obs := r.observe(filesync.ReporterFunc(func(filesync.Event) {}))
 	say(logs.Line{Pod: "web-1", Text: "old code"})
-	clk.Step(time.Millisecond)
-	obs.Report(filesync.Batch{Changed: 1, Targets: 1})
+	clk.Step(time.Second)
+	// web-2 applied the batch first and reloaded before the batch (seen 100ms ago) was done.
+	say(logs.Line{Pod: "web-2", Text: "reloaded"})
+	clk.Step(100 * time.Millisecond)
+	obs.Report(filesync.Batch{Changed: 1, Targets: 2, Latency: 100 * time.Millisecond})
 	say(logs.Line{Pod: "web-1", Text: "reloaded"})
 	say(logs.Line{Pod: "web-1", Text: "panic: nil map"})
 	l := r.Logs(context.Background())
@@ -307,7 +310,7 @@ func TestLogsSinceLastSync(t *testing.T) {
 	for _, line := range l.Lines {
 		got = append(got, line.Text)
 	}
-	if !l.Following || l.LastSync.IsZero() || strings.Join(got, "|") != "reloaded|panic: nil map" {
+	if !l.Following || l.LastSync.IsZero() || strings.Join(got, "|") != "reloaded|reloaded|panic: nil map" {
 		t.Errorf("got %+v", l)
 	}
 }
