@@ -23,20 +23,40 @@ quote() {
 # show prints a command as it can be copied, then runs it.
 show() { printf '$ %s\n' "$(quote "$@")"; "$@"; }
 
-say "Starting the local cluster (kube-apiserver, etcd, controllers, kubelet, containerd, registry)"
+say "Starting the local cluster (kube-apiserver, etcd, controllers, a registry; two nodes, each a kubelet on its own containerd)"
 KUBECONFIG="$($lc/up.sh | tail -n 1)"
 export KUBECONFIG PATH="$PWD/bin:$bin:$PATH"
 ns=livesync-demo
 img=$LC_REGISTRY/demo-app:dev
 
-say "Pushing $img and deploying it with imagePullPolicy IfNotPresent, 2 replicas"
+show kubectl get nodes
+say "Pushing $img and deploying it with imagePullPolicy IfNotPresent, 1 replica, replicas spread over the nodes"
 kubectl delete namespace $ns --ignore-not-found --wait=true >/dev/null
 kubectl create namespace $ns >/dev/null
 until kubectl -n $ns get serviceaccount default >/dev/null 2>&1; do sleep 0.2; done
+# No node has the demo's image yet, also when the demo ran before on this cluster.
+for n in $(lc_node_nums); do
+  for i in $(lc_crictl "$n" images -q "$img" 2>/dev/null); do lc_crictl "$n" rmi "$i" >/dev/null 2>&1 || true; done
+done
 lcimage build --registry $LC_REGISTRY --kind app --marker "demo-1-$RANDOM" demo-app:dev >/dev/null
-kubectl -n $ns create deployment my-app --image=$img --replicas=2 >/dev/null
-kubectl -n $ns patch deployment my-app --type=json \
-  -p '[{"op":"replace","path":"/spec/template/spec/containers/0/imagePullPolicy","value":"IfNotPresent"}]' >/dev/null
+# In one create, so that no first ReplicaSet puts the image on a node before the one replica runs.
+# At most one replica of a ReplicaSet more on a node than on another: the second replica goes to
+# the other node, and so do a rollout's new ones.
+kubectl -n $ns create -f - >/dev/null <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: my-app, labels: {app: my-app}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: my-app}}
+  template:
+    metadata: {labels: {app: my-app}}
+    spec:
+      containers: [{name: demo-app, image: $img, imagePullPolicy: IfNotPresent}]
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
+         labelSelector: {matchLabels: {app: my-app}}, matchLabelKeys: [pod-template-hash]}
+EOF
 show kubectl -n $ns rollout status deployment/my-app --timeout=2m
 
 say "What runs, and what the registry serves"
@@ -44,6 +64,11 @@ show kubectl livesync -n $ns inspect deploy/my-app
 
 say "Someone pushes a new :dev. With IfNotPresent and no pull secrets, a node that has the image never pulls it again:"
 lcimage build --registry $LC_REGISTRY --kind app --marker "demo-2-$RANDOM" demo-app:dev
+show kubectl livesync -n $ns inspect deploy/my-app
+
+say "A second replica lands on the other node, which lacks the image: it pulls the moved tag"
+show kubectl -n $ns scale deployment/my-app --replicas=2
+show kubectl -n $ns rollout status deployment/my-app --timeout=2m
 show kubectl livesync -n $ns inspect deploy/my-app
 
 say "refresh pins the moved tag to its digest and waits for a deterministic rollout"

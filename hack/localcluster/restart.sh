@@ -5,8 +5,8 @@
 # the others. A running daemon is left alone, and its command line is recorded if up.sh did not
 # (a cluster started by an older up.sh), so that it can be restarted after a later kill.
 #
-#   NAME                        kubelet kube-apiserver kube-controller-manager kube-scheduler etcd
-#                               registry containerd
+#   NAME                        kube-apiserver kube-controller-manager kube-scheduler etcd registry,
+#                               and node 1's kubelet and containerd, node N's kubelet-N and containerd-N
 #   LIVESYNC_CLUSTER_LOCK_HELD  1 when the caller holds the cluster lock (LIVESYNC_CLUSTER_DIR.lock)
 #                               already: the fault suite holds it from a kill to the restart, so that
 #                               no up.sh sees the cluster unhealthy and rebuilds it meanwhile
@@ -15,12 +15,12 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 if (($# == 0)); then
-  echo "usage: $0 NAME... (one of: ${LC_DAEMONS[*]} containerd)" >&2
+  echo "usage: $0 NAME... (one of: ${LC_DAEMONS[*]} kubelet containerd kubelet-N containerd-N)" >&2
   exit 2
 fi
 for name; do
-  if ! [[ " ${LC_DAEMONS[*]} containerd " == *" $name "* ]]; then
-    echo "restart: unknown daemon $name: want one of ${LC_DAEMONS[*]} containerd" >&2
+  if ! [[ " ${LC_DAEMONS[*]} " == *" $name "* ]] && ! lc_daemon_node "$name" >/dev/null; then
+    echo "restart: unknown daemon $name: want one of ${LC_DAEMONS[*]} kubelet containerd kubelet-N containerd-N" >&2
     exit 2
   fi
 done

@@ -311,14 +311,38 @@ func (c *localCluster) pid(name string) (int, error) {
 	return pid, nil
 }
 
-// alive says whether pid runs and is the cluster's: like lc_alive, it wants the cluster dir on
-// the command line, against reused pids.
+// alive says whether pid runs and is the cluster's: like lc_alive, it wants a file under the
+// cluster dir on the command line, against reused pids and another cluster's dir beside it.
 func (c *localCluster) alive(pid int) bool {
 	if exited(pid) {
 		return false
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return err == nil && bytes.Contains(cmdline, []byte(c.dir))
+	return err == nil && bytes.Contains(cmdline, []byte(filepath.Clean(c.dir)+"/"))
+}
+
+// nodeDaemon returns the name of node's daemon of a kind ("kubelet", "containerd"): pids/KIND
+// for node 1, pids/KIND-N for node N. The nodes file up.sh writes has a line "N NAME IP" per node;
+// a cluster without it (an older up.sh's) has one node, whose daemons have no number.
+func (c *localCluster) nodeDaemon(kind, node string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(c.dir, "nodes"))
+	if errors.Is(err, os.ErrNotExist) {
+		return kind, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the local cluster's nodes: %w", err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[1] != node {
+			continue
+		}
+		if f[0] == "1" {
+			return kind, nil
+		}
+		return kind + "-" + f[0], nil
+	}
+	return "", fmt.Errorf("node %q is not in %s", node, filepath.Join(c.dir, "nodes"))
 }
 
 // exited says whether pid is gone or a zombie. A killed process loses its command line before it

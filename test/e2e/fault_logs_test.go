@@ -32,7 +32,13 @@ func TestFaultLogsStreamCut(t *testing.T) {
 	s := newSession(t, ns).Args("deploy/web", "--logs").Map(local, "/www").Timeout(3 * time.Minute).Start()
 	defer s.Stop()
 	s.WaitSynced()
-	pod := onePod(t, ns, "web").Name
+	p := onePod(t, ns, "web")
+	pod := p.Name
+	// The kubelet of the pod's node: the one whose restart cuts the log stream.
+	kubelet, err := lc.nodeDaemon("kubelet", p.Spec.NodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tick := func(ev sessiontest.Event) int {
 		if ev.Type != "log" || ev.Target == nil || ev.Target.Pod != pod || !strings.HasPrefix(ev.Message, "tick ") {
 			return -1
@@ -50,24 +56,24 @@ func TestFaultLogsStreamCut(t *testing.T) {
 	waitFor(t, "tick lines", time.Minute, func() (bool, error) { return lastTick() >= 5, nil })
 
 	lc.lockCluster(t)
-	if err := lc.restart("kubelet"); err != nil {
-		t.Fatalf("before killing the kubelet: %v", err)
+	if err := lc.restart(kubelet); err != nil {
+		t.Fatalf("before killing the %s: %v", kubelet, err)
 	}
-	pid, err := lc.pid("kubelet")
+	pid, err := lc.pid(kubelet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc.outage(t, "kubelet", pid)
+	lc.outage(t, kubelet, pid)
 	down := time.Now()
 	before := lastTick()
 	// The container keeps writing while the kubelet is down (containerd runs it).
 	waitFor(t, "the outage to last 5s", 10*time.Second, func() (bool, error) { return time.Since(down) > 5*time.Second, nil })
-	if err := lc.restart("kubelet"); err != nil {
-		t.Fatalf("restarting the kubelet: %v", err)
+	if err := lc.restart(kubelet); err != nil {
+		t.Fatalf("restarting the %s: %v", kubelet, err)
 	}
 	lc.unlock()
 	up := time.Now()
-	t.Logf("kubelet down %.1fs; last tick before %d", up.Sub(down).Seconds(), before)
+	t.Logf("%s (node %s) down %.1fs; last tick before %d", kubelet, p.Spec.NodeName, up.Sub(down).Seconds(), before)
 	// Written during the outage (about 5 lines a second), shown after it.
 	waitFor(t, "the lines written during the outage", 2*time.Minute, func() (bool, error) {
 		return lastTick() >= before+int(up.Sub(down).Seconds()*5)+5, nil

@@ -428,7 +428,17 @@ func faultList() []fault {
 			f.secondHalf()
 		}},
 		{name: "kubelet-kill", cluster: true, run: func(f *faultRun) {
-			f.daemonOutage("kubelet")
+			// The kubelet of a node with replicas (the first pod's, by name: no draw from the
+			// seeded generator, so that a seed replays the same operations as before).
+			pods := sortedPods(f.t, f.ns, faultSel)
+			if len(pods) == 0 {
+				f.fatalf("no running pod of %s", faultSel)
+			}
+			kubelet, err := f.lc.nodeDaemon("kubelet", pods[0].Spec.NodeName)
+			if err != nil {
+				f.fatalf("%v", err)
+			}
+			f.daemonOutage(kubelet)
 		}},
 		{name: "apiserver-kill", cluster: true, run: func(f *faultRun) {
 			f.daemonOutage("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")

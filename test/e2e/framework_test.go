@@ -340,6 +340,7 @@ type inspectReport struct {
 		Pods                []struct {
 			Name, Node, Digest string
 			Ready              bool
+			Pull               string // how the image got onto the node: "pulled" or "already present"
 		} `json:"pods"`
 		Original *struct {
 			Image           string `json:"image"`

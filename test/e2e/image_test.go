@@ -182,11 +182,32 @@ func TestOtherKinds(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The DaemonSet runs a pod on each node.
+	want := map[string]int{"app=k": 1, "app=bare": 1}
+	waitFor(t, "the DaemonSet's nodes", time.Minute, func() (bool, error) {
+		ds, err := e.client.AppsV1().DaemonSets(ns).Get(ctx, "ds", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		want["app=d"] = int(ds.Status.DesiredNumberScheduled)
+		return ds.Status.ObservedGeneration == ds.Generation && want["app=d"] > 0, nil
+	})
+	// allOn says whether want[sel] pods of sel run, ready, on an image whose ID ends in digest.
+	allOn := func(sel, digest string) bool {
+		pods := runningPods(t, ns, sel)
+		if len(pods) != want[sel] {
+			return false
+		}
+		for _, p := range pods {
+			if len(p.Status.ContainerStatuses) != 1 || !p.Status.ContainerStatuses[0].Ready ||
+				!strings.HasSuffix(p.Status.ContainerStatuses[0].ImageID, digest) {
+				return false
+			}
+		}
+		return true
+	}
 	for _, sel := range []string{"app=k", "app=d", "app=bare"} {
-		waitFor(t, "pods "+sel+" ready", 2*time.Minute, func() (bool, error) {
-			pods := runningPods(t, ns, sel)
-			return len(pods) == 1 && len(pods[0].Status.ContainerStatuses) == 1 && pods[0].Status.ContainerStatuses[0].Ready, nil
-		})
+		waitFor(t, "pods "+sel+" ready", 2*time.Minute, func() (bool, error) { return allOn(sel, ""), nil })
 	}
 	d2 := pushImage(t, repo, "dev", "app")
 	for _, tc := range []struct {
@@ -200,12 +221,7 @@ func TestOtherKinds(t *testing.T) {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := append([]string{"-n", ns, "refresh", "--timeout", "2m"}, tc.args...)
 			mustLivesync(t, args...)
-			waitFor(t, "pods "+tc.sel+" on the new digest", time.Minute, func() (bool, error) {
-				pods := runningPods(t, ns, tc.sel)
-				return len(pods) == 1 && len(pods[0].Status.ContainerStatuses) == 1 &&
-					strings.HasSuffix(pods[0].Status.ContainerStatuses[0].ImageID, d2) &&
-					pods[0].Status.ContainerStatuses[0].Ready, nil
-			})
+			waitFor(t, "pods "+tc.sel+" on the new digest", time.Minute, func() (bool, error) { return allOn(tc.sel, d2), nil })
 			rep := inspectJSON(t, append([]string{"-n", ns}, tc.args...)...)
 			if v := rep.Containers[0].Verdict; v != "pinned" {
 				t.Errorf("verdict = %s, want pinned", v)

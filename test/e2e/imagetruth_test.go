@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -288,7 +289,28 @@ func readMarker(t *testing.T, ns, name string) string {
 	return r.stdout
 }
 
-// ctr runs the local cluster's ctr in containerd's k8s.io namespace (the kubelet's images).
+// firstNode returns the name of the local cluster's node 1, whose containerd ctr reaches, from
+// the nodes file up.sh writes ("N NAME IP" a line); "" for a cluster without it (an older up.sh's,
+// of one node).
+func firstNode(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "nodes"))
+	if errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("reading the local cluster's nodes: %v", err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "1" {
+			return f[1]
+		}
+	}
+	t.Fatalf("no node 1 in %s", filepath.Join(dir, "nodes"))
+	return ""
+}
+
+// ctr runs the local cluster's ctr in containerd's k8s.io namespace (node 1's images).
 func ctr(t *testing.T, dir string, args ...string) {
 	t.Helper()
 	r := run(t, filepath.Join(dir, "containerd-bin", "ctr"), append([]string{"--address", filepath.Join(dir, "containerd.sock"), "--namespace", "k8s.io"}, args...)...)
@@ -309,6 +331,9 @@ func TestLoadedImageUnknown(t *testing.T) {
 		src := image(repo, "dev")
 		tar := filepath.Join(tmp, repo+".tar")
 		ctr(t, dir, "images", "pull", "--plain-http", src)
+		// The pull skips a layer whose snapshot the node has unpacked already; export wants
+		// every blob, and a layer's blob may be gone since (it was: "content digest ...: not found").
+		ctr(t, dir, "content", "fetch", "--plain-http", src)
 		ctr(t, dir, "images", "export", tar, src)
 		ctr(t, dir, "images", "rm", "--sync", src)
 		ctr(t, dir, "images", "import", tar)
@@ -319,8 +344,14 @@ func TestLoadedImageUnknown(t *testing.T) {
 	pushImage(t, moved, "dev", "app")
 	load(moved)
 	now := pushImage(t, moved, "dev", "app")
+	// On node 1, where the images were loaded.
+	onFirst := func(s *corev1.PodSpec) {
+		if n := firstNode(t, dir); n != "" {
+			s.NodeSelector = map[string]string{corev1.LabelHostname: n}
+		}
+	}
 	for _, repo := range []string{same, moved} {
-		readyDeployment(t, ns, repo, image(repo, "dev"), nil)
+		readyDeployment(t, ns, repo, image(repo, "dev"), onFirst)
 	}
 
 	c := inspectTruth(t, "-n", ns, "deploy/"+same).Containers[0]

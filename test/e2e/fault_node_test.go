@@ -1,0 +1,113 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/livesync-dev/kubectl-livesync/test/internal/sessiontest"
+)
+
+// nodeNotReady says whether the node's Ready condition is anything but True.
+func nodeNotReady(t *testing.T, name string) bool {
+	t.Helper()
+	n, err := e.client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("getting node %s: %v", name, err)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status != corev1.ConditionTrue
+		}
+	}
+	return true
+}
+
+// TestFaultNodeDrop: one node of two drops out under a running session, first its kubelet
+// (killed with SIGKILL and left down until the node is NotReady), then, separately, its
+// containerd. Meanwhile the replica on the other node keeps taking every save, the one on the
+// dropped node is named in an error event, and when the daemon is back that replica is brought
+// to the local tree again: nothing is lost on either side. It kills the local cluster's daemons,
+// so, like TestFault, it runs only on hack/localcluster's cluster (LIVESYNC_E2E_LOCALCLUSTER)
+// with the cluster lock held while a daemon is down:
+//
+//	flock -x /tmp/livesync-e2e.lock env E2E_RUN=TestFaultNodeDrop hack/e2e.sh
+func TestFaultNodeDrop(t *testing.T) {
+	lc, noCluster := localClusterFromEnv(t)
+	if lc == nil {
+		t.Logf("not run: %s", noCluster) // as TestFault records its cluster faults
+		return
+	}
+	nodes := readyNodes(t)
+	ns := namespace(t)
+	repo := "nodedrop-" + ns
+	pushImage(t, repo, "dev", "app")
+	spreadDeployment(t, ns, "web", image(repo, "dev"), 2)
+	pods := podsOnNodes(t, ns, "web", 2)
+	live, lost := pods[nodes[0]].Name, pods[nodes[1]].Name
+
+	local := t.TempDir()
+	write(t, filepath.Join(local, "index.html"), "v0")
+	s := newSession(t, ns).Args("deploy/web").Map(local, "/app").Timeout(10 * time.Minute).Start()
+	defer s.Stop()
+	s.WaitSynced()
+	waitConverged(t, ns, "app=web", 2, local, "/app", time.Minute)
+
+	for _, kind := range []string{"kubelet", "containerd"} {
+		daemon, err := lc.nodeDaemon(kind, nodes[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		lc.lockCluster(t)
+		if err := lc.restart(daemon); err != nil {
+			t.Fatalf("before killing %s: %v", daemon, err)
+		}
+		pid, err := lc.pid(daemon)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mark := len(s.Events())
+		lc.outage(t, daemon, pid)
+		down := time.Now()
+
+		// Saves while the node is out: the live replica takes each one, the lost one is named.
+		saves := 0
+		for time.Since(down) < 20*time.Second || !nodeNotReady(t, nodes[1]) {
+			saves++
+			want := fmt.Sprintf("%s down, save %d", kind, saves)
+			write(t, filepath.Join(local, "index.html"), want)
+			waitFor(t, fmt.Sprintf("save %d in %s", saves, live), time.Minute, func() (bool, error) {
+				r := kexec(t, ns, live, "cat", "/app/index.html")
+				return r.code == 0 && r.stdout == want, nil
+			})
+			if time.Since(down) > 3*time.Minute {
+				t.Fatalf("%s: node %s still Ready %s after %s was killed", kind, nodes[1], time.Since(down).Round(time.Second), daemon)
+			}
+		}
+		errEv := after(t, s, mark, "an error naming "+lost, func(ev sessiontest.Event) bool {
+			return ev.Type == "error" && ev.Target != nil && ev.Target.Pod == lost
+		})
+		t.Logf("%s: %s down %s, %d saves reached %s on %s; %s named: %s", kind, daemon, time.Since(down).Round(time.Second), saves, live, nodes[0], lost, errEv.Error)
+
+		if err := lc.restart(daemon); err != nil {
+			t.Fatalf("restarting %s: %v", daemon, err)
+		}
+		lc.unlock()
+		back := time.Now()
+		after(t, s, mark, lost+" recovered", func(ev sessiontest.Event) bool {
+			return ev.Type == "recovered" && ev.Target != nil && ev.Target.Pod == lost
+		})
+		waitConverged(t, ns, "app=web", 2, local, "/app", 2*time.Minute)
+		t.Logf("%s: both replicas hold the local tree %s after %s came back", kind, time.Since(back).Round(100*time.Millisecond), daemon)
+		if now := podsOnNodes(t, ns, "web", 2); now[nodes[1]].Name != lost {
+			t.Fatalf("%s: the replica on %s is %s now, want %s kept (synced again, not replaced)", kind, nodes[1], now[nodes[1]].Name, lost)
+		}
+	}
+}
