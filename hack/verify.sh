@@ -34,6 +34,7 @@ only_in() {
 only_in 'github.com/spf13/(cobra|pflag)' pkg/cmd
 only_in 'github.com/rjeczalik/notify' pkg/watch
 only_in 'github.com/google/go-containerregistry' pkg/image
+only_in 'github.com/modelcontextprotocol/go-sdk' pkg/mcp
 # pkg/remote is the container side: it knows nothing of what is sent or why.
 module="$(go list -m)"
 if imports="$(go list -f '{{join .Deps "\n"}}{{"\n"}}{{join .TestImports "\n"}}{{"\n"}}{{join .XTestImports "\n"}}' ./pkg/remote |
@@ -41,10 +42,11 @@ if imports="$(go list -f '{{join .Deps "\n"}}{{"\n"}}{{join .TestImports "\n"}}{
   echo "pkg/remote must not import the packages above it, found:"; echo "$imports"; fail=1
 fi
 # pkg/coalesce and pkg/localtree sit below the planner, pkg/syncstate knows nothing of what it
-# saves, and pkg/delta (the rolling match) and pkg/threeway (a start's decision) are algorithms:
-# they import no package of this module;
+# saves, pkg/delta (the rolling match) and pkg/threeway (a start's decision) are algorithms, and
+# pkg/control (a session's socket) knows nothing of Kubernetes or of how files are sent: they
+# import no package of this module; pkg/mcp only pkg/control;
 # pkg/tarstream only pkg/remote and pkg/localtree.
-for p in coalesce localtree syncstate delta threeway; do
+for p in coalesce localtree syncstate delta threeway control; do
   if imports="$(go list -f '{{join .Imports "\n"}}' ./pkg/$p | grep -E "^$module/")"; then
     echo "pkg/$p must not import other packages of this module, found:"; echo "$imports"; fail=1
   fi
@@ -62,6 +64,9 @@ for p in forward logs; do
     echo "pkg/$p must not import other packages of this module, found:"; echo "$imports"; fail=1
   fi
 done
+if imports="$(go list -f '{{join .Imports "\n"}}' ./pkg/mcp | grep -E "^$module/" | grep -vE "^$module/pkg/control$")"; then
+  echo "pkg/mcp may import only pkg/control of this module, found:"; echo "$imports"; fail=1
+fi
 if imports="$(go list -f '{{join .Imports "\n"}}' ./pkg/tarstream | grep -E "^$module/" | grep -vE "^$module/pkg/(remote|localtree)$")"; then
   echo "pkg/tarstream may import only pkg/remote and pkg/localtree of this module, found:"; echo "$imports"; fail=1
 fi

@@ -1,12 +1,17 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/control"
+	"github.com/livesync-dev/kubectl-livesync/pkg/syncstate"
 )
 
 // binaryName is what the completion scripts complete: the plugin binary as a user types it when
@@ -89,6 +94,8 @@ func registerCompletions(root *cobra.Command, g *globalOptions) {
 		case "check":
 			// As the root: a workload, then LOCAL:REMOTE mappings.
 			c.ValidArgsFunction = root.ValidArgsFunction
+		case "wait":
+			_ = c.RegisterFlagCompletionFunc("entry", completeRunningEntries)
 		}
 	}
 
@@ -98,6 +105,7 @@ func registerCompletions(root *cobra.Command, g *globalOptions) {
 	_ = root.RegisterFlagCompletionFunc("user", g.completeKubeconfig(func(c clientcmdapi.Config) []string { return sortedKeys(c.AuthInfos) }))
 
 	fixed := map[string][]string{
+		"for":         {"synced", "restarted", "ready"},
 		"initial":     {"upload", "mirror", "none"},
 		"pull-policy": pullPolicies,
 	}
@@ -106,6 +114,7 @@ func registerCompletions(root *cobra.Command, g *globalOptions) {
 		"check":    {"text", "json"},
 		"inspect":  {"table", "json", "yaml"},
 		"version":  {"json"},
+		"wait":     {"json"},
 	}
 	for _, c := range append([]*cobra.Command{root}, root.Commands()...) {
 		local := c.LocalNonPersistentFlags()
@@ -124,3 +133,19 @@ func registerCompletions(root *cobra.Command, g *globalOptions) {
 }
 
 var pullPolicies = []string{"Always", "IfNotPresent", "Never"}
+
+// completeRunningEntries lists the livesync.yaml entries of the running sessions.
+func completeRunningEntries(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	dir, err := syncstate.DefaultDir()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	infos, _ := control.Sessions(context.Background(), dir)
+	var names []string
+	for _, in := range infos {
+		if in.Name != "" && !slices.Contains(names, in.Name) {
+			names = append(names, in.Name)
+		}
+	}
+	return filterPrefix(names, toComplete), cobra.ShellCompDirectiveNoFileComp
+}

@@ -192,7 +192,7 @@ func TestComplete(t *testing.T) {
 		directive string
 	}{
 		{"subcommands, kinds and pods", []string{""},
-			append(append([]string{"check", "completion", "help", "init", "inspect", "pull-policy", "refresh", "restore", "version"}, kinds...), "web-7d9f-abcde", "worker-5c4b-fghij"), ":6"},
+			append(append([]string{"check", "completion", "help", "init", "inspect", "mcp", "pull-policy", "refresh", "restore", "version", "wait"}, kinds...), "web-7d9f-abcde", "worker-5c4b-fghij"), ":6"},
 		{"subcommand prefix", []string{"pu"}, []string{"pull-policy"}, ":4"},
 		{"kind prefix", []string{"inspect", "dep"}, []string{"deployment/"}, ":6"},
 		{"bare pod names get a space", []string{"inspect", "wo"}, []string{"worker-5c4b-fghij"}, ":4"},

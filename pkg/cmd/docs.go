@@ -26,6 +26,8 @@ var docsPages = map[string]string{
 	"pull-policy": "docs/images.md#pull-policy",
 	"restore":     "docs/images.md#restore",
 	"version":     "docs/install.md",
+	"wait":        "docs/scripts-and-agents.md#wait",
+	"mcp":         "docs/scripts-and-agents.md#mcp",
 	"completion":  "docs/install.md#completion",
 }
 

@@ -57,26 +57,35 @@ func (o *InspectOptions) Validate() error {
 
 // Run prints the report of every workload the arguments name.
 func (o *InspectOptions) Run(ctx context.Context) error {
-	ws, err := o.target.resolve(o.g, o.args)
+	reports, err := o.reports(ctx)
 	if err != nil {
 		return err
+	}
+	return inspect.Print(o.g.Out, o.output, reports)
+}
+
+// reports builds the report of every workload the arguments name; `mcp` returns them.
+func (o *InspectOptions) reports(ctx context.Context) ([]*inspect.Report, error) {
+	ws, err := o.target.resolve(o.g, o.args)
+	if err != nil {
+		return nil, err
 	}
 	var reports []*inspect.Report
 	opts := inspect.Options{ServerVersion: o.g.serverVersion()}
 	for _, w := range ws {
 		cs, err := w.Images(o.target.containers, o.target.volumes)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		res, err := o.registry.resolverFor(ctx, o.g, w)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rep, err := inspect.Build(ctx, o.g.client, res, w, cs, opts)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		reports = append(reports, rep)
 	}
-	return inspect.Print(o.g.Out, o.output, reports)
+	return reports, nil
 }

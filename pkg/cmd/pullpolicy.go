@@ -65,6 +65,15 @@ func (o *PullPolicyOptions) Validate() error {
 	return nil
 }
 
+// guard refuses the change in a run no one watches on a cluster that is not local (see
+// guardWrites); --dry-run changes nothing.
+func (o *PullPolicyOptions) guard() error {
+	if o.mutate.dryRun {
+		return nil
+	}
+	return o.g.guardWrites("kubectl livesync pull-policy", nil)
+}
+
 // Run plans every named workload before it patches any, so a refusal changes nothing.
 func (o *PullPolicyOptions) Run(ctx context.Context) error {
 	ws, err := o.target.resolve(o.g, o.args)

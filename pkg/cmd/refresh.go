@@ -78,6 +78,15 @@ func (o *RefreshOptions) Validate() error {
 	return nil
 }
 
+// guard refuses the change in a run no one watches on a cluster that is not local (see
+// guardWrites); --dry-run changes nothing.
+func (o *RefreshOptions) guard() error {
+	if o.mutate.dryRun {
+		return nil
+	}
+	return o.g.guardWrites("kubectl livesync refresh", nil)
+}
+
 // Run refreshes every named workload once and, with --watch, again whenever a tag moves.
 func (o *RefreshOptions) Run(ctx context.Context) error {
 	ws, err := o.target.resolve(o.g, o.args)

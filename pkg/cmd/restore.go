@@ -62,6 +62,15 @@ func (o *RestoreOptions) Validate() error {
 	return nil
 }
 
+// guard refuses the change in a run no one watches on a cluster that is not local (see
+// guardWrites); --dry-run changes nothing.
+func (o *RestoreOptions) guard() error {
+	if o.mutate.dryRun {
+		return nil
+	}
+	return o.g.guardWrites("kubectl livesync restore", nil)
+}
+
 // Run restores every named workload. Every workload is planned before any is changed, so a
 // bad record on one of them (with -l) refuses the whole command and changes nothing.
 func (o *RestoreOptions) Run(ctx context.Context) error {

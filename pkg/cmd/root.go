@@ -73,6 +73,12 @@ func (g *globalOptions) run(cmd *cobra.Command, r runner) error {
 	if err := r.Validate(); err != nil {
 		return usageError{err}
 	}
+	// A write no one watches is refused before the cluster is even asked (see guardWrites).
+	if gr, ok := r.(interface{ guard() error }); ok {
+		if err := gr.guard(); err != nil {
+			return err
+		}
+	}
 	if err := g.complete(cmd.Context()); err != nil {
 		return err
 	}
@@ -125,6 +131,8 @@ func newCmdRoot(g *globalOptions) *cobra.Command {
 		newCmdRefresh(g),
 		newCmdPullPolicy(g),
 		newCmdRestore(g),
+		newCmdWait(g),
+		newCmdMCP(g),
 		newCmdVersion(g),
 		newCmdCompletion(),
 	)

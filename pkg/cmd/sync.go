@@ -199,6 +199,20 @@ func (o *SyncOptions) Validate() error {
 	return o.check(&o.cfg, ms, o.initial)
 }
 
+// guard refuses a session's changes to its workload in a run no one watches on a cluster
+// that is not local (see guardWrites); file sync is no such change.
+func (o *SyncOptions) guard() error {
+	if o.project == nil {
+		return o.guardSession(o.cfg, "")
+	}
+	for _, e := range o.entries {
+		if err := o.guardSession(e.cfg, e.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Run hands the session (or one per entry of livesync.yaml) to pkg/session with the real
 // cluster, watcher and registry behind it.
 func (o *SyncOptions) Run(ctx context.Context) error {

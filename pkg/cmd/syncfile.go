@@ -126,6 +126,7 @@ func (o *SyncOptions) entryConfig(s *project.Sync) (entry, error) {
 			return entry{}, err
 		}
 	}
+	c.Name = s.Name // wait --entry finds the session by it
 	e := entry{name: s.Name, namespace: s.Namespace, selector: s.Selector, cfg: c}
 	if !o.flags.Changed("on-sync") {
 		e.onSync = s.OnSync

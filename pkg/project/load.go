@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -272,6 +273,17 @@ func (f *File) validate(lines map[string]int, empty bool) error {
 		return at("kind", "want %s, got %q", Kind, f.Kind)
 	case len(f.Syncs) == 0 && !empty:
 		return at("syncs", "no entries: add one with kubectl livesync init TYPE/NAME LOCAL:REMOTE")
+	}
+	for i, a := range f.AllowContexts {
+		p := fmt.Sprintf("allowContexts[%d]", i)
+		switch u, err := url.Parse(a.Server); {
+		case a.Context == "":
+			return at(p, "no context: name the kubeconfig context")
+		case a.Server == "":
+			return at(p, "no server: name the API server %q must point at, as its kubeconfig cluster has it (kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}' --context %s)", a.Context, a.Context)
+		case err != nil || u.Host == "" || u.Scheme != "https" && u.Scheme != "http":
+			return at(p+".server", "%q is no API server URL: want https://HOST[:PORT]", a.Server)
+		}
 	}
 	var names []string
 	for i, s := range f.Syncs {

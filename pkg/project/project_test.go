@@ -230,3 +230,16 @@ func TestSchemaMatchesTypes(t *testing.T) {
 		t.Errorf("schema has %d entry fields (additionalProperties %v), want exactly the %d Load accepts", len(item.Properties), item.AdditionalProperties, len(fields))
 	}
 }
+
+// TestAllowContexts: allowContexts names each context with its server; one without its server
+// is refused with its line.
+func TestAllowContexts(t *testing.T) {
+	const head = "apiVersion: livesync.dev/v1alpha1\nkind: LiveSync\nsyncs:\n- name: web\n  workload: deploy/web\n  mappings: [\"./src:/app\"]\nallowContexts:\n"
+	f, err := Parse([]byte(head + "- context: dev\n  server: https://10.0.0.1:6443\n"))
+	if err != nil || len(f.AllowContexts) != 1 || f.AllowContexts[0] != (AllowContext{Context: "dev", Server: "https://10.0.0.1:6443"}) {
+		t.Fatalf("got %+v, %v", f, err)
+	}
+	if _, err := Parse([]byte(head + "- context: dev\n")); err == nil || !strings.HasPrefix(err.Error(), "8:") || !strings.Contains(err.Error(), "server") {
+		t.Errorf("a context without its server: %v", err)
+	}
+}

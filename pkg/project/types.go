@@ -18,9 +18,19 @@ type File struct {
 	APIVersion string `json:"apiVersion" doc:"Always livesync.dev/v1alpha1."`
 	Kind       string `json:"kind" doc:"Always LiveSync."`
 	Syncs      []Sync `json:"syncs" doc:"One entry per workload to sync; kubectl livesync with no workload runs them all in one session."`
+	// AllowContexts are the contexts a run without a terminal may change workloads on (see
+	// pkg/guard): each by its name and its API server, so a committed file allows a cluster,
+	// never whatever a reader's kubeconfig calls by that name.
+	AllowContexts []AllowContext `json:"allowContexts,omitempty" doc:"Contexts that runs without a terminal (coding agents, scripts, CI) may change workloads on (refresh, pull-policy, restore, a sync's --refresh, --pull-policy, --follow-tag, --restart process) although their API server is not local. Each names the context and the API server it must point at."`
 
 	// path is where the file was read from: relative LOCAL paths are relative to its directory.
 	path string
+}
+
+// AllowContext is one context of allowContexts.
+type AllowContext struct {
+	Context string `json:"context" doc:"The kubeconfig context's name."`
+	Server  string `json:"server" doc:"The API server URL it must point at, as the kubeconfig has it: a context of that name pointing elsewhere is not allowed."`
 }
 
 // Sync is one entry: what one command line takes today.

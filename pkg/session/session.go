@@ -20,6 +20,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/forward"
 	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 	"github.com/livesync-dev/kubectl-livesync/pkg/syncback"
 	"github.com/livesync-dev/kubectl-livesync/pkg/watch"
@@ -55,8 +56,12 @@ type Config struct {
 	// Logs follows the synced containers' output (--logs), as LogsConfig says.
 	Logs       bool
 	LogsConfig logs.Config
-	// State is where the saved ancestor lives (see StateConfig).
+	// State is where the saved ancestor lives (see StateConfig); a live session's control
+	// socket is registered under State.Dir too (see pkg/control).
 	State StateConfig
+	// Name is the livesync.yaml entry the session runs, "" for one from the command line:
+	// `kubectl livesync wait` finds the session by it.
+	Name string
 }
 
 // Deps are what a session talks to; pkg/cmd builds the real ones, tests fakes.
@@ -190,9 +195,22 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}
 	sc := cfg.Sync
 	sc.Matchers = matchers
+	sink := &countingSink{live: map[string]filesync.Target{}}
+	var rc *receipts
+	if live {
+		rc = newReceipts(nil, podsOf(d), sink.targets, cfg, matchers, d.Clock)
+		rc.logs = logsOf(d)
+		rc.incarnation = func(ctx context.Context, t filesync.Target) (string, error) {
+			return remote.Incarnation(ctx, d.Executor, t)
+		}
+	}
 	if cfg.Restart.Kind != restart.None {
 		r := &restart.Restarter{Exec: d.Executor, Mode: cfg.Restart, Report: d.Reporter.Restarted}
 		sc.AfterSync = r.AfterSync
+		if rc != nil {
+			r.Report = rc.restarted(r.Report)
+			sc.AfterSync = rc.afterSync(r.AfterSync)
+		}
 	}
 	back, opts, err := newSyncBack(cfg, d)
 	if err != nil {
@@ -209,8 +227,16 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		go func() { keep.run(kctx); close(kept) }()
 		defer func() { stopKeeping(); <-kept }() // the last save, after the engine's
 	}
-	engine := filesync.New(d.Executor, sc, append(opts, filesync.WithReporter(syncedReporter(engineReporter(d.Reporter, back), fw)))...)
-	sink := &countingSink{Sink: engine, live: map[string]bool{}}
+	rep := syncedReporter(engineReporter(d.Reporter, back), fw)
+	if rc != nil {
+		rep = rc.observe(rep)
+	}
+	engine := filesync.New(d.Executor, sc, append(opts, filesync.WithReporter(rep))...)
+	sink.Sink = engine
+	if rc != nil {
+		rc.ledger = engineLedger{engine}
+		rc.status.Workload, rc.status.Namespace, rc.status.Name = w.Ref(), w.Namespace, cfg.Name
+	}
 	tsink := syncBackSink(tctx, back, cfg, d, engine, sink, incs.of)
 	if keep != nil {
 		tsink = &stateSink{Sink: tsink, k: keep}
@@ -218,7 +244,11 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: tsink, Reporter: d.Reporter}
 	var follower *logs.Follower
 	if live && cfg.Logs {
-		follower = &logs.Follower{Config: cfg.LogsConfig, Namespace: w.Namespace, Open: d.Logs, Report: d.Reporter.Log, Warn: d.Reporter.Warn}
+		report := d.Reporter.Log
+		if rc != nil {
+			report = rc.logged(report)
+		}
+		follower = &logs.Follower{Config: cfg.LogsConfig, Namespace: w.Namespace, Open: d.Logs, Report: report, Warn: d.Reporter.Warn}
 		follower.Start(tctx)
 		tracker.Pods = append(tracker.Pods, follower)
 	}
@@ -280,6 +310,14 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}
 	if d.Releases != nil {
 		go release(ctx, engine, d.Releases, d.Reporter)
+	}
+	if rc != nil && cfg.State.Dir != "" {
+		stop, err := serveControl(ctx, cfg, rc, roots)
+		if err != nil {
+			d.Reporter.Warn(err)
+		} else {
+			defer stop()
+		}
 	}
 	d.Reporter.Watching(roots)
 	if back != nil {
@@ -386,12 +424,12 @@ func chooseContainers(w *workload.Workload, names []string, notes io.Writer) ([]
 type countingSink struct {
 	workload.Sink
 	mu   sync.Mutex
-	live map[string]bool
+	live map[string]filesync.Target
 }
 
 func (s *countingSink) AddTarget(t filesync.Target) {
 	s.mu.Lock()
-	s.live[t.String()] = true
+	s.live[t.String()] = t
 	s.mu.Unlock()
 	s.Sink.AddTarget(t)
 }
@@ -401,6 +439,17 @@ func (s *countingSink) RemoveTarget(t filesync.Target) {
 	delete(s.live, t.String())
 	s.mu.Unlock()
 	s.Sink.RemoveTarget(t)
+}
+
+// targets returns the containers the engine syncs into now.
+func (s *countingSink) targets() []filesync.Target {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]filesync.Target, 0, len(s.live))
+	for _, t := range s.live {
+		out = append(out, t)
+	}
+	return out
 }
 
 func (s *countingSink) count() int {
