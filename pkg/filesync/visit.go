@@ -41,7 +41,7 @@ func (v *Visit) Entry(i int, rel string) (e planner.Entry, ok, known bool) {
 
 // Generation returns a number that changes whenever what the target confirmed under mapping i
 // changes: a receipt taken at one generation still holds while it is the same.
-func (v *Visit) Generation(i int) uint64 { return v.tg.idx[i].gen }
+func (v *Visit) Generation(i int) uint64 { return v.tg.idx[i].Gen() }
 
 // Record records that the target and the local side both hold e at rel
 // (a file that came back from it): no plan sends it back there.

@@ -23,6 +23,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 )
 
@@ -32,7 +33,7 @@ type want struct {
 	mapping int
 	rel     string
 	local   string
-	typ     filesync.EntryType
+	typ     planner.EntryType
 	sum     [32]byte
 	size    int64
 	mtime   time.Time
@@ -77,7 +78,7 @@ func (l engineLedger) check(ctx context.Context, t filesync.Target, wants []want
 // holds reports whether a confirmed entry is what w wants. The engine records the sha256 of the
 // bytes it sent; an entry confirmed from a listing without one is compared by size and mtime,
 // the engine's own rule for "unchanged".
-func holds(w want, e filesync.Entry, ok, known bool) bool {
+func holds(w want, e planner.Entry, ok, known bool) bool {
 	if w.absent {
 		return !ok
 	}
@@ -85,9 +86,9 @@ func holds(w want, e filesync.Entry, ok, known bool) bool {
 		return false
 	}
 	switch w.typ {
-	case filesync.TypeSymlink:
+	case planner.TypeSymlink:
 		return e.Link == w.link
-	case filesync.TypeFile:
+	case planner.TypeFile:
 		if e.Sum != nil {
 			return *e.Sum == w.sum
 		}
@@ -113,8 +114,8 @@ type receipts struct {
 	// restart is taken as survived once it ended.
 	incarnation func(ctx context.Context, t filesync.Target) (string, error)
 	targets     func() []filesync.Target
-	maps        []filesync.Mapping
-	match       []filesync.Matcher
+	maps        []planner.Mapping
+	match       []planner.Matcher
 	restart     restart.Mode
 	clk         clock.WithTicker
 	status      control.Status // the fixed part
@@ -154,7 +155,7 @@ type targetState struct {
 	died        string
 }
 
-func newReceipts(l ledger, pods podReader, targets func() []filesync.Target, cfg Config, match []filesync.Matcher, clk clock.WithTicker) *receipts {
+func newReceipts(l ledger, pods podReader, targets func() []filesync.Target, cfg Config, match []planner.Matcher, clk clock.WithTicker) *receipts {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -806,7 +807,7 @@ func wantOf(i int, rel, name string, fi fs.FileInfo) (want, bool, error) {
 		if _, err := io.Copy(h, f); err != nil {
 			return w, false, fmt.Errorf("hashing %q: %w", name, err)
 		}
-		w.typ, w.size, w.mtime = filesync.TypeFile, fi.Size(), fi.ModTime()
+		w.typ, w.size, w.mtime = planner.TypeFile, fi.Size(), fi.ModTime()
 		copy(w.sum[:], h.Sum(nil))
 		return w, true, nil
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -814,7 +815,7 @@ func wantOf(i int, rel, name string, fi fs.FileInfo) (want, bool, error) {
 		if err != nil {
 			return w, false, fmt.Errorf("reading link %q: %w", name, err)
 		}
-		w.typ, w.link = filesync.TypeSymlink, l
+		w.typ, w.link = planner.TypeSymlink, l
 		return w, true, nil
 	}
 	return w, false, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/control"
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/restart"
 )
 
@@ -47,7 +48,7 @@ func (f *fakeLedger) check(_ context.Context, t filesync.Target, wants []want) (
 	r := receipt{gens: []uint64{f.gen[t.Pod]}}
 	for _, w := range wants {
 		sum, ok := f.held[t.Pod][w.rel]
-		e := filesync.Entry{Type: filesync.TypeFile}
+		e := planner.Entry{Type: planner.TypeFile}
 		if ok {
 			e.Sum = &sum
 		}
@@ -63,7 +64,7 @@ func newTestReceipts(t *testing.T, mode restart.Mode, targets ...filesync.Target
 	t.Helper()
 	root := t.TempDir()
 	l := &fakeLedger{held: map[string]map[string][32]byte{}, gen: map[string]uint64{}, unsyn: map[string]bool{}}
-	cfg := Config{Sync: filesync.Config{Mappings: []filesync.Mapping{{Local: filesync.LocalPath(root), Remote: "/app"}}}, Restart: mode}
+	cfg := Config{Sync: filesync.Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(root), Remote: "/app"}}}, Restart: mode}
 	r := newReceipts(l, nil, func() []filesync.Target { return append([]filesync.Target(nil), targets...) }, cfg, nil,
 		clocktesting.NewFakeClock(time.Unix(1000, 0)))
 	return r, l, root
