@@ -209,13 +209,15 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		go func() { keep.run(kctx); close(kept) }()
 		defer func() { stopKeeping(); <-kept }() // the last save, after the engine's
 	}
-	engine := filesync.New(d.Executor, sc, append(opts, filesync.WithReporter(syncedReporter(engineReporter(d.Reporter, back), fw)))...)
+	nodes := newNodeWatch(tctx, d.Client, d.Reporter)
+	defer func() { stopTracking(); nodes.wait() }()
+	engine := filesync.New(d.Executor, sc, append(opts, filesync.WithReporter(syncedReporter(engineReporter(nodes, back), fw)))...)
 	sink := &countingSink{Sink: engine, live: map[string]bool{}}
 	tsink := syncBackSink(tctx, back, cfg, d, engine, sink, incs.of)
 	if keep != nil {
 		tsink = &stateSink{Sink: tsink, k: keep}
 	}
-	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: tsink, Reporter: d.Reporter}
+	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: tsink, Reporter: d.Reporter, Pods: []workload.PodObserver{nodes}}
 	var follower *logs.Follower
 	if live && cfg.Logs {
 		follower = &logs.Follower{Config: cfg.LogsConfig, Namespace: w.Namespace, Open: d.Logs, Report: d.Reporter.Log, Warn: d.Reporter.Warn}
