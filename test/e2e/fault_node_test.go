@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,19 +92,40 @@ func TestFaultNodeDrop(t *testing.T) {
 				t.Fatalf("%s: node %s still Ready %s after %s was killed", kind, nodes[1], time.Since(down).Round(time.Second), daemon)
 			}
 		}
-		errEv := after(t, s, mark, "an error naming "+lost, func(ev sessiontest.Event) bool {
-			return ev.Type == "error" && ev.Target != nil && ev.Target.Pod == lost
+		// The lost replica's line names its node and why, once per outage (and once more when
+		// an unreachable node turns out NotReady), whatever each retry's dial error says.
+		errEv := after(t, s, mark, "an error naming "+lost+" and its node "+nodes[1], func(ev sessiontest.Event) bool {
+			return (ev.Type == "error" || ev.Type == "initial-sync") && ev.Error != "" && ev.Target != nil && ev.Target.Pod == lost && ev.Node != ""
 		})
-		t.Logf("%s: %s down %s, %d saves reached %s on %s; %s named: %s", kind, daemon, time.Since(down).Round(time.Second), saves, live, nodes[0], lost, errEv.Error)
+		if errEv.Node != nodes[1] || !strings.Contains(errEv.Error, "node "+nodes[1]) ||
+			(errEv.Reason != "node-not-ready" && errEv.Reason != "node-unreachable") {
+			t.Errorf("%s: the lost replica's error names node %q, reason %q: %s; want node %s and reason node-not-ready or node-unreachable", kind, errEv.Node, errEv.Reason, errEv.Error, nodes[1])
+		}
+		t.Logf("%s: %s down %s, %d saves reached %s on %s; %s named: %s (%s)", kind, daemon, time.Since(down).Round(time.Second), saves, live, nodes[0], lost, errEv.Error, errEv.Reason)
 
 		if err := lc.restart(daemon); err != nil {
 			t.Fatalf("restarting %s: %v", daemon, err)
 		}
 		lc.unlock()
 		back := time.Now()
-		after(t, s, mark, lost+" recovered", func(ev sessiontest.Event) bool {
+		recovered := after(t, s, mark, lost+" recovered", func(ev sessiontest.Event) bool {
 			return ev.Type == "recovered" && ev.Target != nil && ev.Target.Pod == lost
 		})
+		if recovered.Node != nodes[1] {
+			t.Errorf("%s: the recovered event of %s names node %q, want %s (its node is back)", kind, lost, recovered.Node, nodes[1])
+		}
+		var named []string
+		for _, ev := range s.Events()[mark:] {
+			if (ev.Type == "error" || ev.Type == "initial-sync") && ev.Error != "" && ev.Target != nil && ev.Target.Pod == lost {
+				t.Logf("%s: %s's line: %s (node %q, reason %q)", kind, lost, ev.Error, ev.Node, ev.Reason)
+				if ev.Node != "" {
+					named = append(named, ev.Reason)
+				}
+			}
+		}
+		if len(named) > 2 || len(named) == 2 && (named[0] != "node-unreachable" || named[1] != "node-not-ready") {
+			t.Errorf("%s: the node was named %d times in one outage (%v): want once, or unreachable then not ready", kind, len(named), named)
+		}
 		waitConverged(t, ns, "app=web", 2, local, "/app", 2*time.Minute)
 		t.Logf("%s: both replicas hold the local tree %s after %s came back", kind, time.Since(back).Round(100*time.Millisecond), daemon)
 		if now := podsOnNodes(t, ns, "web", 2); now[nodes[1]].Name != lost {
