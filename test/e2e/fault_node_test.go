@@ -68,12 +68,14 @@ func TestFaultNodeDrop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The documented Role reads no nodes (they are cluster-scoped): the kubelet's outage is
-		// named from what the pod says. Reading them is optional (docs/rbac.md): the
-		// containerd's outage is named with the Node's own Ready condition.
-		nodeRead := kind == "containerd"
+		// The documented Role reads no nodes (they are cluster-scoped): the containerd's outage
+		// is named from what the pod says. Reading them is optional (docs/rbac.md): the
+		// kubelet's outage is named with the Node's own Ready condition, and once more when the
+		// node turns NotReady and the pod watch sees the pod go unready.
+		nodeRead := kind == "kubelet"
+		revoke := func() {}
 		if nodeRead {
-			allowNodeRead(t, ns)
+			revoke = allowNodeRead(t, ns)
 		}
 		lc.lockCluster(t)
 		if err := lc.restart(daemon); err != nil {
@@ -113,6 +115,14 @@ func TestFaultNodeDrop(t *testing.T) {
 		if fromPod := strings.HasPrefix(errEv.Error, "pod's node "); fromPod == nodeRead {
 			t.Errorf("%s: with node read %v, the line is %q: want the Node's condition with it, the pod's node without", kind, nodeRead, errEv.Error)
 		}
+		if nodeRead && kind == "kubelet" {
+			nr := after(t, s, mark, lost+" named with its NotReady node", func(ev sessiontest.Event) bool {
+				return ev.Type == "error" && ev.Target != nil && ev.Target.Pod == lost && ev.Reason == "node-not-ready"
+			})
+			if want := "node " + nodes[1] + " not ready ("; !strings.HasPrefix(nr.Error, want) {
+				t.Errorf("%s: the NotReady line is %q, want it to start with %q", kind, nr.Error, want)
+			}
+		}
 		t.Logf("%s: %s down %s, %d saves reached %s on %s; %s named: %s (%s)", kind, daemon, time.Since(down).Round(time.Second), saves, live, nodes[0], lost, errEv.Error, errEv.Reason)
 
 		if err := lc.restart(daemon); err != nil {
@@ -143,12 +153,13 @@ func TestFaultNodeDrop(t *testing.T) {
 		if now := podsOnNodes(t, ns, "web", 2); now[nodes[1]].Name != lost {
 			t.Fatalf("%s: the replica on %s is %s now, want %s kept (synced again, not replaced)", kind, nodes[1], now[nodes[1]].Name, lost)
 		}
+		revoke()
 	}
 }
 
 // allowNodeRead lets the documented Role's user of ns get nodes, the optional cluster-wide rule
-// of docs/rbac.md, until the test ends.
-func allowNodeRead(t *testing.T, ns string) {
+// of docs/rbac.md, until the returned func or the test's end takes it back.
+func allowNodeRead(t *testing.T, ns string) (revoke func()) {
 	t.Helper()
 	ctx := context.Background()
 	name := "livesync-nodes-" + ns
@@ -157,11 +168,15 @@ func allowNodeRead(t *testing.T, ns string) {
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = rbac.ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	revoke = func() {
+		_ = rbac.ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = rbac.ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+	}
+	t.Cleanup(revoke)
 	if _, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: documentedRole(t).Name, Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = rbac.ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	return revoke
 }
