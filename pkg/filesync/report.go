@@ -35,6 +35,9 @@ type InitialSync struct {
 	Err      error // nil when the target converged
 	// Transport is how its batches go: TransportStream or TransportExec.
 	Transport string
+	// Node and Reason name the pod's node and why it failed there (e.g.
+	// "node-not-ready") when Err is the node's doing (see pkg/session).
+	Node, Reason string
 }
 
 // Batch reports one coalesced batch once every target that was ready when it
@@ -87,6 +90,9 @@ type Error struct {
 	Target Target
 	Err    error
 	Hint   string
+	// Node and Reason name the pod's node and why it failed there (e.g.
+	// "node-not-ready") when Err is the node's doing (see pkg/session).
+	Node, Reason string
 }
 
 // Recovered reports that a target whose syncs failed is in sync again: Failures
@@ -95,6 +101,9 @@ type Recovered struct {
 	Target   Target
 	Failures int
 	Duration time.Duration
+	// Node names the pod's node when the failures were that node's (see
+	// Error.Node): it is back.
+	Node string
 }
 
 // DryRun reports what a plan would do in a target, with remote paths. The

@@ -77,6 +77,9 @@ type jsonEvent struct {
 	// start decided, paths per decision.
 	From    string         `json:"from,omitempty"`
 	Decided map[string]int `json:"decided,omitempty"`
+	// error, initial-sync, recovered: the node of a replica lost with it (why in reason:
+	// node-not-ready, node-unreachable).
+	Node string `json:"node,omitempty"`
 }
 
 // via says which transport a target's batches use, for the text output.

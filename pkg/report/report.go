@@ -83,7 +83,7 @@ func (r *Printer) report(ev filesync.Event) {
 	case filesync.InitialSync:
 		if e.Err != nil {
 			r.errors++
-			r.emitErr(jsonEvent{Type: "initial-sync", Target: toJSONTarget(e.Target), Error: e.Err.Error()}, "initial sync of %s failed: %v", e.Target, e.Err)
+			r.emitErr(jsonEvent{Type: "initial-sync", Target: toJSONTarget(e.Target), Error: e.Err.Error(), Node: e.Node, Reason: e.Reason}, "initial sync of %s failed: %v", e.Target, e.Err)
 			return
 		}
 		r.files += e.Files
@@ -108,11 +108,15 @@ func (r *Printer) report(ev filesync.Event) {
 		r.emit(jsonEvent{Type: "batch", Changed: &e.Changed, Deleted: &e.Deleted, Names: e.Names, Targets: &e.Targets, Failed: &e.Failed, Bytes: &e.Bytes, LatencyMs: ms(e.Latency)},
 			"%s -> %d/%d containers, %s in %s", line, e.Targets-e.Failed, e.Targets, humanBytes(e.Bytes), e.Latency.Round(time.Millisecond))
 	case filesync.Recovered:
-		r.emit(jsonEvent{Type: "recovered", Target: toJSONTarget(e.Target), Failures: &e.Failures, Duration: ms(e.Duration)},
-			"recovered: %s is in sync again after %s in %s", e.Target, plural(e.Failures, "failed try", "failed tries"), e.Duration.Round(time.Second))
+		back := ""
+		if e.Node != "" {
+			back = ": its node " + e.Node + " is back"
+		}
+		r.emit(jsonEvent{Type: "recovered", Target: toJSONTarget(e.Target), Failures: &e.Failures, Duration: ms(e.Duration), Node: e.Node},
+			"recovered: %s is in sync again after %s in %s%s", e.Target, plural(e.Failures, "failed try", "failed tries"), e.Duration.Round(time.Second), back)
 	case filesync.Error:
 		r.errors++
-		r.emitErr(jsonEvent{Type: "error", Target: toJSONTarget(e.Target), Error: e.Err.Error(), Hint: e.Hint}, "error: %s: %v", e.Target, e.Err)
+		r.emitErr(jsonEvent{Type: "error", Target: toJSONTarget(e.Target), Error: e.Err.Error(), Hint: e.Hint, Node: e.Node, Reason: e.Reason}, "error: %s: %v", e.Target, e.Err)
 	case filesync.OnSync:
 		r.onSync(e)
 	case filesync.Progress:

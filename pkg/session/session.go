@@ -227,7 +227,9 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		go func() { keep.run(kctx); close(kept) }()
 		defer func() { stopKeeping(); <-kept }() // the last save, after the engine's
 	}
-	rep := syncedReporter(engineReporter(d.Reporter, back), fw)
+	nodes := newNodeWatch(tctx, d.Client, d.Reporter)
+	defer func() { stopTracking(); nodes.wait() }()
+	rep := syncedReporter(engineReporter(nodes, back), fw)
 	if rc != nil {
 		rep = rc.observe(rep)
 	}
@@ -241,7 +243,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	if keep != nil {
 		tsink = &stateSink{Sink: tsink, k: keep}
 	}
-	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: tsink, Reporter: d.Reporter}
+	tracker := &workload.Tracker{Client: d.Client, Workload: w, Containers: containers, Sink: tsink, Reporter: d.Reporter, Pods: []workload.PodObserver{nodes}}
 	var follower *logs.Follower
 	if live && cfg.Logs {
 		report := d.Reporter.Log

@@ -35,6 +35,7 @@ type Event struct {
 	Reason     string     `json:"reason"`
 	Workload   string     `json:"workload"`
 	Restarts   int        `json:"restarts"`
+	Node       string     `json:"node"` // error, initial-sync, recovered: a replica lost with its node
 	Transport  string     `json:"transport"`
 	Failures   int        `json:"failures"`
 	Helper     *Helper    `json:"helper"`
