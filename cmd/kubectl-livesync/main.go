@@ -16,6 +16,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	defer startHeapProfiles()() // off unless the bench asks (LIVESYNC_HEAP_PROFILE)
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	root := cmd.NewCmdLiveSync(streams)
 	if err := root.ExecuteContext(ctx); err != nil {

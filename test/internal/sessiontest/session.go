@@ -117,6 +117,12 @@ func (s *Session) User(uid, gid uint32, home string) *Session {
 	return s
 }
 
+// Env adds name=value pairs to the binary's environment.
+func (s *Session) Env(kv ...string) *Session {
+	s.env = append(s.env, kv...)
+	return s
+}
+
 // Via runs the binary under a program, argv before the binary on the command line: the Windows
 // binary under wine is Via("hack/wine.sh", "exec"). Paths given to the session are then the
 // program's to translate (Z:\... under wine).
