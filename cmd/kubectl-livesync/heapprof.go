@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
 	"syscall"
@@ -48,6 +49,7 @@ func startHeapProfiles() (stop func()) {
 		for n := 0; ; {
 			select {
 			case <-usr1:
+				runtime.GC() // the profile says what the last collection found live: make that now
 				n++
 				writeHeapProfile(filepath.Join(dir, fmt.Sprintf("heap-%d.pprof", n)))
 			case <-t.C:

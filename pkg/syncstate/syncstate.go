@@ -20,9 +20,7 @@ package syncstate
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/sha256"
-	"encoding/gob"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -44,10 +42,6 @@ const (
 	// DefaultMaxAge is how long a file nobody saved again is kept.
 	DefaultMaxAge = 30 * 24 * time.Hour
 )
-
-// magic opens every file; the version is part of it, so a file of another
-// format is foreign, never half-read.
-const magic = "kubectl-livesync state v1\n"
 
 // suffix names the files the store owns in its directory.
 const suffix = ".state"
@@ -232,28 +226,22 @@ func (s *Store) Save(k Key, snap *Snapshot) error {
 		snap.Saved = s.now()
 	}
 	name := s.Path(k)
-	var body bytes.Buffer
-	if err := gob.NewEncoder(&body).Encode(snap); err != nil {
-		return s.dropOld(name, fmt.Errorf("encoding sync state: %w", err))
-	}
-	if int64(len(magic)+sha256.Size*2+1+body.Len()) > s.maxFile() {
-		return s.dropOld(name, fmt.Errorf("saving sync state %s: %w (%d bytes)", name, ErrTooLarge, body.Len()))
-	}
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return s.dropOld(name, fmt.Errorf("saving sync state: %w", err))
 	}
-	sum := sha256.Sum256(body.Bytes())
 	write := s.write
 	if write == nil {
 		write = writeAtomic
 	}
+	// Streamed into the temp file: a snapshot that passes the bound is
+	// given up as it passes it.
 	if err := write(s.Dir, name, func(w io.Writer) error {
-		if _, err := io.WriteString(w, magic+hex.EncodeToString(sum[:])+"\n"); err != nil {
-			return err
-		}
-		_, err := w.Write(body.Bytes())
+		_, err := encode(w, snap, s.maxFile())
 		return err
 	}); err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return s.dropOld(name, fmt.Errorf("saving sync state %s: %w (over %d bytes)", name, ErrTooLarge, s.maxFile()))
+		}
 		return s.dropOld(name, fmt.Errorf("saving sync state %s: %w", name, err))
 	}
 	s.Prune(name)
@@ -354,35 +342,6 @@ func (s *Store) Prune(keep string) {
 		}
 		total += f.size
 	}
-}
-
-// decode reads a file written by Save, at most limit bytes of it.
-func decode(r io.Reader, limit int64) (*Snapshot, error) {
-	br := bufio.NewReader(io.LimitReader(r, limit+1))
-	head := make([]byte, len(magic))
-	if _, err := io.ReadFull(br, head); err != nil || string(head) != magic {
-		return nil, errors.New("not a state file of this version")
-	}
-	line, err := br.ReadString('\n')
-	want, herr := hex.DecodeString(strings.TrimSuffix(line, "\n"))
-	if err != nil || herr != nil || len(want) != sha256.Size {
-		return nil, errors.New("damaged header")
-	}
-	body, err := io.ReadAll(br)
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(magic)+len(line)+len(body)) > limit {
-		return nil, errors.New("larger than its bound")
-	}
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], want) {
-		return nil, errors.New("checksum mismatch (cut short or damaged)")
-	}
-	var snap Snapshot
-	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(&snap); err != nil {
-		return nil, fmt.Errorf("damaged: %w", err)
-	}
-	return &snap, nil
 }
 
 // tempPrefix names the temp files writeAtomic leaves if it dies.

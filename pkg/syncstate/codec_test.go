@@ -1,0 +1,131 @@
+package syncstate
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/gob"
+	"encoding/hex"
+	"os"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// fullSnap has every field of every kind of entry set, paths that share
+// prefixes with the one before them and ones that do not.
+func fullSnap() *Snapshot {
+	sum := sha256.Sum256([]byte("a"))
+	es := []Entry{
+		{Path: "", Type: 2, Mode: 0o755, MTime: -5},
+		{Path: "dir/a.txt", Type: 1, Mode: 0o644, Size: 1 << 40, MTime: 1_700_000_000_123_456_789, Sum: sum[:], Ino: 1 << 63, CTime: 42},
+		{Path: "dir/ab.txt", Type: 1, Mode: 0o600, Size: 0, Unknown: true},
+		{Path: "dir", Type: 2, Mode: 0o700},
+		{Path: "link", Type: 3, Mode: 0o777, Link: "../elsewhere/ü"},
+	}
+	return &Snapshot{
+		Key:   "a=\"b\"\n",
+		Saved: time.Unix(1_800_000_000, 17),
+		Halves: []Half{
+			{Stamp: "cid/mnt:[1]", Name: "ns/p/c", Saved: time.Unix(100, 0), Mappings: [][]Entry{es, nil, {{Path: "x", Type: 1}}}},
+			{Stamp: "", Name: "", Mappings: nil},
+		},
+	}
+}
+
+// sameSnap compares two snapshots by what they say: instants, not time
+// zones; no mapping and an empty one alike.
+func sameSnap(t *testing.T, got, want *Snapshot) {
+	t.Helper()
+	if got.Key != want.Key || !got.Saved.Equal(want.Saved) || len(got.Halves) != len(want.Halves) {
+		t.Fatalf("snapshot: got %+v, want %+v", got, want)
+	}
+	for i, h := range want.Halves {
+		g := got.Halves[i]
+		if g.Stamp != h.Stamp || g.Name != h.Name || !g.Saved.Equal(h.Saved) || len(g.Mappings) != len(h.Mappings) {
+			t.Fatalf("half %d: got %+v, want %+v", i, g, h)
+		}
+		for j, es := range h.Mappings {
+			if len(es) == 0 && len(g.Mappings[j]) == 0 {
+				continue
+			}
+			if !reflect.DeepEqual(g.Mappings[j], es) {
+				t.Fatalf("half %d mapping %d:\n got %+v\nwant %+v", i, j, g.Mappings[j], es)
+			}
+		}
+	}
+}
+
+func TestEncodeRoundTrip(t *testing.T) {
+	var b bytes.Buffer
+	want := fullSnap()
+	if _, err := encode(&b, want, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	got, err := decode(bytes.NewReader(b.Bytes()), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameSnap(t, got, want)
+	// Every cut, and any bit flipped, is refused.
+	for n := range b.Len() {
+		if _, err := decode(bytes.NewReader(b.Bytes()[:n]), 1<<20); err == nil {
+			t.Fatalf("cut at %d of %d bytes: decoded", n, b.Len())
+		}
+	}
+	for i := range b.Len() {
+		d := bytes.Clone(b.Bytes())
+		d[i] ^= 0x10
+		if _, err := decode(bytes.NewReader(d), 1<<20); err == nil {
+			t.Fatalf("bit flipped at %d: decoded", i)
+		}
+	}
+	if _, err := decode(bytes.NewReader(append(bytes.Clone(b.Bytes()), 0)), 1<<20); err == nil {
+		t.Fatal("a byte more after the checksum: decoded")
+	}
+}
+
+// encodeV1 writes a file as version 1 did: a gob of the whole snapshot
+// behind its checksum.
+func encodeV1(t *testing.T, snap *Snapshot) []byte {
+	var body bytes.Buffer
+	if err := gob.NewEncoder(&body).Encode(snap); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(body.Bytes())
+	return append([]byte(magicV1+hex.EncodeToString(sum[:])+"\n"), body.Bytes()...)
+}
+
+// A state saved by the previous version is still read, and one of its
+// damaged still refused.
+func TestLoadVersion1(t *testing.T) {
+	s := &Store{Dir: t.TempDir()}
+	k := testKey("/src")
+	want := fullSnap()
+	want.Key = k.String()
+	v1 := encodeV1(t, want)
+	if err := os.WriteFile(s.Path(k), v1, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, note := s.Load(k)
+	if got == nil {
+		t.Fatalf("version 1 not read: %s", note)
+	}
+	sameSnap(t, got, want)
+	v1[len(v1)-3] ^= 1
+	if err := os.WriteFile(s.Path(k), v1, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Load(k); got != nil {
+		t.Fatal("a damaged version 1 file was read")
+	}
+}
+
+// Save streams: a snapshot over the bound fails with ErrTooLarge before it
+// is written whole.
+func TestEncodeStopsAtBound(t *testing.T) {
+	var b bytes.Buffer
+	_, err := encode(&b, testSnap(5000), 4<<10)
+	if err != ErrTooLarge || b.Len() > 4<<10 {
+		t.Fatalf("err %v after %d bytes", err, b.Len())
+	}
+}
