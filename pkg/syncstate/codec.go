@@ -40,40 +40,68 @@ const (
 	flagUnknown             // Entry.Unknown
 )
 
-// encoder writes version 2 through a hash, counting what it wrote.
+// encoder writes version 2 a buffer at a time, to the file and the hash,
+// counting what it wrote.
 type encoder struct {
-	w   io.Writer // the file and the hash
+	w   io.Writer
 	h   hash.Hash
+	buf []byte // not yet written
 	n   int64
 	max int64 // ErrTooLarge beyond it
-	buf [binary.MaxVarintLen64]byte
 	err error
 }
 
-func (e *encoder) write(b []byte) {
-	if e.err != nil {
+func (e *encoder) flush() {
+	if e.err != nil || len(e.buf) == 0 {
 		return
 	}
-	e.n += int64(len(b))
-	if e.n > e.max {
-		e.err = ErrTooLarge
-		return
-	}
-	_, e.err = e.w.Write(b)
+	e.h.Write(e.buf)
+	_, e.err = e.w.Write(e.buf)
+	e.buf = e.buf[:0]
 }
 
-func (e *encoder) uvarint(v uint64) { e.write(binary.AppendUvarint(e.buf[:0], v)) }
-func (e *encoder) varint(v int64)   { e.write(binary.AppendVarint(e.buf[:0], v)) }
+// room makes sure n more bytes are within the bound, flushing the buffer
+// when they would not fit in it.
+func (e *encoder) room(n int) bool {
+	if e.err != nil {
+		return false
+	}
+	if e.n += int64(n); e.n > e.max {
+		e.err = ErrTooLarge
+		return false
+	}
+	if len(e.buf)+n > cap(e.buf) {
+		e.flush()
+	}
+	return e.err == nil
+}
+
+func (e *encoder) write(b []byte) {
+	if e.room(len(b)) {
+		e.buf = append(e.buf, b...)
+	}
+}
+
+func (e *encoder) uvarint(v uint64) {
+	if e.room(binary.MaxVarintLen64) {
+		l := len(e.buf)
+		e.buf = binary.AppendUvarint(e.buf, v)
+		e.n -= int64(binary.MaxVarintLen64 - (len(e.buf) - l))
+	}
+}
+
+func (e *encoder) varint(v int64) {
+	if e.room(binary.MaxVarintLen64) {
+		l := len(e.buf)
+		e.buf = binary.AppendVarint(e.buf, v)
+		e.n -= int64(binary.MaxVarintLen64 - (len(e.buf) - l))
+	}
+}
 
 func (e *encoder) string(s string) {
 	e.uvarint(uint64(len(s)))
-	if e.err == nil && len(s) > 0 {
-		e.n += int64(len(s))
-		if e.n > e.max {
-			e.err = ErrTooLarge
-			return
-		}
-		_, e.err = io.WriteString(e.w, s)
+	if e.room(len(s)) {
+		e.buf = append(e.buf, s...)
 	}
 }
 
@@ -88,8 +116,7 @@ func (e *encoder) time(t time.Time) {
 // encode writes snap to w in version 2, failing with ErrTooLarge as soon
 // as it passes max bytes.
 func encode(w io.Writer, snap *Snapshot, max int64) (int64, error) {
-	h := sha256.New()
-	e := &encoder{w: io.MultiWriter(w, h), h: h, max: max}
+	e := &encoder{w: w, h: sha256.New(), buf: make([]byte, 0, 1<<16), max: max}
 	e.write([]byte(magic))
 	e.string(snap.Key)
 	e.time(snap.Saved)
@@ -131,10 +158,10 @@ func encode(w io.Writer, snap *Snapshot, max int64) (int64, error) {
 			}
 		}
 	}
-	if e.err == nil {
-		sum := h.Sum(nil)
-		e.w = w // the sum is not summed
-		e.write(sum)
+	e.flush()
+	if e.err == nil && e.room(sha256.Size) {
+		e.buf = e.h.Sum(e.buf) // not summed itself: flush below writes it alone
+		_, e.err = e.w.Write(e.buf)
 	}
 	return e.n, e.err
 }
