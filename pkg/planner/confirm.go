@@ -40,10 +40,9 @@ func (x *Index) Apply(p *Plan, res tarstream.Result) {
 func (x *Index) Unconfirm(p *Plan) int {
 	n := 0
 	mark := func(rel string) {
-		if e, ok := x.m[rel]; ok && !e.stale {
+		if e, ok := x.Get(rel); ok && !e.stale {
 			e.stale, e.Sum = true, nil
-			x.m[rel] = e
-			x.gen++
+			x.Put(rel, e)
 			n++
 		}
 	}
@@ -71,7 +70,7 @@ func (x *Index) Unconfirm(p *Plan) int {
 		if localtree.UnderAny(c.Rel, retyped) {
 			continue
 		}
-		if _, ok := x.m[c.Rel]; ok {
+		if x.has(c.Rel) {
 			mark(c.Rel)
 			continue
 		}
@@ -91,7 +90,7 @@ func (x *Index) Unconfirm(p *Plan) int {
 // container's confirmed word already and stay as they are.
 func (x *Index) Reconcile(m *Resolved, l *Listing) {
 	pl := newPlanState(m, x) // for its Lstat, once for all entries
-	for rel, e := range x.m {
+	for rel, e := range x.all() {
 		if !e.stale {
 			continue
 		}
@@ -108,8 +107,7 @@ func (x *Index) Reconcile(m *Resolved, l *Listing) {
 			continue
 		}
 		if matchesRemote(m, rel, &le, re, l.Alg) {
-			x.m[rel] = le
-			x.gen++
+			x.Put(rel, le)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"iter"
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
@@ -105,7 +106,7 @@ func (e Entry) sameIdentity(o Entry) bool {
 // equals index" mean "the container holds the local state", the ancestor
 // every later decision compares against.
 type Index struct {
-	m map[string]Entry
+	m map[string]slot
 	// kids holds, per path, the paths one level below it that are entries
 	// or lead to one, so DeleteTree costs what the subtree holds rather than
 	// a scan of the whole index (5,000 deletes against 100,000 entries took
@@ -118,13 +119,74 @@ type Index struct {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{m: map[string]Entry{}, kids: map[string]map[string]struct{}{}}
+	return &Index{m: map[string]slot{}, kids: map[string]map[string]struct{}{}}
+}
+
+// slot is how the index keeps an Entry: 72 bytes rather than 96 (the mtime
+// as seconds and nanoseconds rather than a time.Time, the flags beside the
+// type), which for 100,000 paths, in the index and each copy of it, is
+// 2.4 MiB less to hold and for the collector to scan.
+type slot struct {
+	size  int64
+	sec   int64 // mtime
+	ino   uint64
+	ctime int64
+	link  string
+	sum   *[32]byte
+	mode  fs.FileMode
+	nsec  uint32 // mtime
+	typ   EntryType
+	stale bool
+	// retype: see Entry.retype
+	retype bool
+}
+
+func slotOf(e Entry) slot {
+	return slot{size: e.Size, sec: e.MTime.Unix(), nsec: uint32(e.MTime.Nanosecond()), ino: e.Ino, ctime: e.CTime,
+		link: e.Link, sum: e.Sum, mode: e.Mode, typ: e.Type, stale: e.stale, retype: e.retype}
+}
+
+func (s slot) entry() Entry {
+	return Entry{Type: s.typ, Mode: s.mode, Size: s.size, MTime: time.Unix(s.sec, int64(s.nsec)), Link: s.link, Sum: s.sum,
+		Ino: s.ino, CTime: s.ctime, stale: s.stale, retype: s.retype}
 }
 
 // Get returns the entry at rel.
 func (x *Index) Get(rel string) (Entry, bool) {
-	e, ok := x.m[rel]
-	return e, ok
+	s, ok := x.m[rel]
+	if !ok {
+		return Entry{}, false
+	}
+	return s.entry(), true
+}
+
+// has reports whether rel has an entry.
+func (x *Index) has(rel string) bool {
+	_, ok := x.m[rel]
+	return ok
+}
+
+// all yields every path and its entry, in no particular order; the index
+// may change meanwhile, as a map may while it is ranged over.
+func (x *Index) all() iter.Seq2[string, Entry] {
+	return func(yield func(string, Entry) bool) {
+		for rel, s := range x.m {
+			if !yield(rel, s.entry()) {
+				return
+			}
+		}
+	}
+}
+
+// Bytes is what x's files hold, in bytes.
+func (x *Index) Bytes() int64 {
+	var n int64
+	for _, s := range x.m {
+		if s.typ == TypeFile {
+			n += s.size
+		}
+	}
+	return n
 }
 
 // Len returns the number of entries.
@@ -135,7 +197,7 @@ func (x *Index) Put(rel string, e Entry) {
 	if _, ok := x.m[rel]; !ok {
 		x.link(rel)
 	}
-	x.m[rel] = e
+	x.m[rel] = slotOf(e)
 	x.gen++
 }
 
@@ -249,9 +311,6 @@ func TreeBytes(tree map[string]Entry) int64 {
 // Gen counts x's changes: a saved copy is taken only when it moved (see
 // Records).
 func (x *Index) Gen() uint64 { return x.gen }
-
-// Bytes is what x's files hold, in bytes.
-func (x *Index) Bytes() int64 { return TreeBytes(x.m) }
 
 // Stale reports whether e's state in the target is unknown (see Entry).
 func (e Entry) Stale() bool { return e.stale }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 )
 
 // benchIndex returns an index of 100,000 files in 5,000 directories, and
@@ -82,5 +83,32 @@ func TestIndexDeleteTree(t *testing.T) {
 				t.Errorf("%q/again survived a second delete", tt.del)
 			}
 		})
+	}
+}
+
+// The index keeps entries in a smaller form: what Get returns is what Put
+// was given, mtimes to the nanosecond (before 1970 and after 2262 too),
+// the zero mtime and the unexported marks included.
+func TestIndexKeepsEntries(t *testing.T) {
+	sum := [32]byte{1, 2, 3}
+	for name, e := range map[string]Entry{
+		"file":    {Type: TypeFile, Mode: 0o755, Size: 1 << 40, MTime: time.Unix(1_700_000_000, 123_456_789), Sum: &sum, Ino: 7, CTime: 9},
+		"zero":    {Type: TypeDir, Mode: 0o700},
+		"before":  {Type: TypeFile, MTime: time.Unix(-5, 999_999_999)},
+		"far":     {Type: TypeFile, MTime: time.Date(3000, 1, 2, 3, 4, 5, 6, time.UTC)},
+		"link":    {Type: TypeSymlink, Mode: 0o777, Link: "../x"},
+		"stale":   {Type: TypeFile, stale: true},
+		"retyped": {Type: TypeDir, stale: true, retype: true},
+	} {
+		x := NewIndex()
+		x.Put("a/b", e)
+		got, ok := x.Get("a/b")
+		if !ok || !got.MTime.Equal(e.MTime) || got.MTime.IsZero() != e.MTime.IsZero() {
+			t.Fatalf("%s: mtime %v, want %v", name, got.MTime, e.MTime)
+		}
+		got.MTime, e.MTime = time.Time{}, time.Time{}
+		if got != e {
+			t.Fatalf("%s: got %+v, want %+v", name, got, e)
+		}
 	}
 }

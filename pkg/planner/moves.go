@@ -48,7 +48,7 @@ func FindMoves(m *Resolved, idx *Index, p *Plan, alg string) {
 		deleted[d] = true
 	}
 	bySize := map[int64][]string{}
-	for rel, e := range idx.m {
+	for rel, e := range idx.all() {
 		if e.Type == TypeFile && e.Size >= moveMin && e.Sum != nil && !e.stale && !copied[rel] {
 			bySize[e.Size] = append(bySize[e.Size], rel)
 		}

@@ -31,7 +31,7 @@ import (
 // Records returns x's entries as saved records.
 func (x *Index) Records() []syncstate.Entry {
 	out := make([]syncstate.Entry, 0, len(x.m))
-	for rel, e := range x.m {
+	for rel, e := range x.all() {
 		r := syncstate.Entry{Path: rel, Type: uint8(e.Type), Mode: uint32(e.Mode), Size: e.Size, MTime: e.MTime.UnixNano(),
 			Link: e.Link, Ino: e.Ino, CTime: e.CTime, Unknown: e.stale}
 		if e.Sum != nil && !e.stale {
@@ -187,7 +187,7 @@ func ThreeWay(m *Resolved, local *LocalFiles, l *Listing, anc *Index, trust time
 	for rel := range l.Entries {
 		rels[rel] = true
 	}
-	for rel := range anc.m {
+	for rel := range anc.all() {
 		rels[rel] = true
 	}
 	// keep holds the paths whose container side must stay: no delete of

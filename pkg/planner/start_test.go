@@ -99,7 +99,7 @@ func TestPlanStart(t *testing.T) {
 
 	// The index keeps the ancestor where sync-back decides, forgets what
 	// comes home as new, and records the unchanged with their hashes.
-	if e, ok := idx.Get("gen/out"); !ok || e.Sum == nil || *e.Sum != *anc.m["gen/out"].Sum {
+	if e, ok := idx.Get("gen/out"); !ok || e.Sum == nil || *e.Sum != *anc.m["gen/out"].sum {
 		t.Errorf("gen/out: index %+v, want the ancestor", e)
 	}
 	if _, ok := idx.Get("gen/both"); !ok {
