@@ -40,8 +40,9 @@ trap load HUP
 load
 while :; do sleep 1 & wait $!; done`
 
-// receiptEdits is how many edits TestReceipts makes: LIVESYNC_RECEIPTS_EDITS, else 40, which
-// keeps it near two minutes on a busy two-core machine (each edit is a wait and three execs).
+// receiptEdits is how many edits TestReceipts makes: LIVESYNC_RECEIPTS_EDITS, else 200, the
+// count the receipts promise is held to (about 7.5 minutes on a busy two-core machine: each edit
+// is a wait and three execs; 40 run it in two).
 func receiptEdits(t *testing.T) int {
 	if v := os.Getenv("LIVESYNC_RECEIPTS_EDITS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -50,7 +51,7 @@ func receiptEdits(t *testing.T) int {
 		}
 		return n
 	}
-	return 40
+	return 200
 }
 
 // TestReceipts: three replicas of an app that serves the sha256 of its source and reloads on
