@@ -19,7 +19,13 @@ type Side struct {
 	Size    int64
 	MTime   int64     // seconds
 	Sum     *[32]byte // sha256 of a file's content, nil when unknown
-	Link    string
+	// Unhashed: the container's file, listed without its hash by a scan
+	// that hashes (written while the scan ran: see remote.Scan). Its size
+	// and mtime say nothing of its content: a local save of the same size
+	// in the same second is not the same change. Nothing is decided on it
+	// until a scan hashes it.
+	Unhashed bool
+	Link     string
 	// hashed is the local file's stat as Sum was read from it (see
 	// localSide): what is recorded when it becomes the ancestor, so that a
 	// save after the hash (even one that keeps size and mtime) moves its
@@ -65,6 +71,8 @@ func Decide(anc, local, rem Side, deletes bool) Action {
 	switch {
 	case anc.Unknown:
 		return Keep // the upload side sends it again
+	case rem.Unhashed:
+		return Keep // the next scan hashes it
 	case same(rem, anc):
 		return Keep // unchanged in the container: a local change goes up
 	case !rem.Present:

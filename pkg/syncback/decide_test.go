@@ -21,9 +21,12 @@ func TestDecide(t *testing.T) {
 		link    = Side{Present: true, Type: remote.TypeSymlink, Link: "/etc/passwd"}
 		a, b, c = file("a", 0), file("b", 0), file("c", 0)
 		exec    = file("a", 0o111)
+		old     = file("old", 0) // a size of its own: no stat of a, b or c is its
 		unknown = Side{Present: true, Unknown: true, Type: remote.TypeFile}
 		noSum   = func(s Side) Side { s.Sum = nil; return s }
 		touched = func(s Side) Side { s.MTime++; return s }
+		// unhashed is s listed by its stat alone (see Side.Unhashed)
+		unhashed = func(s Side) Side { s.Sum, s.Unhashed = nil, true; return s }
 	)
 	for _, tc := range []struct {
 		name               string
@@ -48,6 +51,11 @@ func TestDecide(t *testing.T) {
 		{"both created differently", absent, b, c, false, Conflict},
 		{"local deleted, remote edited", a, absent, b, true, Conflict},
 		{"local dir where the container wrote a file", absent, dir, b, false, Conflict},
+		// a container file the scan listed without its hash (written during
+		// it): nothing is decided until a scan hashes it
+		{"unhashed remote, same size and mtime as the local save", old, b, unhashed(c), false, Keep},
+		{"unhashed remote, local unchanged", old, old, unhashed(b), false, Keep},
+		{"unhashed remote, local edited", old, b, unhashed(touched(c)), false, Keep},
 		// both made the same change: the ancestor becomes it
 		{"both edited alike", a, b, b, false, Record},
 		{"both created alike", absent, b, b, false, Record},

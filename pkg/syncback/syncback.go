@@ -475,6 +475,13 @@ func (p *mappingPass) run() error {
 			d.local.Mode = localtree.KeepExec(d.local.Mode, known.Mode)
 		}
 		d.action = Decide(d.anc, d.local, d.rem, p.r.cfg.Deletes)
+		if d.rem.Unhashed && p.res.Since {
+			// Written while this scan ran, its mtime is most likely past
+			// the next look-back, which hashes it; a full scan makes sure.
+			// (A full scan that could not hash it does not ask again: an
+			// unreadable file would make every scan a full one.)
+			p.st.needFull[p.i] = true
+		}
 		ds = append(ds, d)
 	}
 	p.guardDeletes(ds, countRemote(ds))
@@ -546,8 +553,14 @@ func (p *mappingPass) ancestor(rel string) Side {
 
 func (p *mappingPass) remoteSide(e remote.Entry) Side {
 	s := Side{Present: true, Type: e.Type, Mode: e.Mode, Size: e.Size, MTime: e.MTime, Link: e.Link}
-	if p.res.Alg == "sha256sum" && len(e.Sum) == sha256.Size {
+	switch {
+	case p.res.Alg != "sha256sum":
+		// No hashes at all (a container without sha256sum): size and
+		// mtime are all there is to go by.
+	case len(e.Sum) == sha256.Size:
 		s.Sum = (*[32]byte)(e.Sum)
+	case e.Type == remote.TypeFile:
+		s.Unhashed = true
 	}
 	return s
 }

@@ -840,3 +840,58 @@ func testDeletesHeldAcrossPasses(t *testing.T, r *localexec.Runner) {
 		t.Fatalf("deleted %q", sb.Deleted)
 	}
 }
+
+// TestUnhashedContainerFileIsNoRecord: a file the container rewrites in
+// place while a scan runs, after the walk hashed it and before its
+// directory's entries are listed, is in the listing by its new size and
+// mtime alone (no hash). A local save of the same size in the same second
+// is not the same content: taking it for "both made the same change" made
+// the save the ancestor, quietly ended the conflict, and the next pass
+// brought the container's file home over it. The pass decides nothing on
+// such a file; the next one hashes it and reports the conflict.
+func TestUnhashedContainerFileIsNoRecord(t *testing.T) {
+	const ctr, loc = "container two!", "local save two" // the same size
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			ex := &executor{Runner: *r}
+			f := newFixture(t, ex, Config{})
+			write(t, f.local, "gen/a.txt", "v1", 0o644)
+			f.initialSync(t)
+			f.pass(t) // a full one: the look-back starts here
+			// A conflict first: a local save, and the container's temp +
+			// rename, so gen changed since the last scan.
+			write(t, f.local, "gen/a.txt", "local one", 0o644)
+			write(t, f.remote, "gen/.a.tmp", "container one", 0o644)
+			must(t, os.Rename(filepath.Join(f.remote, "gen/.a.tmp"), filepath.Join(f.remote, "gen/a.txt")))
+			if evs := f.pass(t); len(evs) != 1 || evs[0].(Conflicted).RemoteSum != sum("container one") {
+				t.Fatalf("the first conflict: %v", evs)
+			}
+			// Then, once the walk hashed gen/a.txt: the container writes it
+			// in place, and a local save of the same size lands in the same
+			// second (touch -r stands for the second).
+			rem, lcl := filepath.Join(f.remote, "gen/a.txt"), f.path("gen/a.txt")
+			flag := filepath.Join(t.TempDir(), "written")
+			ex.inScan = `sha256sum() { command sha256sum "$@"; case " $* " in *" ./gen/a.txt "*) [ -e '` + flag + `' ] || { : >'` + flag + `'; printf '%s' '` + ctr + `' >'` + rem + `'; printf '%s' '` + loc + `' >'` + lcl + `'; touch -r '` + rem + `' '` + lcl + `'; } ;; esac; }`
+			evs := f.pass(t)
+			if _, err := os.Stat(flag); err != nil {
+				t.Fatalf("the writes in the scan did not run: %v", err)
+			}
+			ex.inScan = ""
+			evs = append(evs, f.pass(t)...)
+			if got := read(t, f.local, "gen/a.txt"); got != loc {
+				t.Fatalf("the local save was lost: local gen/a.txt %q, want %q; events %v", got, loc, evs)
+			}
+			var c []Conflicted
+			for _, ev := range evs {
+				if cf, ok := ev.(Conflicted); ok {
+					c = append(c, cf)
+				} else {
+					t.Errorf("event %#v", ev)
+				}
+			}
+			if len(c) != 1 || c[0].LocalSum != sum(loc) || c[0].RemoteSum != sum(ctr) {
+				t.Fatalf("conflicts %+v, want one of the save and the container's write", c)
+			}
+		})
+	}
+}
