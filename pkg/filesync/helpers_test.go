@@ -3,17 +3,15 @@ package filesync
 import (
 	"context"
 	"crypto/sha256"
-	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
-	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testtree"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // writeTree and readTree are testtree's Write and Read.
@@ -26,22 +24,10 @@ func readTree(t *testing.T, dir string) map[string]string {
 	return testtree.Read(t, dir)
 }
 
-// diffTrees reports every entry where got (described by what) differs from
-// want, as readTree describes them.
+// diffTrees is testtree's Diff.
 func diffTrees(t *testing.T, what string, got, want map[string]string) {
 	t.Helper()
-	for _, k := range slices.Sorted(maps.Keys(want)) {
-		if g, ok := got[k]; !ok {
-			t.Errorf("%s: %q missing, want %q", what, k, want[k])
-		} else if g != want[k] {
-			t.Errorf("%s: %q is %q, want %q", what, k, g, want[k])
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(got)) {
-		if _, ok := want[k]; !ok {
-			t.Errorf("%s: %q is %q, want it absent", what, k, got[k])
-		}
-	}
+	testtree.Diff(t, what, got, want)
 }
 
 func must(t *testing.T, err error) {

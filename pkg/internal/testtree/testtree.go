@@ -68,3 +68,21 @@ func Read(t testing.TB, dir string) map[string]string {
 	must(t, err)
 	return out
 }
+
+// Diff reports every entry where got (described by what) differs from want, as Read describes
+// them.
+func Diff(t testing.TB, what string, got, want map[string]string) {
+	t.Helper()
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if g, ok := got[k]; !ok {
+			t.Errorf("%s: %q missing, want %q", what, k, want[k])
+		} else if g != want[k] {
+			t.Errorf("%s: %q is %q, want %q", what, k, g, want[k])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: %q is %q, want it absent", what, k, got[k])
+		}
+	}
+}
