@@ -42,6 +42,24 @@ type mark struct {
 type seen struct {
 	sum    *[32]byte
 	absent bool
+	// stat: the container has no sha256sum and said the file's size and
+	// mtime ("<size>:<mtime>", see remote.Changed).
+	stat        bool
+	size, mtime int64
+}
+
+// seenOf is what now says the container holds: its sha256, nothing, or
+// where it cannot hash, the file's size and mtime.
+func seenOf(now remote.Changed) seen {
+	s := seen{sum: sumOf(now.Sum()), absent: now.Now == "-"}
+	if s.sum == nil && !s.absent {
+		if a, b, ok := strings.Cut(now.Now, ":"); ok {
+			size, err1 := strconv.ParseInt(a, 10, 64)
+			mtime, err2 := strconv.ParseInt(b, 10, 64)
+			s.stat, s.size, s.mtime = err1 == nil && err2 == nil, size, mtime
+		}
+	}
+	return s
 }
 
 // conflicted is a conflict's marks: the local file's, and the container's.
@@ -85,8 +103,15 @@ func (r *Runner) Expect(u filesync.Upload) (check string, skip bool) {
 		return remote.ExpectFile("./"+u.Rel, c.remote.sum, 0, 0), false
 	case saved && c.remote.absent:
 		return remote.ExpectAbsent("./" + u.Rel), false
-	case isConflict:
-		return "", !saved
+	case saved && c.remote.stat:
+		// An image without sha256sum: over the size and mtime the conflict
+		// showed, and nothing else.
+		return remote.ExpectFile("./"+u.Rel, nil, c.remote.size, c.remote.mtime), false
+	case isConflict && !saved:
+		return "", true
+	// Saved over a conflict that says nothing of the container's side (a
+	// directory's, or not a regular file): the usual checks against the
+	// ancestor below, never none.
 	case !u.Known:
 		return "", false
 	case !u.Has:
@@ -137,7 +162,7 @@ func (r *Runner) Changed(u filesync.Upload, now remote.Changed) {
 		r.kickPass()
 		return
 	}
-	r.conflict(st, u.Target, u.Mapping, u.Rel, u.Local, localSide(u.Local).Sum, sumOf(now.Sum()), now.Now == "-")
+	r.conflictSeen(st, u.Target, u.Mapping, u.Rel, u.Local, localSide(u.Local).Sum, seenOf(now))
 }
 
 // allowance is what checkDirs found under a directory deleted locally that

@@ -467,3 +467,31 @@ func TestSaveKeepingStatAfterSyncBack(t *testing.T) {
 		})
 	}
 }
+
+// TestSaveAfterUnhashedConflictIsChecked: after a conflict whose container
+// side has no hash (an image without sha256sum says size and mtime), the
+// next local save is checked against what the conflict saw there: a
+// container change made since is a conflict again, never overwritten
+// unseen (it was: the save went up with no precondition).
+func TestSaveAfterUnhashedConflictIsChecked(t *testing.T) {
+	r := localexec.Busybox(t, "sha256sum")
+	f := newRunning(t, &executor{Runner: *r}, Config{})
+	f.pass(t)
+	write(t, f.remote, "package-lock.json", "from the container", 0o644)
+	write(t, f.local, "package-lock.json", "saved locally", 0o644)
+	f.save(t, "package-lock.json")
+	if evs := f.rec.take(); len(evs) != 1 {
+		t.Fatalf("conflict events: %v", evs)
+	}
+	// The container changes it again (another size), then the local side saves.
+	write(t, f.remote, "package-lock.json", "from the container, written again", 0o644)
+	write(t, f.local, "package-lock.json", "saved locally again", 0o644)
+	f.save(t, "package-lock.json")
+	if got := read(t, f.remote, "package-lock.json"); got != "from the container, written again" {
+		t.Fatalf("the save replaced a container change made after the conflict, unseen: %q", got)
+	}
+	evs := f.rec.take()
+	if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.LocalSum != sum("saved locally again") {
+		t.Fatalf("conflict events: %#v", evs)
+	}
+}

@@ -810,8 +810,14 @@ func (p *mappingPass) conflict(rel string, local, rem *[32]byte) {
 // marks it: both sides stay until the next local save, which wins over
 // what the container held then (rsum, or nothing when absent; see seen).
 func (r *Runner) conflict(st *state, t filesync.Target, i int, rel, local string, lsum, rsum *[32]byte, absent bool) {
-	r.markConflict(t, i, rel, local, seen{sum: rsum, absent: absent})
-	ev := Conflicted{Target: t, Path: local, LocalSum: hexSum(lsum), RemoteSum: hexSum(rsum)}
+	r.conflictSeen(st, t, i, rel, local, lsum, seen{sum: rsum, absent: absent})
+}
+
+// conflictSeen is conflict with all that was seen of the container's side
+// (see seen).
+func (r *Runner) conflictSeen(st *state, t filesync.Target, i int, rel, local string, lsum *[32]byte, rem seen) {
+	r.markConflict(t, i, rel, local, rem)
+	ev := Conflicted{Target: t, Path: local, LocalSum: hexSum(lsum), RemoteSum: hexSum(rem.sum)}
 	r.once(st, rel, "conflict "+ev.LocalSum+" "+ev.RemoteSum, ev)
 }
 
