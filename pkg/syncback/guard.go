@@ -261,12 +261,19 @@ func (r *Runner) stateOf(t filesync.Target) *state {
 
 // markConflict records the local file at rel as it is when the conflict is
 // first reported: the state a local save must change for the upload to go
-// without its check. A pass that finds the conflict again keeps the mark,
-// so a save that a pass sees before its batch still wins.
+// with the check of what the container held. A pass that finds the
+// conflict again keeps the local mark, so a save that a pass sees before
+// its batch still wins; the container's side moves to what that pass
+// reported, which the save then wins over.
 func (r *Runner) markConflict(t filesync.Target, i int, rel, local string, rem seen) {
 	key := conflictKey(t, i, rel)
 	r.mu.Lock()
-	if _, ok := r.conflicts[key]; !ok {
+	if c, ok := r.conflicts[key]; ok {
+		if rem.sum != nil || rem.absent || rem.stat {
+			c.remote = rem
+			r.conflicts[key] = c
+		}
+	} else {
 		r.conflicts[key] = conflicted{local: markOf(local), remote: rem}
 	}
 	r.mu.Unlock()

@@ -495,3 +495,32 @@ func TestSaveAfterUnhashedConflictIsChecked(t *testing.T) {
 		t.Fatalf("conflict events: %#v", evs)
 	}
 }
+
+// TestSaveWinsOverTheLatestReportedConflict: a conflict a pass reports
+// again with new container content moves the mark to that content, so the
+// next save wins over what was last reported (it met the first report's
+// content, and took a second save to win).
+func TestSaveWinsOverTheLatestReportedConflict(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newRunning(t, &executor{Runner: *r}, Config{})
+			f.pass(t)
+			write(t, f.remote, "package-lock.json", "theirs 1", 0o644)
+			write(t, f.local, "package-lock.json", "mine 1", 0o644)
+			f.save(t, "package-lock.json")
+			if evs := f.rec.take(); len(evs) != 1 {
+				t.Fatalf("first conflict: %#v", evs)
+			}
+			write(t, f.remote, "package-lock.json", "theirs 2, later", 0o644)
+			evs := f.pass(t)
+			if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.RemoteSum != sum("theirs 2, later") {
+				t.Fatalf("the pass's conflict: %#v", evs)
+			}
+			write(t, f.local, "package-lock.json", "merged", 0o644)
+			f.save(t, "package-lock.json")
+			if got := read(t, f.remote, "package-lock.json"); got != "merged" {
+				t.Fatalf("the save after the reported conflict did not win: the container holds %q; events %#v", got, f.rec.take())
+			}
+		})
+	}
+}
