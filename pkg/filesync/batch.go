@@ -243,7 +243,7 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 		changed []string
 	)
 	for i, m := range e.maps {
-		tg.touchHeld(i, due[i].rels)
+		tg.touchHeld(m, i, due[i], due[i].rescan || dirty)
 		if first := due[i].copyFirst(dirty); len(first) > 0 {
 			p, err := planner.Changes(m, tg.idx[i], first, false)
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"maps"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -30,9 +31,11 @@ func (e *Engine) hold(tg *target, i int, h *planner.Hold) {
 		sum := sha256.Sum256([]byte(fmt.Sprint(i, "\x00", h.Same())))
 		id = fmt.Sprintf("%x", sum[:8])
 		// The same set decided again (by more events of the same rm -rf)
-		// is the same question: said once.
-		repeat = tg.redecided[id] || slices.ContainsFunc(tg.mass[i], func(s *heldSet) bool { return s.id == id })
-		if !repeat {
+		// is the same question: said once, and held as before (decideHeld
+		// took it out for the plan that decided it).
+		present := slices.ContainsFunc(tg.mass[i], func(s *heldSet) bool { return s.id == id })
+		repeat = present || tg.redecided[id]
+		if !present {
 			if tg.mass == nil {
 				tg.mass = map[int][]*heldSet{}
 			}
@@ -84,19 +87,62 @@ func newHeldSet(id string, h *planner.Hold) *heldSet {
 	return s
 }
 
-// touchHeld marks the sets mapping i holds in tg that a change of one of rels
-// is at or under: the next plan of the mapping decides them again.
-func (tg *target) touchHeld(i int, rels map[string]struct{}) {
+// touchHeld marks the sets mapping i holds in tg that due's changes are at
+// or under: the next plan of the mapping decides them again. A walk
+// (walked: a rescan, or a compare after a failure) or a directory's event
+// above held paths names none of them, yet it is news of them: a held path
+// that exists again locally is a change at it (a directory made again, its
+// files written before the watcher could name them), and its set is
+// decided again too. Without that the set, and sync-back's passes, stayed
+// held for good.
+func (tg *target) touchHeld(m *planner.Resolved, i int, due pending, walked bool) {
 	tg.mu.Lock()
-	defer tg.mu.Unlock()
+	var look []*heldSet
 	for _, s := range tg.mass[i] {
-		for rel := range rels {
+		for rel := range due.rels {
 			if s.touched {
 				break
 			}
 			s.touched = localtree.UnderAny(rel, s.deletes)
 		}
+		if !s.touched {
+			look = append(look, s)
+		}
 	}
+	tg.mu.Unlock()
+	for _, s := range look {
+		back := false
+		for d := range s.deletes {
+			if (walked || underRels(d, due.rels)) && exists(m.LocalPath(d)) {
+				back = true
+				break
+			}
+		}
+		if back {
+			tg.mu.Lock()
+			s.touched = true
+			tg.mu.Unlock()
+		}
+	}
+}
+
+// underRels reports whether a parent of rel is among rels.
+func underRels(rel string, rels map[string]struct{}) bool {
+	if len(rels) == 0 {
+		return false
+	}
+	for a := rel; a != ""; {
+		a = localtree.ParentRel(a)
+		if _, ok := rels[a]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }
 
 // heldDecision is what the sets a target holds for a mapping mean for its

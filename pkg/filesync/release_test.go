@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 )
 
 // heldFixture syncs a local tree with 60 files under gen/ beside the fixture's
@@ -168,4 +169,77 @@ func TestEngineSameHeldSetSaidOnce(t *testing.T) {
 		t.Errorf("held events = %+v, want two", held)
 	}
 	assertClean(t, f, "web-1")
+}
+
+// The same set decided again by a later event under it, and held again, is
+// still held: neither run once the mapping grows (a later plan's guard would
+// let 60 of 260 through) nor let sync-back's passes visit meanwhile.
+func TestEngineSameHeldSetStaysHeld(t *testing.T) {
+	f, _ := heldFixture(t, "web-1")
+	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "gen", "f059")}, 1)
+	err := f.e.Visit(t.Context(), podTarget("web-1"), func(*Visit) error { return nil })
+	if err != ErrNotSynced {
+		t.Errorf("Visit while the set is held again = %v, want ErrNotSynced", err)
+	}
+	add := map[string]string{}
+	for i := range 200 {
+		add[fmt.Sprintf("more/f%03d", i)] = "m"
+	}
+	writeTree(t, f.local, add)
+	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "more")}, 1)
+	f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1)
+	if _, err := os.Stat(filepath.Join(f.remote("web-1"), "gen", "f000")); err != nil {
+		t.Errorf("gen/f000 was deleted without an answer: %v", err)
+	}
+	if held := eventsOf[Held](f.rec); len(held) != 1 {
+		t.Errorf("held events = %+v, want one", held)
+	}
+	assertClean(t, f, "web-1")
+}
+
+// Held deletes made again locally are decided again, however the watcher
+// brought the news: a rescan (a directory made again, its files written
+// before the watch on it was placed) or the directory's own event names
+// none of them, yet the walk sees them back. Before, the set stayed held for
+// good, and sync-back's passes with it (seen in TestModel seed 99, round 9).
+func TestEngineHeldMadeAgainIsDecidedAgain(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		change func(f *engineFixture) coalesce.Change
+	}{
+		{"a rescan", func(f *engineFixture) coalesce.Change { return coalesce.Change{Root: f.local, Rescan: true} }},
+		{"the directory's event", func(f *engineFixture) coalesce.Change {
+			return coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "gen")}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newEngineFixture(t, Config{})
+			for i := range 60 {
+				writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "g"})
+			}
+			f.e.AddTarget(podTarget("web-1"))
+			f.run(t)
+			wait[InitialSync](t, f.rec)
+			for i := range 60 {
+				must(t, os.Remove(filepath.Join(f.local, "gen", fmt.Sprintf("f%03d", i))))
+			}
+			f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1)
+			if held := eventsOf[Held](f.rec); len(held) != 1 || held[0].Deleted != 60 {
+				t.Fatalf("held = %+v, want the 60 files", held)
+			}
+			for i := range 60 {
+				writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "g"})
+			}
+			f.fc.Step(planner.DeleteBurstGap)
+			f.batch(t, tt.change(f), 1)
+			if err := f.e.Visit(t.Context(), podTarget("web-1"), func(*Visit) error { return nil }); err != nil {
+				t.Errorf("Visit after the held files were made again = %v, want none: nothing is held", err)
+			}
+			if held := eventsOf[Held](f.rec); len(held) != 1 {
+				t.Errorf("held events = %+v, want the one", held)
+			}
+			assertSameTree(t, f.local, f.remote("web-1"))
+			assertClean(t, f, "web-1")
+		})
+	}
 }
