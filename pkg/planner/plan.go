@@ -96,8 +96,9 @@ type stat struct {
 	err   error
 }
 
-// planState holds one plan's state: memoized Lstat results and directory
-// listings, so a path is stat'ed once however it is reached.
+// planState holds one plan's state: memoized Lstat results (of directories
+// and of what is missing or unreadable; see lstat) and directory listings,
+// so a directory is stat'ed once however it is reached.
 type planState struct {
 	m       *Resolved
 	idx     *Index
@@ -401,7 +402,13 @@ func (pl *planState) lstat(rel string) stat {
 	default:
 		st.err = fmt.Errorf("checking %q: %w", name, err)
 	}
-	pl.stats[rel] = st
+	// A file or link found is looked up once, by its own visit: keeping it
+	// would hold an entry per path of a rescan (25 MiB at 100,000 paths)
+	// for nothing. Directories (every path under one asks for it) and what
+	// is missing or unreadable are kept.
+	if !st.found || st.err != nil || st.e.Type == TypeDir {
+		pl.stats[rel] = st
+	}
 	return st
 }
 
