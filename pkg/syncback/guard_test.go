@@ -508,3 +508,41 @@ func TestSaveWinsOverTheLatestReportedConflict(t *testing.T) {
 		})
 	}
 }
+
+// A conflict whose container side is then deleted is over: the local edit
+// wins over the delete, as it does when an upload finds the file gone (see
+// Changed), and goes up at the next pass, checked against nothing being
+// there. Before, the conflict's mark still said the container held its old
+// content, so the edit waited for two more saves with a conflict line that no
+// longer held (TestModel seed 5929211823724421172, round 9).
+func TestConflictThenContainerDeleteLocalWins(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, deletes := range []bool{false, true} {
+				f := newRunning(t, &executor{Runner: *r}, Config{Deletes: deletes})
+				f.pass(t)
+				write(t, f.remote, "package-lock.json", "theirs", 0o644)
+				write(t, f.local, "package-lock.json", "mine", 0o644)
+				f.save(t, "package-lock.json")
+				if evs := f.rec.take(); len(evs) != 1 {
+					t.Fatalf("deletes %v: the conflict: %#v", deletes, evs)
+				}
+				must(t, os.Remove(filepath.Join(f.remote, "package-lock.json")))
+				if evs := f.pass(t); len(evs) != 0 {
+					t.Fatalf("deletes %v: the pass after the container's delete: %#v", deletes, evs)
+				}
+				// Planned again by the pass, it goes with the next batch.
+				f.save(t, "src/main.go")
+				if got := read(t, f.remote, "package-lock.json"); got != "mine" {
+					t.Errorf("deletes %v: the container holds %q, want the local edit", deletes, got)
+				}
+				if got := read(t, f.local, "package-lock.json"); got != "mine" {
+					t.Errorf("deletes %v: the local file holds %q", deletes, got)
+				}
+				if evs := f.pass(t); len(evs) != 0 {
+					t.Errorf("deletes %v: the pass after: %#v", deletes, evs)
+				}
+			}
+		})
+	}
+}

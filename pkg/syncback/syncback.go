@@ -445,6 +445,9 @@ func (p *mappingPass) run() error {
 		}
 		rems[rel] = e
 	}
+	if p.res.Complete {
+		p.conflictsGone(rems)
+	}
 	cands := map[string]bool{}
 	for rel, e := range rems {
 		if p.listed(rel, e.Type == remote.TypeDir) {
@@ -522,6 +525,37 @@ func (p *mappingPass) run() error {
 		}
 	}
 	return nil
+}
+
+// conflictsGone ends the conflicts of this mapping whose container side a
+// complete scan no longer finds (rems): a local edit wins over the delete,
+// as it does when an upload finds the file gone (see Changed), so the
+// ancestor is forgotten and the local file goes up, checked against nothing
+// being there; a local side gone too leaves nothing to decide. Before, the
+// conflict's mark still named the container's old content: the edit stayed
+// home, skipped, until two more saves. A conflict saved over since is the
+// batch's to decide (see Expect).
+func (p *mappingPass) conflictsGone(rems map[string]remote.Entry) {
+	prefix := conflictKey(p.v.Target, p.i, "")
+	var gone []string
+	p.r.mu.Lock()
+	for key, c := range p.r.conflicts {
+		rel, ok := strings.CutPrefix(key, prefix)
+		if _, there := rems[rel]; !ok || rel == "" || there || !p.listed(rel, false) || markOf(p.local(rel)) != c.local {
+			continue
+		}
+		delete(p.r.conflicts, key)
+		gone = append(gone, rel)
+	}
+	p.r.mu.Unlock()
+	for _, rel := range gone {
+		if _, has, _ := p.v.Entry(p.i, rel); has {
+			p.v.Forget(p.i, rel)
+		}
+		if _, err := os.Lstat(p.local(rel)); err == nil {
+			p.v.Replan(p.i, rel)
+		}
+	}
 }
 
 func mapsKeys(m map[string]bool) func(func(string) bool) {
