@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -183,4 +184,76 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// gatedReader hands out its bytes up to gate, then says so on reached and
+// waits for release before the rest.
+type gatedReader struct {
+	b                []byte
+	off, gate        int
+	reached, release chan struct{}
+	once             bool
+}
+
+func (r *gatedReader) Read(p []byte) (int, error) {
+	if r.off >= r.gate && !r.once {
+		r.once = true
+		close(r.reached)
+		<-r.release
+	}
+	if r.off >= len(r.b) {
+		return 0, io.EOF
+	}
+	end := len(r.b)
+	if r.off < r.gate {
+		end = r.gate
+	}
+	n := copy(p, r.b[r.off:end])
+	r.off += n
+	return n, nil
+}
+
+// TestApplyChecksAfterTheTarCame: over an exec per batch, a container write
+// that lands while the batch's tar is still on the wire is seen by the
+// precondition, never overwritten under it. The tar's first member is
+// larger than a pipe holds, so by the time the client has sent that much
+// the script is reading: before, it had tested its preconditions at its
+// start, and the lockfile the container wrote meanwhile was lost.
+func TestApplyChecksAfterTheTarCame(t *testing.T) {
+	for name, ex := range executors(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, map[string]string{"lock.json": "v1"})
+			var b bytes.Buffer
+			tw := tar.NewWriter(&b)
+			for _, f := range []struct {
+				name string
+				body []byte
+			}{{"filler.bin", bytes.Repeat([]byte{'f'}, 512<<10)}, {"lock.json", []byte("v2 from local")}} {
+				must(t, tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), ModTime: time.Now()}))
+				_, err := tw.Write(f.body)
+				must(t, err)
+			}
+			must(t, tw.Close())
+			r := &gatedReader{b: b.Bytes(), gate: 256 << 10, reached: make(chan struct{}), release: make(chan struct{})}
+			go func() {
+				<-r.reached
+				writeTree(t, dir, map[string]string{"lock.json": "v1, then the container's own save"})
+				close(r.release)
+			}()
+			h := sha256.Sum256([]byte("v1"))
+			_, err := Apply(context.Background(), ex, testTarget, "copying files",
+				&ApplyArgs{Root: dir, Expect: []string{ExpectFile("./lock.json", &h, 2, 0)}, Tar: true}, r)
+			var ce *ChangedError
+			if !errors.As(err, &ce) {
+				t.Errorf("apply: %v, want the lockfile's precondition to fail", err)
+			}
+			if got, _ := os.ReadFile(filepath.Join(dir, "lock.json")); string(got) != "v1, then the container's own save" {
+				t.Errorf("lock.json = %q: the container's save was overwritten", got)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "filler.bin")); err == nil {
+				t.Error("filler.bin was extracted from a batch whose precondition failed")
+			}
+		})
+	}
 }

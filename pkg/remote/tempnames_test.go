@@ -19,10 +19,10 @@ var (
 	// livesyncLiteral finds a ".livesync-" name as written, with what
 	// expands after it ("$$", "${x##*/}", "$v", or a comment's "<pid>").
 	livesyncLiteral = regexp.MustCompile(`\.livesync-[A-Za-z0-9_.-]*(\$\{[^}]*\}|\$[A-Za-z0-9_$]+|<[a-z]+>)?`)
-	// tmpdirName finds a name a script makes in $TMPDIR through stream.sh's
-	// livesync_sd, with its expansions ("$$", "$livesync_fam") and an
+	// tmpdirName finds a name a script makes in $TMPDIR (through stream.sh's
+	// livesync_sd, or apply.sh's stage written out), with its expansions ("$$", "$livesync_fam") and an
 	// optional suffix after them.
-	tmpdirName = regexp.MustCompile(`\$livesync_sd/(livesync-[A-Za-z0-9_.$-]*)"?`)
+	tmpdirName = regexp.MustCompile(`(?:\$livesync_sd|\$\{TMPDIR:-/tmp\})/(livesync-[A-Za-z0-9_.$-]*)"?`)
 	expansion  = regexp.MustCompile(`\$\{[^}]*\}|\$[A-Za-z0-9_$]+`)
 	// stageName finds the stage file's name and the names made beside it
 	// ("$livesync_stage.e").

@@ -129,6 +129,27 @@ if [ ! -d "$root" ]; then
 fi
 cd "$root" || fail cd
 if [ -n "$file" ] && [ -d "$file" ] && [ ! -L "$file" ]; then echo "livesync: conflict: a directory" >&2; exit 3; fi
+# 1b. A tar behind preconditions is staged whole before they are tested
+# (the stream loop stages every frame already): fed from the wire, a file
+# could be replaced while its bytes were still coming, long after its check,
+# and a container write that landed in between was lost under it (an atomic
+# save made 1 ms after the local one). Staged, the check is followed at once
+# by what it guards. In $TMPDIR as the loop's stage file is, under a name of
+# its kind (built-in ignores), and made with noclobber: never through a link
+# another process left there. Where $TMPDIR takes no file, the tar is read
+# from the wire as before.
+if [ -z "${livesync_stage:-}" ] && [ "$nc" -gt 0 ] && { [ "$mode" = x ] || [ "$mode" = z ]; } && command -v cat >/dev/null 2>&1; then
+  case ${1:-} in
+  h*|a*|n*)
+    st="${TMPDIR:-/tmp}/livesync-frame.$$"
+    rm -f -- "$st" 2>/dev/null || :
+    if (umask 077; set -C; : >"$st") 2>/dev/null; then
+      trap 'rm -f -- "$st"' EXIT
+      cat >>"$st" || fail stage
+      exec <"$st"
+    fi ;;
+  esac
+fi
 # 2. Preconditions first (sync-back's; see above), all of them.
 i=0 c=0 hs=
 for a; do
