@@ -43,10 +43,10 @@ if imports="$(go list -f '{{join .Deps "\n"}}{{"\n"}}{{join .TestImports "\n"}}{
 fi
 # pkg/coalesce and pkg/localtree sit below the planner, pkg/syncstate knows nothing of what it
 # saves, pkg/delta (the rolling match) and pkg/threeway (a start's decision) are algorithms, and
-# pkg/control (a session's socket) knows nothing of Kubernetes or of how files are sent: they
-# import no package of this module; pkg/mcp only pkg/control;
+# pkg/control (a session's socket) knows nothing of Kubernetes or of how files are sent, and
+# pkg/memlimit (the session's memory limit) only the runtime: they import no package of this module; pkg/mcp only pkg/control;
 # pkg/tarstream only pkg/remote and pkg/localtree.
-for p in coalesce localtree syncstate delta threeway control; do
+for p in coalesce localtree syncstate delta threeway control memlimit; do
   if imports="$(go list -f '{{join .Imports "\n"}}' ./pkg/$p | grep -E "^$module/")"; then
     echo "pkg/$p must not import other packages of this module, found:"; echo "$imports"; fail=1
   fi

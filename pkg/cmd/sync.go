@@ -17,6 +17,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/forward"
 	"github.com/livesync-dev/kubectl-livesync/pkg/inspect"
 	"github.com/livesync-dev/kubectl-livesync/pkg/logs"
+	"github.com/livesync-dev/kubectl-livesync/pkg/memlimit"
 	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/project"
 	"github.com/livesync-dev/kubectl-livesync/pkg/report"
@@ -216,6 +217,7 @@ func (o *SyncOptions) guard() error {
 // Run hands the session (or one per entry of livesync.yaml) to pkg/session with the real
 // cluster, watcher and registry behind it.
 func (o *SyncOptions) Run(ctx context.Context) error {
+	memlimit.Follow()
 	restCfg, err := o.g.configFlags.ToRESTConfig()
 	if err != nil {
 		return err
