@@ -35,6 +35,10 @@ type waitRun struct {
 	seed   uint64
 	remote string
 
+	// answered is, for each measured wait after a save, how long the session took to answer it
+	// by its own account (the "in D" that ends wait's line): the rest of the wait is the process
+	// and the time before the session was asked.
+	answered []time.Duration
 	// fails lists what went wrong with the waits: an exit code other than 0, a replica whose
 	// sha256 is not the local file's once wait returned. Each is a failure of the phase.
 	fails []string
@@ -100,6 +104,7 @@ func (b *bench) measureWait(ctx context.Context) error {
 		}
 	}
 	b.logf("save + wait --for=synced ms: %s", fmtDurations(waits))
+	b.logf("of which the session's answer, by its own account, ms: %s (p50 %.0f, p95 %.0f)", fmtDurations(w.answered), msec(percentile(w.answered, 50)), msec(percentile(w.answered, 95)))
 	b.logf("save→visible in all %d replicas ms: %s", waitReplicas, fmtDurations(visible))
 	b.logf("wait with nothing pending ms: %s", fmtDurations(idle))
 	b.logf("kubectl-livesync version ms: %s", fmtDurations(starts))
@@ -144,6 +149,11 @@ func (w *waitRun) saveAndWait(ctx context.Context, i int) (time.Duration, error)
 		w.fails = append(w.fails, fmt.Sprintf("edit %d: wait exited %d: %s", i, code, out))
 	} else if i == -2 {
 		w.b.logf("wait: %s", out)
+	}
+	if j := strings.LastIndex(out, " in "); i >= 0 && j >= 0 {
+		if d, err := time.ParseDuration(out[j+len(" in "):]); err == nil {
+			w.answered = append(w.answered, d)
+		}
 	}
 	if err := w.check(ctx, i, data, out); err != nil {
 		return 0, err
