@@ -244,8 +244,8 @@ func (w *waitRun) saveVisible() (time.Duration, error) {
 // latencyRun.idle), with a little jitter: both sides' saves then start alike, each cut once the
 // save is complete. A save sooner after the last batch is taken for the next change of one long
 // operation and waits out a quiet window: with 30–100 ms between rounds instead, the probe's
-// side read 19–51 ms when it led a round and 7–13 ms when it followed the wait's side and its
-// three sha256sum execs.
+// side read 18–51 ms (median 22) when it led a round and 7–28 ms (median 11) when it followed
+// the wait's side and its three sha256sum execs.
 func (w *waitRun) idle() {
 	time.Sleep(coalesce.MaxAdaptiveQuiet + time.Duration(50+w.b.rnd.IntN(50))*time.Millisecond)
 }
