@@ -2,7 +2,8 @@
 
 // Command bench measures kubectl-livesync against its baselines on a real cluster (see
 // PERFORMANCE.md): the exec floor and save→visible latency, initial sync and re-sync
-// throughput, fan-out, and the watcher on a 100,000-file tree, plus the Go micro-benchmarks.
+// throughput, fan-out, the watcher on a 100,000-file tree and `wait`'s receipt, plus the Go
+// micro-benchmarks.
 // Every ratio pairs two figures measured in the same run, interleaved, so machine noise
 // cancels; nothing here is a timed assertion. It prints one table and writes the same rows as
 // JSON. Run it with `make bench`.
@@ -48,7 +49,7 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-var phases = []string{"micro", "latency", "remote", "quiet", "fanout", "initial", "resync", "watcher", "restart", "syncback", "state", "forward", "bigsave"}
+var phases = []string{"micro", "latency", "remote", "quiet", "fanout", "initial", "resync", "watcher", "restart", "syncback", "state", "forward", "bigsave", "wait"}
 
 func main() {
 	b := &bench{rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7)), start: time.Now()}
@@ -62,7 +63,7 @@ func main() {
 		md         = flag.String("md", "_output/bench.md", "where to write the table as Markdown (\"\" for nowhere)")
 		only       = flag.String("only", strings.Join(phases, ","), "comma-separated phases to run: "+strings.Join(phases, ","))
 	)
-	flag.IntVar(&b.edits, "edits", 60, "single-file saves (and exec floors) to pair; fan-out and the quiet-window latencies use a third")
+	flag.IntVar(&b.edits, "edits", 60, "single-file saves (and exec floors) to pair; fan-out and the quiet-window latencies use a third, the wait phase half")
 	flag.IntVar(&b.reps, "reps", 3, "repetitions of the slower measurements (watcher ready; 50-file bursts and 5 MB files ×5 and ×3; 10,000-file bursts, at least 5)")
 	flag.IntVar(&b.initialReps, "initial-reps", 4, "repetitions of each initial-sync copy")
 	flag.DurationVar(&b.idle, "idle", 30*time.Second, "idle CPU measurement window")
@@ -144,6 +145,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		{"sbi", 1, "", false, []string{"syncback"}, true},
 		{"st", 1, "/app", false, []string{"state"}, false},
 		{"bs", 1, "/bs", false, []string{"bigsave"}, false},
+		{"wt", waitReplicas, "", false, []string{"wait"}, false},
 	}
 	for _, d := range deployments {
 		if slices.ContainsFunc(d.phases, want) {
@@ -185,6 +187,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		{"state", b.measureState},
 		{"forward", b.measureForward},
 		{"bigsave", b.measureBigSave},
+		{"wait", b.measureWait},
 	}
 	for _, s := range steps {
 		if !want(s.name) {
