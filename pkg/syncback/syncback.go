@@ -184,9 +184,13 @@ type state struct {
 	incarnation string
 	reported    map[string]string    // path -> what was last reported for it
 	bursts      map[int]*deleteBurst // per mapping: its local deletes under way
-	lastErr     string
-	dirs        []watchDir // the directory mappings, once a pass ran (see startTrigger)
-	triggered   bool       // its trigger was started
+	// heldDels is, per mapping, the local deletes a burst held: they stay
+	// held while a complete scan still finds them to delete, and count
+	// in no later burst.
+	heldDels  map[int]map[string]bool
+	lastErr   string
+	dirs      []watchDir // the directory mappings, once a pass ran (see startTrigger)
+	triggered bool       // its trigger was started
 }
 
 // New returns a Runner; it fails on a glob that could reach outside a
@@ -324,7 +328,7 @@ func (r *Runner) stateLocked(t filesync.Target) *state {
 	key := t.String() + "@" + t.ContainerID
 	st := r.states[key]
 	if st == nil {
-		st = &state{since: map[int]int64{}, lastFull: map[int]time.Time{}, needFull: map[int]bool{}, reported: map[string]string{}, bursts: map[int]*deleteBurst{}}
+		st = &state{since: map[int]int64{}, lastFull: map[int]time.Time{}, needFull: map[int]bool{}, reported: map[string]string{}, bursts: map[int]*deleteBurst{}, heldDels: map[int]map[string]bool{}}
 		if m := r.live[t.String()]; m.t == t {
 			st.incarnation = m.incarnation
 		}
@@ -706,26 +710,42 @@ func (p *mappingPass) goneLocally(rems map[string]remote.Entry) []string {
 // and more than half of what was listed locally before it, or when the
 // container holds none of what is listed (an emptied root).
 func (p *mappingPass) guardDeletes(ds []*decision, remoteListed int) {
+	// What a burst held stays held, whatever later passes count, until a
+	// complete scan no longer finds it to delete (the local file changed or
+	// went, the container's came back); it counts in no later burst, so a
+	// delete elsewhere, long after, is judged on its own. Before, the hold
+	// stuck to every later delete while the held files were still there.
+	held := p.st.heldDels[p.i]
+	still := map[string]bool{}
 	n := 0
 	for _, d := range ds {
-		if d.action == DeleteLocal {
+		switch {
+		case d.action != DeleteLocal:
+		case held[d.rel]:
+			d.action = Keep
+			still[d.rel] = true
+		default:
 			n++
+		}
+	}
+	if p.res.Complete && !p.r.cfg.DryRun {
+		if len(still) > 0 {
+			p.st.heldDels[p.i] = still
+		} else {
+			delete(p.st.heldDels, p.i)
 		}
 	}
 	now := p.r.clk.Now()
 	b := p.st.bursts[p.i]
-	if b != nil && !b.held && now.Sub(b.last) >= deleteBurstGap {
+	if b != nil && now.Sub(b.last) >= deleteBurstGap {
 		b = nil
 	}
 	if n == 0 {
-		if b != nil && b.held && !p.res.Since && p.res.Complete {
-			b = nil // a full scan found nothing left to delete: the hold is over
-		}
 		p.keepBurst(b)
 		return
 	}
 	if b == nil {
-		b = &deleteBurst{before: p.listedLocal()}
+		b = &deleteBurst{before: p.listedLocal() - len(still)}
 	}
 	b.last = now
 	emptied := !p.res.Since && remoteListed == 0
@@ -740,6 +760,12 @@ func (p *mappingPass) guardDeletes(ds []*decision, remoteListed int) {
 	for _, d := range ds {
 		if d.action == DeleteLocal {
 			d.action = Keep
+			if !p.r.cfg.DryRun {
+				if p.st.heldDels[p.i] == nil {
+					p.st.heldDels[p.i] = map[string]bool{}
+				}
+				p.st.heldDels[p.i][d.rel] = true
+			}
 		}
 	}
 	why := fmt.Errorf("held %d deletes from the container: more than %d and more than half of what is listed", n, massDeleteMin)

@@ -827,6 +827,19 @@ func testDeletesHeldAcrossPasses(t *testing.T, r *localexec.Runner) {
 	if got := read(t, f.local, "gen/f119"); got != "g" {
 		t.Fatalf("gen/f119: %q", got)
 	}
+	// A later delete elsewhere, while the 40 are still held, is judged on
+	// its own: it comes home, and what was held stays held, said once.
+	// Before, the hold stuck to every later delete until the held files
+	// were gone (TestModel seed 3905623784297776878, round 47: one delete
+	// "held ... with the 42 deleted just before", long after them).
+	must(t, os.Remove(filepath.Join(f.remote, "gen", "f150")))
+	clk.Step(DefaultFullEvery)
+	if sb := syncedBack(t, f.pass(t)); !slices.Equal(sb.Deleted, []string{f.path("gen/f150")}) {
+		t.Fatalf("a later delete while 40 are held: deleted %q", sb.Deleted)
+	}
+	if got := read(t, f.local, "gen/f119"); got != "g" {
+		t.Fatalf("gen/f119 after a later delete: %q", got)
+	}
 	// Deleted locally too: nothing is left to hold, and the next delete is
 	// judged on its own.
 	for i := 80; i < 120; i++ {
