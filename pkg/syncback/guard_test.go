@@ -546,3 +546,46 @@ func TestConflictThenContainerDeleteLocalWins(t *testing.T) {
 		})
 	}
 }
+
+// A conflict's file that an incremental scan does not list (its directory
+// did not change) is not gone: the ancestor stays, and a conflict of a
+// local delete against a container edit stays a conflict. Taking it for
+// gone forgot the ancestor, and the next pass brought the container's file
+// home over the local delete (TestModel seed 18216579613586263105, round 69).
+func TestConflictNotListedIsNotGone(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newRunning(t, &executor{Runner: *r}, Config{})
+			write(t, f.remote, "gen/old.go", "old", 0o644)
+			f.pass(t)
+			f.rec.take()
+			write(t, f.remote, "package-lock.json", "theirs", 0o644)
+			must(t, os.Remove(f.path("package-lock.json")))
+			f.save(t, "package-lock.json")
+			if evs := f.rec.take(); len(evs) != 1 {
+				t.Fatalf("the conflict: %#v", evs)
+			}
+			// Both long unchanged in the container: an incremental scan
+			// lists neither.
+			hour := time.Now().Add(-time.Hour)
+			must(t, os.Chtimes(filepath.Join(f.remote, "package-lock.json"), hour, hour))
+			must(t, os.Chtimes(f.remote, hour, hour))
+			f.pass(t)
+			write(t, f.remote, "gen/new.go", "new", 0o644)
+			clk := f.runner.clk.(*clocktesting.FakeClock)
+			for i := range 3 {
+				if i == 2 {
+					clk.Step(DefaultFullEvery) // a full scan lists it
+				}
+				for _, ev := range f.pass(t) {
+					if sb, ok := ev.(SyncedBack); ok && slices.Contains(sb.Paths, f.path("package-lock.json")) {
+						t.Fatalf("the container's side of the conflict came home over the local delete: %#v", sb)
+					}
+				}
+			}
+			if _, err := os.Lstat(f.path("package-lock.json")); err == nil {
+				t.Fatal("package-lock.json is back locally")
+			}
+		})
+	}
+}

@@ -545,7 +545,7 @@ func (p *mappingPass) conflictsGone(rems map[string]remote.Entry) {
 	p.r.mu.Lock()
 	for key, c := range p.r.conflicts {
 		rel, ok := strings.CutPrefix(key, prefix)
-		if _, there := rems[rel]; !ok || rel == "" || there || !p.listed(rel, false) || markOf(p.local(rel)) != c.local {
+		if _, there := rems[rel]; !ok || rel == "" || there || !p.listed(rel, false) || !p.entriesListed(localtree.ParentRel(rel)) || markOf(p.local(rel)) != c.local {
 			continue
 		}
 		delete(p.r.conflicts, key)
@@ -560,6 +560,22 @@ func (p *mappingPass) conflictsGone(rems map[string]remote.Entry) {
 			p.v.Replan(p.i, rel)
 		}
 	}
+}
+
+// entriesListed reports whether this scan listed every entry of directory
+// rel ("" the mapping's root), so that one it lacks is gone: all of them in
+// a full scan, and in an incremental one those of a directory changed since
+// the scan it follows (see goneLocally).
+func (p *mappingPass) entriesListed(rel string) bool {
+	if !p.res.Since {
+		return true
+	}
+	name := "."
+	if rel != "" {
+		name = "./" + rel
+	}
+	e, ok := p.res.Names[name]
+	return ok && e.Type == remote.TypeDir && e.MTime > p.since
 }
 
 func mapsKeys(m map[string]bool) func(func(string) bool) {
