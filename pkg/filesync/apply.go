@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
@@ -25,6 +26,23 @@ type sending struct {
 	// nor checks them again.
 	patched map[string]patched
 	expect  []precondition // sync-back's (see applyGuarded)
+}
+
+// sent returns, by rel, the content each copy of p carried as far as it is
+// known after an apply whose outcome is not: the archive's hashes of what it
+// sent whole, a patch's result, what a move or copy in the container held.
+func (p *sending) sent(res applyResult) map[string]*[32]byte {
+	out := maps.Clone(res.Sums)
+	if out == nil {
+		out = map[string]*[32]byte{}
+	}
+	for rel, pt := range p.Patches {
+		out[rel] = &pt.new
+	}
+	for rel, mv := range p.Moves {
+		out[rel] = &mv.Sum
+	}
+	return out
 }
 
 // precondition is apply.sh's check (remote.ExpectFile and the like) of

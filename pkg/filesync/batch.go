@@ -366,7 +366,7 @@ func (e *Engine) applyBatchPlan(tg *target, i int, m *planner.Resolved, p *plann
 		// Not confirmed: the container may have applied all of it, some of
 		// it or none (a lost ack, a tar error after the deletes ran). See
 		// Index.
-		if tg.idx[i].Unconfirm(p) >= relistMin {
+		if tg.idx[i].Unconfirm(p, s.sent(res)) >= relistMin {
 			if tg.relist == nil {
 				tg.relist = map[int]bool{}
 			}

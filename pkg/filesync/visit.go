@@ -112,6 +112,10 @@ type Upload struct {
 	Ancestor   planner.Entry
 	Has, Known bool
 	Entries    int
+	// Maybe, where Known is false, is what the container may hold at Rel
+	// after plans it never confirmed (nil: nothing), when that is known
+	// (see planner.Index.Maybe).
+	Maybe []*[32]byte
 }
 
 // UploadGuard holds a batch's uploads to what the target confirmed
@@ -146,6 +150,9 @@ func (e *Engine) applyGuardedOn(tg *target, x *planner.Index, i int, m *planner.
 		ask := func(rel, own string) {
 			a, has := x.Get(rel)
 			u := Upload{Target: tg.Target, Mapping: i, Rel: rel, Local: m.LocalPath(rel), Ancestor: a, Has: has, Known: !a.Stale()}
+			if !u.Known {
+				u.Maybe, _ = x.Maybe(rel)
+			}
 			if a.Type == planner.TypeDir {
 				u.Entries = x.CountTree(rel)
 			}

@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"slices"
+
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
@@ -37,7 +39,58 @@ func (x *Index) Apply(p *Plan, res tarstream.Result) {
 // change) may now be either type there: only it is kept, marked retype, so
 // the next plan removes it whole before sending what is local then. It
 // returns how many entries it marked.
-func (x *Index) Unconfirm(p *Plan) int {
+//
+// sent holds, by rel, the content each copy carried, where it is known (the
+// archive's hashes, a patch's result): a file whose confirmed content was
+// known then may hold either after it, which Maybe says, so that the next
+// upload can still be checked against what the container may hold there
+// rather than against nothing.
+func (x *Index) Unconfirm(p *Plan, sent map[string]*[32]byte) int {
+	// What each file may hold: what it was confirmed to hold (or what an
+	// earlier failed plan left it maybe holding), and what this plan sent.
+	before := map[string][]*[32]byte{}
+	known := func(rel string) ([]*[32]byte, bool) {
+		e, ok := x.Get(rel)
+		switch {
+		case !ok:
+			return []*[32]byte{nil}, true
+		case e.Type != TypeFile:
+			return nil, false
+		case !e.stale && e.Sum != nil:
+			return []*[32]byte{e.Sum}, true
+		case e.stale:
+			return x.Maybe(rel)
+		}
+		return nil, false
+	}
+	for _, c := range p.Copies {
+		if c.Type != TypeFile || sent[c.Rel] == nil {
+			continue
+		}
+		if b, ok := known(c.Rel); ok {
+			before[c.Rel] = appendSum(slices.Clone(b), sent[c.Rel])
+		}
+	}
+	for _, d := range p.Deletes {
+		x.Walk(d, func(rel string) {
+			if _, copied := before[rel]; copied {
+				return
+			}
+			if b, ok := known(rel); ok && len(b) > 0 {
+				before[rel] = appendSum(slices.Clone(b), nil)
+			}
+		})
+	}
+	defer func() {
+		for rel, sums := range before {
+			if e, ok := x.Get(rel); ok && e.stale && !e.retype && e.Type == TypeFile && len(sums) <= maxMaybe {
+				if x.maybe == nil {
+					x.maybe = map[string][]*[32]byte{}
+				}
+				x.maybe[rel] = sums
+			}
+		}
+	}()
 	n := 0
 	mark := func(rel string) {
 		if e, ok := x.Get(rel); ok && !e.stale {
@@ -110,4 +163,14 @@ func (x *Index) Reconcile(m *Resolved, l *Listing) {
 			x.Put(rel, le)
 		}
 	}
+}
+
+// appendSum adds sum to sums unless it is there already (nil: nothing).
+func appendSum(sums []*[32]byte, sum *[32]byte) []*[32]byte {
+	for _, s := range sums {
+		if s == sum || s != nil && sum != nil && *s == *sum {
+			return sums
+		}
+	}
+	return append(sums, sum)
 }

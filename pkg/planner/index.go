@@ -115,6 +115,10 @@ type Index struct {
 	// gen counts changes, so a saved copy is taken only when there is
 	// something new to save (see Gen).
 	gen uint64
+	// maybe holds, for a stale file entry whose unconfirmed plans are known,
+	// the contents the container may hold there (nil: nothing); see
+	// Unconfirm and Maybe.
+	maybe map[string][]*[32]byte
 }
 
 // NewIndex returns an empty index.
@@ -198,8 +202,22 @@ func (x *Index) Put(rel string, e Entry) {
 		x.link(rel)
 	}
 	x.m[rel] = slotOf(e)
+	delete(x.maybe, rel)
 	x.gen++
 }
+
+// Maybe returns what the container may hold at rel, a stale file entry
+// that only plans the container never confirmed made unknown: the content
+// confirmed before them, and what each of them sent (nil: nothing there).
+// ok is false where that is not known (see Unconfirm).
+func (x *Index) Maybe(rel string) (sums []*[32]byte, ok bool) {
+	sums, ok = x.maybe[rel]
+	return sums, ok
+}
+
+// maxMaybe bounds Maybe's contents per path: past it (a path whose plans
+// failed again and again) the path is just unknown.
+const maxMaybe = 4
 
 // link makes rel reachable from the root through kids, registering the
 // ancestors that are not entries themselves too.
@@ -225,11 +243,13 @@ func (x *Index) DeleteTree(rel string) {
 	if rel == "" {
 		clear(x.m)
 		clear(x.kids)
+		clear(x.maybe)
 		return
 	}
 	x.Walk(rel, func(p string) {
 		delete(x.m, p)
 		delete(x.kids, p)
+		delete(x.maybe, p)
 	})
 	if set := x.kids[localtree.ParentRel(rel)]; set != nil {
 		delete(set, rel)

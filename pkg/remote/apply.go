@@ -198,6 +198,22 @@ func ExpectFile(name string, sum *[32]byte, size, mtime int64) string {
 	return fmt.Sprintf("h%s:%d:%d%s", h, size, mtime, name)
 }
 
+// ExpectOneOf is apply.sh's precondition that the container holds one of
+// sums at name ("./"-prefixed), a nil sum meaning nothing there: what a
+// path may hold after plans the container never confirmed (see
+// planner.Index.Maybe). Where the container has no sha256sum, a regular
+// file passes (nothing else tells the contents apart).
+func ExpectOneOf(name string, sums []*[32]byte) string {
+	parts := make([]string, len(sums))
+	for i, s := range sums {
+		parts[i] = "-"
+		if s != nil {
+			parts[i] = hex.EncodeToString(s[:])
+		}
+	}
+	return "o" + strings.Join(parts, ",") + name
+}
+
 // ExpectAbsent is apply.sh's precondition that nothing is at name
 // ("./"-prefixed) in the container.
 func ExpectAbsent(name string) string { return "a" + name }

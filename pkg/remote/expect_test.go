@@ -257,3 +257,48 @@ func TestApplyChecksAfterTheTarCame(t *testing.T) {
 		})
 	}
 }
+
+// "o" passes when the container holds one of the sums (or nothing, where
+// "-" is among them) and names what it holds otherwise; without sha256sum a
+// regular file passes.
+func TestApplyExpectOneOf(t *testing.T) {
+	exs := map[string]Executor{}
+	for name, ex := range executors(t) {
+		exs[name] = ex
+	}
+	exs["busybox without sha256sum"] = busybox(t, "sha256sum")
+	sum := func(s string) *[32]byte { h := sha256.Sum256([]byte(s)); return &h }
+	for name, ex := range exs {
+		t.Run(name, func(t *testing.T) {
+			noSum := strings.Contains(name, "without")
+			for _, tt := range []struct {
+				name, there string // "" there: nothing
+				sums        []*[32]byte
+				pass        bool
+			}{
+				{"the old content", "v1", []*[32]byte{sum("v1"), sum("v2")}, true},
+				{"what was sent", "v2", []*[32]byte{sum("v1"), sum("v2")}, true},
+				{"nothing, allowed", "", []*[32]byte{nil, sum("v2")}, true},
+				{"nothing, not allowed", "", []*[32]byte{sum("v1"), sum("v2")}, false},
+				{"a container write", "theirs", []*[32]byte{sum("v1"), sum("v2")}, noSum},
+				{"a file where nothing may be", "theirs", []*[32]byte{nil}, noSum},
+			} {
+				dir := t.TempDir()
+				if tt.there != "" {
+					writeTree(t, dir, map[string]string{"f": tt.there})
+				}
+				_, err := Apply(context.Background(), ex, testTarget, "copying files",
+					&ApplyArgs{Root: dir, Expect: []string{ExpectOneOf("./f", tt.sums)}, Deletes: []string{"./f"}}, nil)
+				var ce *ChangedError
+				switch {
+				case tt.pass && err != nil:
+					t.Errorf("%s: %v", tt.name, err)
+				case !tt.pass && !errors.As(err, &ce):
+					t.Errorf("%s: %v, want the precondition to fail", tt.name, err)
+				case !tt.pass && tt.there == "" && ce.Changed[0].Now != "-":
+					t.Errorf("%s: now %q", tt.name, ce.Changed[0].Now)
+				}
+			}
+		})
+	}
+}

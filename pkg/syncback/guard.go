@@ -112,6 +112,13 @@ func (r *Runner) Expect(u filesync.Upload) (check string, skip bool) {
 	// Saved over a conflict that says nothing of the container's side (a
 	// directory's, or not a regular file): the usual checks against the
 	// ancestor below, never none.
+	case !u.Known && len(u.Maybe) > 0:
+		// After a batch the container never acknowledged (a stream cut, a
+		// lost ack): it holds what it held before or what the batch sent,
+		// and anything else is a container change, a conflict as any.
+		// Before, the retry went unchecked and overwrote a container
+		// write made in between.
+		return remote.ExpectOneOf("./"+u.Rel, u.Maybe), false
 	case !u.Known:
 		return "", false
 	case !u.Has:
@@ -162,7 +169,14 @@ func (r *Runner) Changed(u filesync.Upload, now remote.Changed) {
 		r.kickPass()
 		return
 	}
-	r.conflictSeen(st, u.Target, u.Mapping, u.Rel, u.Local, localSide(u.Local).Sum, seenOf(now))
+	local := localSide(u.Local).Sum
+	if local != nil && now.Now == hexSum(local) {
+		// The container holds the local file already: a try of this batch
+		// whose ack was lost applied it, and the retry checked the ancestor.
+		// No conflict; the next pass records it (both sides the same).
+		return
+	}
+	r.conflictSeen(st, u.Target, u.Mapping, u.Rel, u.Local, local, seenOf(now))
 }
 
 // allowance is what checkDirs found under a directory deleted locally that
@@ -188,8 +202,8 @@ func (r *Runner) checkDirs(v *filesync.Visit, st *state) error {
 	r.mu.Unlock()
 	for n, u := range checks {
 		_, dir, ignored, ok := v.Mapping(u.Mapping)
-		anc, has, _ := v.Entry(u.Mapping, u.Rel)
-		if u.Ancestor.Type == remote.TypeFile && (!has || anc.Type == remote.TypeFile && anc.Sum != nil && u.Ancestor.Sum != nil && *anc.Sum == *u.Ancestor.Sum) {
+		anc, has, known := v.Entry(u.Mapping, u.Rel)
+		if u.Ancestor.Type == remote.TypeFile && (!has || !known && anc.Type == remote.TypeFile || anc.Type == remote.TypeFile && anc.Sum != nil && u.Ancestor.Sum != nil && *anc.Sum == *u.Ancestor.Sum) {
 			// A file the container deleted (see Changed): no side holds the
 			// ancestor any more. Forgotten, a local delete is done and a local
 			// edit goes up, checked against nothing being there. (Not in the

@@ -3,6 +3,7 @@ package syncback
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,7 +47,7 @@ func newRunning(t *testing.T, ex *executor, cfg Config) *running {
 	f.engine = filesync.New(ex, filesync.Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(f.local), Remote: planner.RemotePath(f.remote)}}, Matchers: []planner.Matcher{match}},
 		filesync.WithUploadGuard(f.runner), filesync.WithReporter(filesync.ReporterFunc(func(ev filesync.Event) {
 			switch ev.(type) {
-			case filesync.InitialSync, filesync.Batch:
+			case filesync.InitialSync, filesync.Batch, filesync.Recovered:
 				f.events <- ev
 			}
 		})))
@@ -587,5 +588,74 @@ func TestConflictNotListedIsNotGone(t *testing.T) {
 				t.Fatal("package-lock.json is back locally")
 			}
 		})
+	}
+}
+
+// TestRetryAfterLostAckIsChecked: a batch the container applied but never
+// acknowledged (a stream cut, a lost ack) is checked again when it goes
+// again, so a container write made in between is a conflict, never
+// overwritten; without one, the retry finds what the batch sent and goes, no
+// false conflict. That holds for the retries within the batch, and for the
+// next batch once they are used up, when the path is unknown: it is checked
+// against what the container may hold (what it held before, or what the
+// batch sent). Before, that next batch went with no check (TestModel seed
+// 18216579613586263105 at 150 steps, round 21: the container's atomic save
+// of lock.json, right after a stream cut, was lost).
+func TestRetryAfterLostAckIsChecked(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		for _, tries := range []int{1, remote.DefaultRetry.Tries} {
+			t.Run(fmt.Sprintf("%s/%d lost", name, tries), func(t *testing.T) {
+				ex := &executor{Runner: *r}
+				f := newRunning(t, ex, Config{})
+				f.pass(t)
+				// Each lost try but the last is followed by a container write
+				// when the tries are used up: the next batch is checked.
+				cut := tries > 1 // every try cut before it ran, the budget used up
+				ex.setLost(tries, cut, func(left int) {
+					if left == 0 {
+						write(t, f.remote, "package-lock.json", "theirs, after the lost ack", 0o644)
+					}
+				})
+				write(t, f.local, "package-lock.json", "mine", 0o644)
+				b := f.save(t, "package-lock.json")
+				if tries == remote.DefaultRetry.Tries {
+					if b.Failed != 1 {
+						t.Fatalf("the batch whose acks were all lost: %+v", b)
+					}
+					if ev, ok := f.next(t).(filesync.Recovered); !ok {
+						t.Fatalf("the next pass: %#v", ev)
+					}
+				}
+				if got := read(t, f.remote, "package-lock.json"); got != "theirs, after the lost ack" {
+					t.Fatalf("the container's write after the lost ack was overwritten: %q", got)
+				}
+				evs := f.rec.take()
+				if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.RemoteSum != sum("theirs, after the lost ack") {
+					t.Fatalf("want the conflict, got %#v", evs)
+				}
+				// Without a container write, the retry finds what the batch
+				// sent and goes: no false conflict.
+				write(t, f.local, "gen/b.go", "b", 0o644)
+				f.save(t, "gen/b.go")
+				f.pass(t)
+				ex.setLost(tries, cut, nil)
+				write(t, f.local, "gen/b.go", "b, saved again", 0o644)
+				b = f.save(t, "gen/b.go")
+				if tries == remote.DefaultRetry.Tries {
+					if b.Failed != 1 {
+						t.Fatalf("the second batch whose acks were all lost: %+v", b)
+					}
+					if ev, ok := f.next(t).(filesync.Recovered); !ok {
+						t.Fatalf("the second next pass: %#v", ev)
+					}
+				}
+				if got := read(t, f.remote, "gen/b.go"); got != "b, saved again" {
+					t.Fatalf("gen/b.go: %q", got)
+				}
+				if evs := f.rec.take(); len(evs) != 0 {
+					t.Fatalf("events of the second retry: %#v", evs)
+				}
+			})
+		}
 	}
 }

@@ -39,6 +39,9 @@
 #     with that sha256 where sha256sum is found and <sha256> is not "",
 #     else that size and mtime (seconds);
 #     "a./name": nothing at all;
+#     "o<sha256>,<sha256>./name" (any number): one of these sha256s, "-" for
+#     nothing at all (what the client sent without an ack, or what was
+#     there before); a regular file passes where sha256sum is not found;
 #     "n<count>./dir": at most <count> entries at and under it (find's),
 #     so a delete of the directory takes nothing the client never saw.
 #     Each that fails is reported on stdout as "C<now>./name\0", <now>
@@ -140,7 +143,7 @@ if [ -n "$file" ] && [ -d "$file" ] && [ ! -L "$file" ]; then echo "livesync: co
 # from the wire as before.
 if [ -z "${livesync_stage:-}" ] && [ "$nc" -gt 0 ] && { [ "$mode" = x ] || [ "$mode" = z ]; } && command -v cat >/dev/null 2>&1; then
   case ${1:-} in
-  h*|a*|n*)
+  h*|a*|n*|o*)
     st="${TMPDIR:-/tmp}/livesync-frame.$$"
     rm -f -- "$st" 2>/dev/null || :
     if (umask 077; set -C; : >"$st") 2>/dev/null; then
@@ -154,8 +157,18 @@ fi
 i=0 c=0 hs=
 for a; do
   [ $i -lt "$nc" ] || break
-  case $a in h*|a*|n*) ;; *) break ;; esac
+  case $a in h*|a*|n*|o*) ;; *) break ;; esac
   i=$((i+1)) e=${a%%./*} p=./${a#*./} n=-
+  case $a in o*)
+    if [ -L "$p" ] || { [ -e "$p" ] && [ ! -f "$p" ]; }; then n='!'
+    elif [ -e "$p" ]; then
+      if [ -z "$hs" ]; then if command -v sha256sum >/dev/null 2>&1; then hs=y; else hs=n; fi; fi
+      [ "$hs" = y ] || continue
+      n=$(sha256sum <"$p") || n='?'; n=${n%% *}
+    fi
+    case ,${e#?}, in *,"$n",*) ;; *) printf 'C%s%s\0' "$n" "$p"; c=1 ;; esac
+    continue ;;
+  esac
   # "a" expects "-" as the sha256, so that a file there is hashed.
   e=${e#?}; [ -n "$e" ] || e=-::
   case $a in n*) n=$(find "$p" 2>/dev/null | wc -l) || :; n=$((n)); [ "$n" -le "$e" ] || { printf 'C+%s%s\0' "$n" "$p"; c=1; }; continue ;; esac
