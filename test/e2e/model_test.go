@@ -1040,6 +1040,10 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 		case lastL == "" && lastR != "" && cur == both(lastR) && (lastC != nil || diverged(prev)),
 			lastR == "" && lastL != "" && cur == both(lastL) && (localChanged || diverged(prev)):
 			// A modification wins over a deletion.
+		case last.side == 'C' && localChanged && lastR == prev.R && !diverged(prev) && cur == both(lastL):
+			// The container's writes left it holding what it held (a file renamed or copied
+			// back over the path with the same bytes): by content, which is what a check can
+			// compare, the container did not change, and the local change goes.
 		default:
 			return bad(fmt.Sprintf("the last change (op %d, %s) on both sides, or a conflict that holds %s", last.op, sideName(last.side),
 				pair{lastL, lastR}))
