@@ -54,6 +54,8 @@ func TestModelVerdict(t *testing.T) {
 		{"running: local then container: the local save won, the container's write lost", running, false, pair{a, a}, []change{l(b), c(x)}, nil, pair{b, b}, false},
 		{"running: both changed, a conflict reported", running, false, pair{a, a}, []change{l(b), c(x)}, []sessiontest.Event{conflict(b, x)}, pair{b, x}, true},
 		{"running: both changed, no conflict reported", running, false, pair{a, a}, []change{l(b), c(x)}, nil, pair{b, x}, false},
+		{"running: a local delete, then the container puts the same bytes back: the delete goes", running, false, pair{a, a}, []change{l(""), c(a)}, nil, pair{"", ""}, true},
+		{"running: a local delete, then the container writes other bytes: they stay", running, false, pair{a, a}, []change{l(""), c(b)}, nil, pair{"", ""}, false},
 		{"running: a conflict that names other versions", running, false, pair{a, a}, []change{l(b), c(x)}, []sessiontest.Event{conflict(b, y)}, pair{b, x}, false},
 		{"running: container then local, seen first: the local save wins", running, false, pair{a, a}, []change{c(b), l(x)}, []sessiontest.Event{syncedBack}, pair{x, x}, true},
 		{"running: container then local, never seen: the upload replaced it", running, false, pair{a, a}, []change{c(b), l(x)}, nil, pair{x, x}, false},
