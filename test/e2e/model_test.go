@@ -1040,6 +1040,11 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 		case lastL == "" && lastR != "" && cur == both(lastR) && (lastC != nil || diverged(prev)),
 			lastR == "" && lastL != "" && cur == both(lastL) && (localChanged || diverged(prev)):
 			// A modification wins over a deletion.
+		case last.side == 'L' && lastC != nil && lastL == prev.L && !diverged(prev) &&
+			(cur == both(lastR) || lastR == "" && !m.deletes && cur == pair{prev.L, ""}):
+			// The local writes left it holding the bytes it held (a copy of the same content
+			// over it): by content the local side did not change, and the container's change
+			// stands (a delete stays in the container without --sync-back-deletes).
 		case last.side == 'C' && localChanged && lastR == prev.R && !diverged(prev) && cur == both(lastL):
 			// The container's writes left it holding what it held (a file renamed or copied
 			// back over the path with the same bytes): by content, which is what a check can
