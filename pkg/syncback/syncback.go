@@ -384,6 +384,7 @@ func (r *Runner) pass(v *filesync.Visit, st *state) error {
 		if full {
 			since = 0
 		}
+		started := r.clk.Now()
 		res, err := remote.Scan(v.Ctx, v.Exec, v.Target, string(dir), since, r.globs.Starts(), r.hashed)
 		if err != nil {
 			return err
@@ -395,7 +396,7 @@ func (r *Runner) pass(v *filesync.Visit, st *state) error {
 			return ErrRestarted
 		}
 		if res.Exists {
-			p := &mappingPass{r: r, v: v, st: st, i: i, root: root, ignored: ignored, res: res, since: since, out: &out}
+			p := &mappingPass{r: r, v: v, st: st, i: i, root: root, ignored: ignored, res: res, since: since, started: started, out: &out}
 			if err := p.run(); err != nil {
 				return err
 			}
@@ -429,6 +430,7 @@ type mappingPass struct {
 	ignored func(string, bool) bool
 	res     *remote.ScanResult
 	since   int64
+	started time.Time // when its scan began
 	out     *SyncedBack
 	cut     bool // a download was cut short: what it did not bring waits
 }
@@ -751,9 +753,12 @@ func (p *mappingPass) guardDeletes(ds []*decision, remoteListed int) {
 			delete(p.st.heldDels, p.i)
 		}
 	}
+	// The gap runs to this pass's start: a scan slower than the gap (a
+	// loaded node, a big tree) must not cut a burst in two halves that
+	// each pass the line.
 	now := p.r.clk.Now()
 	b := p.st.bursts[p.i]
-	if b != nil && now.Sub(b.last) >= deleteBurstGap {
+	if b != nil && p.started.Sub(b.last) >= deleteBurstGap {
 		b = nil
 	}
 	if n == 0 {

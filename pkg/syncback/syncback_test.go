@@ -46,10 +46,13 @@ type executor struct {
 	// their acknowledgement was lost (cut: the stream was cut before they
 	// ran), calling afterLost with how many are left: a container write
 	// before the retry.
-	mu        sync.Mutex
-	lost      int
-	cut       bool
-	afterLost func(left int)
+	// duringScan, when set, runs as each scan's exec starts: a scan that
+	// takes long (it steps the runner's clock).
+	duringScan func()
+	mu         sync.Mutex
+	lost       int
+	cut        bool
+	afterLost  func(left int)
 }
 
 func (e *executor) setLost(n int, cut bool, after func(left int)) {
@@ -73,6 +76,9 @@ func (e *executor) loseAck(argv []string) (func(int), int, bool, bool) {
 func (e *executor) Exec(ctx context.Context, _ filesync.Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(argv) > 3 && argv[3] == "livesync-download" && e.beforeDownload != nil {
 		e.beforeDownload()
+	}
+	if len(argv) > 3 && argv[3] == "livesync-scan" && e.duringScan != nil {
+		e.duringScan()
 	}
 	if len(argv) > 6 && argv[3] == "livesync-scan" && e.inScan != "" {
 		argv = slices.Clone(argv)
@@ -888,6 +894,50 @@ func testDeletesHeldAcrossPasses(t *testing.T, r *localexec.Runner) {
 	clk.Step(DefaultFullEvery)
 	if sb := syncedBack(t, f.pass(t)); !slices.Equal(sb.Deleted, []string{f.path("gen/f120")}) {
 		t.Fatalf("deleted %q", sb.Deleted)
+	}
+}
+
+// TestSyncBackDeleteBurstOutlastsASlowScan: the gap that ends a burst of
+// container deletes runs from the last pass with deletes to the start of the
+// next one, not to its end: a scan that takes longer than the gap (a loaded
+// node, a big tree) does not cut the burst in two halves that each pass
+// the guard (TestModel seed 16406406290213673797, round 660: 80 container
+// deletes of 156 listed came home with no hold).
+func TestSyncBackDeleteBurstOutlastsASlowScan(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			ex := &executor{Runner: *r}
+			f := newFixture(t, ex, Config{Deletes: true})
+			for i := range 100 {
+				write(t, f.local, fmt.Sprintf("gen/f%03d", i), "g", 0o644)
+			}
+			f.initialSync(t)
+			f.pass(t)
+			clk := f.runner.clk.(*clocktesting.FakeClock)
+			gone := 0
+			var held []Failed
+			for round := range 2 {
+				for i := range 30 {
+					must(t, os.Remove(filepath.Join(f.remote, "gen", fmt.Sprintf("f%03d", round*30+i))))
+				}
+				clk.Step(time.Second)
+				if round == 1 {
+					ex.duringScan = func() { clk.Step(3 * time.Second) } // the scan takes 3 s
+				}
+				for _, ev := range f.pass(t) {
+					switch e := ev.(type) {
+					case SyncedBack:
+						gone += len(e.Deleted)
+					case Failed:
+						held = append(held, e)
+					}
+				}
+				ex.duringScan = nil
+			}
+			if len(held) != 1 || gone != 30 {
+				t.Fatalf("60 container deletes of 100 in two passes, the second's scan slow: %d deleted locally, held %v", gone, held)
+			}
+		})
 	}
 }
 
