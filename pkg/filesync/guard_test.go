@@ -154,13 +154,7 @@ func TestEngineHoldsMassDeletes(t *testing.T) {
 func TestEngineAllowMassDeleteInBatch(t *testing.T) {
 	for _, allow := range []bool{false, true} {
 		t.Run(fmt.Sprint("allow=", allow), func(t *testing.T) {
-			f := newEngineFixture(t, Config{AllowMassDelete: allow})
-			for i := range 60 {
-				writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "g"})
-			}
-			f.e.AddTarget(podTarget("web-1"))
-			f.run(t)
-			wait[InitialSync](t, f.rec)
+			f := genSynced(t, Config{AllowMassDelete: allow})
 			must(t, os.RemoveAll(filepath.Join(f.local, "gen")))
 			b := f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "gen")}, 1)
 			_, err := os.Stat(filepath.Join(f.remote("web-1"), "gen"))
@@ -210,13 +204,7 @@ func TestEngineHoldsMassDeleteCutIntoBatches(t *testing.T) {
 		{name: "a rename", rename: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newEngineFixture(t, Config{})
-			for i := range 60 {
-				writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "g"})
-			}
-			f.e.AddTarget(podTarget("web-1"))
-			f.run(t)
-			wait[InitialSync](t, f.rec)
+			f := genSynced(t, Config{})
 			gen := filepath.Join(f.local, "gen")
 			for i := range 30 {
 				must(t, os.Remove(filepath.Join(gen, fmt.Sprintf("f%03d", i))))
@@ -252,6 +240,20 @@ func TestEngineHoldsMassDeleteCutIntoBatches(t *testing.T) {
 			assertClean(t, f, "web-1")
 		})
 	}
+}
+
+// genSynced returns a running engine with cfg whose local tree holds 60
+// files under gen/ beside the fixture's few, synced into web-1.
+func genSynced(t *testing.T, cfg Config) *engineFixture {
+	t.Helper()
+	f := newEngineFixture(t, cfg)
+	for i := range 60 {
+		writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "g"})
+	}
+	f.e.AddTarget(podTarget("web-1"))
+	f.run(t)
+	wait[InitialSync](t, f.rec)
+	return f
 }
 
 // burstBatch sends a rescan (the plan walks the tree) as the next batch of a
@@ -317,13 +319,7 @@ func TestEngineHoldsMassDeleteBesideWrites(t *testing.T) {
 // makes and removes files of its own beside a delete neither adds to the
 // burst nor keeps it going.
 func TestDeleteBurstLeavesOutWhatItAdded(t *testing.T) {
-	f := newEngineFixture(t, Config{})
-	for i := range 60 {
-		writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "g"})
-	}
-	f.e.AddTarget(podTarget("web-1"))
-	f.run(t)
-	wait[InitialSync](t, f.rec)
+	f := genSynced(t, Config{})
 	for i := range 30 {
 		must(t, os.Remove(filepath.Join(f.local, "gen", fmt.Sprintf("f%03d", i))))
 	}

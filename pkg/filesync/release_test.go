@@ -47,13 +47,7 @@ func heldFixture(t *testing.T, pods ...string) (*engineFixture, Held) {
 // held path is decided again only by a change under it or by an answer.
 func TestEngineHeldDeletesDoNotRunWhenMappingGrows(t *testing.T) {
 	f, _ := heldFixture(t, "web-1")
-	add := map[string]string{}
-	for i := range 200 {
-		add[fmt.Sprintf("more/f%03d", i)] = "m"
-	}
-	writeTree(t, f.local, add)
-	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "more")}, 1)
-	f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1)
+	growMapping(t, f)
 	writeTree(t, f.local, map[string]string{"b": "b"})
 	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "b")}, 1)
 	if _, err := os.Stat(filepath.Join(f.remote("web-1"), "gen", "f000")); err != nil {
@@ -63,6 +57,19 @@ func TestEngineHeldDeletesDoNotRunWhenMappingGrows(t *testing.T) {
 		t.Errorf("more/f199: %v", err)
 	}
 	assertClean(t, f, "web-1")
+}
+
+// growMapping adds 200 files under more/ and syncs them, then walks the
+// tree: 60 held deletes are no longer "more than half" of the mapping.
+func growMapping(t *testing.T, f *engineFixture) {
+	t.Helper()
+	add := map[string]string{}
+	for i := range 200 {
+		add[fmt.Sprintf("more/f%03d", i)] = "m"
+	}
+	writeTree(t, f.local, add)
+	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "more")}, 1)
+	f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1)
 }
 
 // Release applies what was held in every target holding it, and only that,
@@ -181,13 +188,7 @@ func TestEngineSameHeldSetStaysHeld(t *testing.T) {
 	if err != ErrNotSynced {
 		t.Errorf("Visit while the set is held again = %v, want ErrNotSynced", err)
 	}
-	add := map[string]string{}
-	for i := range 200 {
-		add[fmt.Sprintf("more/f%03d", i)] = "m"
-	}
-	writeTree(t, f.local, add)
-	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "more")}, 1)
-	f.batch(t, coalesce.Change{Root: f.local, Rescan: true}, 1)
+	growMapping(t, f)
 	if _, err := os.Stat(filepath.Join(f.remote("web-1"), "gen", "f000")); err != nil {
 		t.Errorf("gen/f000 was deleted without an answer: %v", err)
 	}
@@ -213,13 +214,7 @@ func TestEngineHeldMadeAgainIsDecidedAgain(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newEngineFixture(t, Config{})
-			for i := range 60 {
-				writeTree(t, f.local, map[string]string{fmt.Sprintf("gen/f%03d", i): "g"})
-			}
-			f.e.AddTarget(podTarget("web-1"))
-			f.run(t)
-			wait[InitialSync](t, f.rec)
+			f := genSynced(t, Config{})
 			for i := range 60 {
 				must(t, os.Remove(filepath.Join(f.local, "gen", fmt.Sprintf("f%03d", i))))
 			}

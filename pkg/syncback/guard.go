@@ -179,6 +179,19 @@ func (r *Runner) Changed(u filesync.Upload, now remote.Changed) {
 	r.conflictSeen(st, u.Target, u.Mapping, u.Rel, u.Local, local, seenOf(now))
 }
 
+// containerGone records that the container no longer holds the file at rel
+// (local, its local path) where the index had one: the ancestor is
+// forgotten, so a local delete is done and a local file goes up, checked
+// against nothing being there.
+func containerGone(v *filesync.Visit, i int, rel, local string) {
+	if _, has, _ := v.Entry(i, rel); has {
+		v.Forget(i, rel)
+	}
+	if _, err := os.Lstat(local); err == nil {
+		v.Replan(i, rel)
+	}
+}
+
 // allowance is what checkDirs found under a directory deleted locally that
 // never comes back: extra entries, when the index held entries there.
 type allowance struct{ extra, entries int }
@@ -209,12 +222,7 @@ func (r *Runner) checkDirs(v *filesync.Visit, st *state) error {
 			// edit goes up, checked against nothing being there. (Not in the
 			// index at all: a start's upload, checked against the saved
 			// ancestor.)
-			if has {
-				v.Forget(u.Mapping, u.Rel)
-			}
-			if _, err := os.Lstat(u.Local); err == nil {
-				v.Replan(u.Mapping, u.Rel)
-			}
+			containerGone(v, u.Mapping, u.Rel, u.Local)
 			continue
 		}
 		if !ok || !has || anc.Type != remote.TypeDir {

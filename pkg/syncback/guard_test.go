@@ -617,15 +617,7 @@ func TestRetryAfterLostAckIsChecked(t *testing.T) {
 					}
 				})
 				write(t, f.local, "package-lock.json", "mine", 0o644)
-				b := f.save(t, "package-lock.json")
-				if tries == remote.DefaultRetry.Tries {
-					if b.Failed != 1 {
-						t.Fatalf("the batch whose acks were all lost: %+v", b)
-					}
-					if ev, ok := f.next(t).(filesync.Recovered); !ok {
-						t.Fatalf("the next pass: %#v", ev)
-					}
-				}
+				f.saveLosingAcks(t, "package-lock.json", tries)
 				if got := read(t, f.remote, "package-lock.json"); got != "theirs, after the lost ack" {
 					t.Fatalf("the container's write after the lost ack was overwritten: %q", got)
 				}
@@ -640,15 +632,7 @@ func TestRetryAfterLostAckIsChecked(t *testing.T) {
 				f.pass(t)
 				ex.setLost(tries, cut, nil)
 				write(t, f.local, "gen/b.go", "b, saved again", 0o644)
-				b = f.save(t, "gen/b.go")
-				if tries == remote.DefaultRetry.Tries {
-					if b.Failed != 1 {
-						t.Fatalf("the second batch whose acks were all lost: %+v", b)
-					}
-					if ev, ok := f.next(t).(filesync.Recovered); !ok {
-						t.Fatalf("the second next pass: %#v", ev)
-					}
-				}
+				f.saveLosingAcks(t, "gen/b.go", tries)
 				if got := read(t, f.remote, "gen/b.go"); got != "b, saved again" {
 					t.Fatalf("gen/b.go: %q", got)
 				}
@@ -657,5 +641,22 @@ func TestRetryAfterLostAckIsChecked(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// saveLosingAcks saves rel as a batch whose tries lose their acks: with
+// every try lost, the batch fails and the next pass of the worker sends it
+// again.
+func (f *running) saveLosingAcks(t *testing.T, rel string, tries int) {
+	t.Helper()
+	b := f.save(t, rel)
+	if tries < remote.DefaultRetry.Tries {
+		return
+	}
+	if b.Failed != 1 {
+		t.Fatalf("%s: the batch whose acks were all lost: %+v", rel, b)
+	}
+	if ev, ok := f.next(t).(filesync.Recovered); !ok {
+		t.Fatalf("%s: the next pass: %#v", rel, ev)
 	}
 }

@@ -555,12 +555,7 @@ func (p *mappingPass) conflictsGone(rems map[string]remote.Entry) {
 	}
 	p.r.mu.Unlock()
 	for _, rel := range gone {
-		if _, has, _ := p.v.Entry(p.i, rel); has {
-			p.v.Forget(p.i, rel)
-		}
-		if _, err := os.Lstat(p.local(rel)); err == nil {
-			p.v.Replan(p.i, rel)
-		}
+		containerGone(p.v, p.i, rel, p.local(rel))
 	}
 }
 

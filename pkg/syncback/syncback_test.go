@@ -832,12 +832,7 @@ func TestSyncBackDeletesHeldAcrossPasses(t *testing.T) {
 }
 
 func testDeletesHeldAcrossPasses(t *testing.T, r *localexec.Runner) {
-	f := newFixture(t, &executor{Runner: *r}, Config{Deletes: true})
-	for i := range 200 {
-		write(t, f.local, fmt.Sprintf("gen/f%03d", i), "g", 0o644)
-	}
-	f.initialSync(t)
-	f.pass(t)
+	f := deletesFixture(t, &executor{Runner: *r}, 200)
 	clk := f.runner.clk.(*clocktesting.FakeClock)
 	gone := 0
 	var held []Failed
@@ -845,14 +840,8 @@ func testDeletesHeldAcrossPasses(t *testing.T, r *localexec.Runner) {
 		for i := range 40 {
 			must(t, os.Remove(filepath.Join(f.remote, "gen", fmt.Sprintf("f%03d", round*40+i))))
 		}
-		for _, ev := range f.pass(t) {
-			switch e := ev.(type) {
-			case SyncedBack:
-				gone += len(e.Deleted)
-			case Failed:
-				held = append(held, e)
-			}
-		}
+		g, h := f.passDeletes(t)
+		gone, held = gone+g, append(held, h...)
 		clk.Step(time.Second)
 	}
 	if len(held) != 1 || !strings.Contains(held[0].Err.Error(), "held 40 deletes") || !strings.Contains(held[0].Err.Error(), "with the 80 deleted just before") {
@@ -907,12 +896,7 @@ func TestSyncBackDeleteBurstOutlastsASlowScan(t *testing.T) {
 	for name, r := range localexec.Variants(t) {
 		t.Run(name, func(t *testing.T) {
 			ex := &executor{Runner: *r}
-			f := newFixture(t, ex, Config{Deletes: true})
-			for i := range 100 {
-				write(t, f.local, fmt.Sprintf("gen/f%03d", i), "g", 0o644)
-			}
-			f.initialSync(t)
-			f.pass(t)
+			f := deletesFixture(t, ex, 100)
 			clk := f.runner.clk.(*clocktesting.FakeClock)
 			gone := 0
 			var held []Failed
@@ -924,14 +908,8 @@ func TestSyncBackDeleteBurstOutlastsASlowScan(t *testing.T) {
 				if round == 1 {
 					ex.duringScan = func() { clk.Step(3 * time.Second) } // the scan takes 3 s
 				}
-				for _, ev := range f.pass(t) {
-					switch e := ev.(type) {
-					case SyncedBack:
-						gone += len(e.Deleted)
-					case Failed:
-						held = append(held, e)
-					}
-				}
+				g, h := f.passDeletes(t)
+				gone, held = gone+g, append(held, h...)
 				ex.duringScan = nil
 			}
 			if len(held) != 1 || gone != 30 {
@@ -939,6 +917,34 @@ func TestSyncBackDeleteBurstOutlastsASlowScan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deletesFixture returns a fixture with --sync-back-deletes whose local
+// tree holds n files under gen/, synced and passed over once.
+func deletesFixture(t *testing.T, ex *executor, n int) *fixture {
+	t.Helper()
+	f := newFixture(t, ex, Config{Deletes: true})
+	for i := range n {
+		write(t, f.local, fmt.Sprintf("gen/f%03d", i), "g", 0o644)
+	}
+	f.initialSync(t)
+	f.pass(t)
+	return f
+}
+
+// passDeletes runs a pass and returns how many local files it deleted and
+// the holds it reported.
+func (f *fixture) passDeletes(t *testing.T) (gone int, held []Failed) {
+	t.Helper()
+	for _, ev := range f.pass(t) {
+		switch e := ev.(type) {
+		case SyncedBack:
+			gone += len(e.Deleted)
+		case Failed:
+			held = append(held, e)
+		}
+	}
+	return gone, held
 }
 
 // TestUnhashedContainerFileIsNoRecord: a file the container rewrites in
