@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
@@ -106,7 +107,7 @@ func (e Entry) sameIdentity(o Entry) bool {
 // equals index" mean "the container holds the local state", the ancestor
 // every later decision compares against.
 type Index struct {
-	m map[string]slot
+	m table
 	// kids holds, per path, the paths one level below it that are entries
 	// or lead to one, so DeleteTree costs what the subtree holds rather than
 	// a scan of the whole index (5,000 deletes against 100,000 entries took
@@ -123,7 +124,7 @@ type Index struct {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{m: map[string]slot{}, kids: map[string]map[string]struct{}{}}
+	return &Index{kids: map[string]map[string]struct{}{}}
 }
 
 // slot is how the index keeps an Entry: 72 bytes rather than 96 (the mtime
@@ -157,7 +158,7 @@ func (s slot) entry() Entry {
 
 // Get returns the entry at rel.
 func (x *Index) Get(rel string) (Entry, bool) {
-	s, ok := x.m[rel]
+	s, ok := x.m.get(rel)
 	if !ok {
 		return Entry{}, false
 	}
@@ -166,16 +167,15 @@ func (x *Index) Get(rel string) (Entry, bool) {
 
 // has reports whether rel has an entry.
 func (x *Index) has(rel string) bool {
-	_, ok := x.m[rel]
-	return ok
+	return x.m.has(rel)
 }
 
-// all yields every path and its entry, in no particular order; the index
-// may change meanwhile, as a map may while it is ranged over.
+// all yields every path and its entry, in no particular order. The index
+// must not change while it is ranged over (a delete moves another entry).
 func (x *Index) all() iter.Seq2[string, Entry] {
 	return func(yield func(string, Entry) bool) {
-		for rel, s := range x.m {
-			if !yield(rel, s.entry()) {
+		for i, rel := range x.m.keys {
+			if !yield(rel, x.m.vals[i].entry()) {
 				return
 			}
 		}
@@ -185,7 +185,7 @@ func (x *Index) all() iter.Seq2[string, Entry] {
 // Bytes is what x's files hold, in bytes.
 func (x *Index) Bytes() int64 {
 	var n int64
-	for _, s := range x.m {
+	for _, s := range x.m.vals {
 		if s.typ == TypeFile {
 			n += s.size
 		}
@@ -194,14 +194,13 @@ func (x *Index) Bytes() int64 {
 }
 
 // Len returns the number of entries.
-func (x *Index) Len() int { return len(x.m) }
+func (x *Index) Len() int { return x.m.len() }
 
 // Put records e at rel.
 func (x *Index) Put(rel string, e Entry) {
-	if _, ok := x.m[rel]; !ok {
+	if x.m.put(rel, slotOf(e)) {
 		x.link(rel)
 	}
-	x.m[rel] = slotOf(e)
 	delete(x.maybe, rel)
 	x.gen++
 }
@@ -241,13 +240,13 @@ func (x *Index) link(rel string) {
 func (x *Index) DeleteTree(rel string) {
 	x.gen++
 	if rel == "" {
-		clear(x.m)
+		x.m.clear()
 		clear(x.kids)
 		clear(x.maybe)
 		return
 	}
 	x.Walk(rel, func(p string) {
-		delete(x.m, p)
+		x.m.delete(p)
 		delete(x.kids, p)
 		delete(x.maybe, p)
 	})
@@ -260,7 +259,7 @@ func (x *Index) DeleteTree(rel string) {
 func (x *Index) CountTree(rel string) int {
 	n := 0
 	x.Walk(rel, func(p string) {
-		if _, ok := x.m[p]; ok {
+		if x.m.has(p) {
 			n++
 		}
 	})
@@ -287,11 +286,7 @@ func (x *Index) Walk(rel string, fn func(string)) {
 
 // Paths returns every path in the index, in no particular order.
 func (x *Index) Paths() []string {
-	out := make([]string, 0, len(x.m))
-	for k := range x.m {
-		out = append(out, k)
-	}
-	return out
+	return slices.Clone(x.m.keys)
 }
 
 // hashFile returns the sha256 of the file at name.

@@ -36,7 +36,7 @@ func (x *Index) Records() syncstate.Mapping {
 	slices.Sort(paths)
 	var b syncstate.MappingBuilder
 	for _, rel := range paths {
-		e := x.m[rel].entry()
+		e, _ := x.Get(rel)
 		r := syncstate.Entry{Path: rel, Type: uint8(e.Type), Mode: uint32(e.Mode), Size: e.Size, MTime: e.MTime.UnixNano(),
 			Link: e.Link, Ino: e.Ino, CTime: e.CTime, Unknown: e.stale}
 		if e.Sum != nil && !e.stale {

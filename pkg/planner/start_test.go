@@ -32,6 +32,12 @@ func startFixture(t *testing.T, ex Executor, local, remote string) (*Resolved, s
 	return m, idx.Records()
 }
 
+// ancOut is the ancestor's entry at gen/out.
+func ancOut(anc *Index) Entry {
+	e, _ := anc.Get("gen/out")
+	return e
+}
+
 func listedGen(rel string, _ bool) bool { return strings.HasPrefix(rel, "gen/") }
 
 // A restart against the same container: what either side did meanwhile is
@@ -100,7 +106,7 @@ func TestPlanStart(t *testing.T) {
 
 	// The index keeps the ancestor where sync-back decides, forgets what
 	// comes home as new, and records the unchanged with their hashes.
-	if e, ok := idx.Get("gen/out"); !ok || e.Sum == nil || *e.Sum != *anc.m["gen/out"].sum {
+	if e, ok := idx.Get("gen/out"); !ok || e.Sum == nil || *e.Sum != *ancOut(anc).Sum {
 		t.Errorf("gen/out: index %+v, want the ancestor", e)
 	}
 	if _, ok := idx.Get("gen/both"); !ok {
