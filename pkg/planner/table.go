@@ -51,6 +51,14 @@ func (t *table) get(k string) (slot, bool) {
 	return slot{}, false
 }
 
+// ptr returns k's slot in place (nil: absent), valid until t changes.
+func (t *table) ptr(k string) *slot {
+	if _, p := t.find(k); p >= 0 {
+		return &t.vals[p]
+	}
+	return nil
+}
+
 // has reports whether k is in t.
 func (t *table) has(k string) bool {
 	_, p := t.find(k)
