@@ -51,6 +51,12 @@ func (t *table) get(k string) (slot, bool) {
 	return slot{}, false
 }
 
+// pos returns k's place in keys and vals, -1 when absent.
+func (t *table) pos(k string) int {
+	_, p := t.find(k)
+	return p
+}
+
 // ptr returns k's slot in place (nil: absent), valid until t changes.
 func (t *table) ptr(k string) *slot {
 	if _, p := t.find(k); p >= 0 {

@@ -112,3 +112,27 @@ func TestTableChurnDoesNotGrow(t *testing.T) {
 		t.Fatalf("100 entries left in %d cells, room for %d slots", len(tb.cells), cap(tb.vals))
 	}
 }
+
+// A plan marks a visited path once, an entry of the index by its place,
+// another in its map.
+func TestPlanSeen(t *testing.T) {
+	idx := NewIndex()
+	for i := range 200 {
+		idx.Put(fmt.Sprintf("f%d", i), Entry{Type: TypeFile})
+	}
+	pl := newPlanState(nil, idx)
+	for _, rel := range []string{"f0", "f63", "f64", "f199", "new", "f5/new"} {
+		if pl.seen(rel) {
+			t.Fatalf("%q seen before its visit", rel)
+		}
+		if !pl.seen(rel) {
+			t.Fatalf("%q not seen after its visit", rel)
+		}
+	}
+	if pl.seen("f1") || pl.seen("f198") {
+		t.Fatal("an entry never visited was seen")
+	}
+	if len(pl.visited) != 2 {
+		t.Fatalf("the map holds %d paths, want the 2 outside the index", len(pl.visited))
+	}
+}
