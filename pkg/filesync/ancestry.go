@@ -21,7 +21,7 @@ type Ancestry interface {
 	// Confirmed hands over t's confirmed index, one list per mapping, each
 	// time it changed and t's worker is between passes; the implementation
 	// saves it when it sees fit. Not called in a dry run.
-	Confirmed(t Target, mappings [][]syncstate.Entry)
+	Confirmed(t Target, mappings []syncstate.Mapping)
 }
 
 // WithAncestry sets where the engine loads and keeps saved ancestors.
@@ -31,10 +31,10 @@ func WithAncestry(a Ancestry) Option { return func(e *Engine) { e.anc = a } }
 type Start struct {
 	// Saved is the ancestor this very container confirmed (same
 	// incarnation), one list per mapping; nil when there is none.
-	Saved [][]syncstate.Entry
+	Saved []syncstate.Mapping
 	// Cache holds local stat records of another incarnation's ancestor:
 	// they only spare hashing an unchanged local file. Nil when none.
-	Cache [][]syncstate.Entry
+	Cache []syncstate.Mapping
 	// SavedAt is when the records were saved: one whose file changed in
 	// the last second before it is hashed anyway (git's "racily clean").
 	SavedAt time.Time
@@ -92,10 +92,10 @@ func (e *Engine) listedIn(t Target, i int) func(rel string, isDir bool) bool {
 // mapping returns mapping i's saved ancestor (this incarnation's) and
 // stat cache (another's), as indexes; nil where there is none.
 func (st Start) mapping(i int) (saved, cache *planner.Index) {
-	if i < len(st.Saved) && st.Saved[i] != nil {
+	if i < len(st.Saved) && !st.Saved[i].IsZero() {
 		saved = planner.IndexOf(st.Saved[i])
 	}
-	if i < len(st.Cache) && st.Cache[i] != nil {
+	if i < len(st.Cache) && !st.Cache[i].IsZero() {
 		cache = planner.IndexOf(st.Cache[i])
 	}
 	return saved, cache

@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
-	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
+	"github.com/livesync-dev/kubectl-livesync/pkg/syncstate"
 )
 
 // fakeAncestry is an Ancestry in memory: what Confirmed got is what the
 // next Start hands back when the container is the same.
 type fakeAncestry struct {
 	mu     sync.Mutex
-	saved  map[string][][]planner.Record // by container ID
+	saved  map[string][]syncstate.Mapping // by container ID
 	starts []string
 	n      int // Confirmed calls
 }
@@ -33,7 +33,7 @@ func (a *fakeAncestry) Start(t Target) Start {
 	return Start{From: StartNone}
 }
 
-func (a *fakeAncestry) Confirmed(t Target, ms [][]planner.Record) {
+func (a *fakeAncestry) Confirmed(t Target, ms []syncstate.Mapping) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.saved[t.ContainerID] = ms
@@ -46,7 +46,7 @@ func (a *fakeAncestry) confirmed(id, rel string) (int, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, m := range a.saved[id] {
-		for _, r := range m {
+		for r := range m.All() {
 			if r.Path == rel {
 				return a.n, true
 			}
@@ -60,7 +60,7 @@ func (a *fakeAncestry) confirmed(id, rel string) (int, bool) {
 // the last of them confirmed is handed over when the interval ends, without
 // another batch to wake the worker.
 func TestEngineSavesAtMostEverySaveEvery(t *testing.T) {
-	anc := &fakeAncestry{saved: map[string][][]planner.Record{}}
+	anc := &fakeAncestry{saved: map[string][]syncstate.Mapping{}}
 	f := newEngineFixture(t, Config{}, WithAncestry(anc))
 	tg := podTarget("web-1")
 	f.e.AddTarget(tg)
@@ -97,14 +97,14 @@ func TestEngineSavesAtMostEverySaveEvery(t *testing.T) {
 // there), and a container change is kept; a restarted container starts
 // from nothing, and the local side wins.
 func TestEngineStartsFromSavedAncestor(t *testing.T) {
-	anc := &fakeAncestry{saved: map[string][][]planner.Record{}}
+	anc := &fakeAncestry{saved: map[string][]syncstate.Mapping{}}
 	f := newEngineFixture(t, Config{}, WithAncestry(anc))
 	tg := podTarget("web-1")
 	f.e.AddTarget(tg)
 	if ok, err := f.e.Once(context.Background()); !ok || err != nil {
 		t.Fatalf("Once = %v, %v", ok, err)
 	}
-	if len(anc.saved[tg.ContainerID]) != 1 || len(anc.saved[tg.ContainerID][0]) == 0 {
+	if len(anc.saved[tg.ContainerID]) != 1 || anc.saved[tg.ContainerID][0].Len() == 0 {
 		t.Fatalf("nothing confirmed: %v", anc.saved)
 	}
 	must(t, os.Remove(filepath.Join(f.local, "a")))
@@ -156,7 +156,7 @@ func TestEngineStartsFromSavedAncestor(t *testing.T) {
 func TestStartDecidesByContent(t *testing.T) {
 	for name, ex := range executors(t) {
 		t.Run(name, func(t *testing.T) {
-			anc := &fakeAncestry{saved: map[string][][]planner.Record{}}
+			anc := &fakeAncestry{saved: map[string][]syncstate.Mapping{}}
 			f := newEngineFixture(t, Config{}, WithAncestry(anc))
 			f.ex.Runner = ex.Runner
 			tg := podTarget("web-1")

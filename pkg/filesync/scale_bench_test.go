@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
+	"github.com/livesync-dev/kubectl-livesync/pkg/syncstate"
 )
 
 // BenchmarkListRemote measures the container side of an initial sync's comparison: the listing
@@ -75,7 +76,7 @@ func BenchmarkStartSaved(b *testing.B) {
 		must2(b, os.MkdirAll(filepath.Dir(p), 0o755))
 		must2(b, os.WriteFile(p, data, 0o644))
 	}
-	anc := &fakeAncestry{saved: map[string][][]planner.Record{}}
+	anc := &fakeAncestry{saved: map[string][]syncstate.Mapping{}}
 	cfg := Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(local), Remote: planner.RemotePath(remote)}}}
 	e := New(ex, cfg, WithAncestry(anc))
 	e.AddTarget(testTarget)

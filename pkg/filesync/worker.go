@@ -13,6 +13,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/syncstate"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 	"github.com/livesync-dev/kubectl-livesync/pkg/threeway"
 	"k8s.io/utils/clock"
@@ -288,7 +289,7 @@ func (e *Engine) save(tg *target, final bool) {
 		return
 	}
 	tg.savedAt = time.Now()
-	recs := make([][]planner.Record, len(tg.idx))
+	recs := make([]syncstate.Mapping, len(tg.idx))
 	tg.savedGen = make([]uint64, len(tg.idx))
 	for i, x := range tg.idx {
 		recs[i], tg.savedGen[i] = x.Records(), x.Gen()

@@ -143,9 +143,16 @@ func (x *Index) Unconfirm(p *Plan, sent map[string]*[32]byte) int {
 // container's confirmed word already and stay as they are.
 func (x *Index) Reconcile(m *Resolved, l *Listing) {
 	pl := newPlanState(m, x) // for its Lstat, once for all entries
+	var stale []string       // x changes below: not while it is ranged over
 	for rel, e := range x.all() {
-		if !e.stale {
-			continue
+		if e.stale {
+			stale = append(stale, rel)
+		}
+	}
+	for _, rel := range stale {
+		e, ok := x.Get(rel)
+		if !ok || !e.stale {
+			continue // gone with a directory above it
 		}
 		re, ok := l.Entries[rel]
 		if !ok {

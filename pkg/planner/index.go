@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
@@ -106,12 +107,19 @@ func (e Entry) sameIdentity(o Entry) bool {
 // equals index" mean "the container holds the local state", the ancestor
 // every later decision compares against.
 type Index struct {
-	m map[string]slot
+	m table
 	// kids holds, per path, the paths one level below it that are entries
 	// or lead to one, so DeleteTree costs what the subtree holds rather than
 	// a scan of the whole index (5,000 deletes against 100,000 entries took
-	// seconds).
-	kids map[string]map[string]struct{}
+	// seconds). A list rather than a set (a map per directory cost 64 bytes
+	// a path): each path knows its place in its parent's list (slot.kid, or
+	// anc for a path that leads to entries without being one), so a delete
+	// moves the last one into its place.
+	kids map[string][]string
+	// anc holds the place in its parent's list of each path that is in
+	// kids without being an entry (an ancestor whose own entry was never
+	// put). A path is linked when it is an entry or in anc.
+	anc map[string]int32
 	// gen counts changes, so a saved copy is taken only when there is
 	// something new to save (see Gen).
 	gen uint64
@@ -123,12 +131,12 @@ type Index struct {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{m: map[string]slot{}, kids: map[string]map[string]struct{}{}}
+	return &Index{kids: map[string][]string{}, anc: map[string]int32{}}
 }
 
 // slot is how the index keeps an Entry: 72 bytes rather than 96 (the mtime
 // as seconds and nanoseconds rather than a time.Time, the flags beside the
-// type), which for 100,000 paths, in the index and each copy of it, is
+// type, kid in what was padding), which for 100,000 paths, in the index and each copy of it, is
 // 2.4 MiB less to hold and for the collector to scan.
 type slot struct {
 	size  int64
@@ -139,6 +147,7 @@ type slot struct {
 	sum   *[32]byte
 	mode  fs.FileMode
 	nsec  uint32 // mtime
+	kid   int32  // the path's place in its parent's list (Index.kids)
 	typ   EntryType
 	stale bool
 	// retype: see Entry.retype
@@ -157,7 +166,7 @@ func (s slot) entry() Entry {
 
 // Get returns the entry at rel.
 func (x *Index) Get(rel string) (Entry, bool) {
-	s, ok := x.m[rel]
+	s, ok := x.m.get(rel)
 	if !ok {
 		return Entry{}, false
 	}
@@ -166,16 +175,15 @@ func (x *Index) Get(rel string) (Entry, bool) {
 
 // has reports whether rel has an entry.
 func (x *Index) has(rel string) bool {
-	_, ok := x.m[rel]
-	return ok
+	return x.m.has(rel)
 }
 
-// all yields every path and its entry, in no particular order; the index
-// may change meanwhile, as a map may while it is ranged over.
+// all yields every path and its entry, in no particular order. The index
+// must not change while it is ranged over (a delete moves another entry).
 func (x *Index) all() iter.Seq2[string, Entry] {
 	return func(yield func(string, Entry) bool) {
-		for rel, s := range x.m {
-			if !yield(rel, s.entry()) {
+		for i, rel := range x.m.keys {
+			if !yield(rel, x.m.vals[i].entry()) {
 				return
 			}
 		}
@@ -185,7 +193,7 @@ func (x *Index) all() iter.Seq2[string, Entry] {
 // Bytes is what x's files hold, in bytes.
 func (x *Index) Bytes() int64 {
 	var n int64
-	for _, s := range x.m {
+	for _, s := range x.m.vals {
 		if s.typ == TypeFile {
 			n += s.size
 		}
@@ -194,14 +202,17 @@ func (x *Index) Bytes() int64 {
 }
 
 // Len returns the number of entries.
-func (x *Index) Len() int { return len(x.m) }
+func (x *Index) Len() int { return x.m.len() }
 
 // Put records e at rel.
 func (x *Index) Put(rel string, e Entry) {
-	if _, ok := x.m[rel]; !ok {
-		x.link(rel)
+	s := slotOf(e)
+	if old, ok := x.m.get(rel); ok {
+		s.kid = old.kid
+	} else {
+		s.kid = x.link(rel)
 	}
-	x.m[rel] = slotOf(e)
+	x.m.put(rel, s)
 	delete(x.maybe, rel)
 	x.gen++
 }
@@ -219,48 +230,103 @@ func (x *Index) Maybe(rel string) (sums []*[32]byte, ok bool) {
 // failed again and again) the path is just unknown.
 const maxMaybe = 4
 
-// link makes rel reachable from the root through kids, registering the
-// ancestors that are not entries themselves too.
-func (x *Index) link(rel string) {
-	for a := rel; a != ""; {
-		p := localtree.ParentRel(a)
-		set := x.kids[p]
-		if set == nil {
-			set = map[string]struct{}{}
-			x.kids[p] = set
-		}
-		if _, ok := set[a]; ok {
+// link makes rel, about to become an entry, reachable from the root
+// through kids, registering the ancestors that are not linked yet; it
+// returns rel's place in its parent's list.
+func (x *Index) link(rel string) int32 {
+	if rel == "" {
+		return -1 // the root: where every walk starts, in no list
+	}
+	if i, ok := x.anc[rel]; ok {
+		delete(x.anc, rel) // linked already, as an ancestor
+		return i
+	}
+	i := x.addKid(rel)
+	for a := localtree.ParentRel(rel); a != "" && !x.linked(a); a = localtree.ParentRel(a) {
+		x.anc[a] = x.addKid(a)
+	}
+	return i
+}
+
+// linked reports whether rel is in its parent's list.
+func (x *Index) linked(rel string) bool {
+	if x.m.has(rel) {
+		return true
+	}
+	_, ok := x.anc[rel]
+	return ok
+}
+
+// addKid appends rel to its parent's list and returns its place there.
+func (x *Index) addKid(rel string) int32 {
+	p := localtree.ParentRel(rel)
+	l := x.kids[p]
+	x.kids[p] = append(l, rel)
+	return int32(len(l))
+}
+
+// setKid records that rel is at i in its parent's list.
+func (x *Index) setKid(rel string, i int32) {
+	if s := x.m.ptr(rel); s != nil {
+		s.kid = i
+		return
+	}
+	x.anc[rel] = i
+}
+
+// unlink removes rel from its parent's list, the last one there taking
+// its place.
+func (x *Index) unlink(rel string) {
+	var i int32
+	if s := x.m.ptr(rel); s != nil {
+		i = s.kid
+	} else if a, ok := x.anc[rel]; ok {
+		i = a
+	} else {
+		return
+	}
+	p := localtree.ParentRel(rel)
+	l := x.kids[p]
+	last := int32(len(l) - 1)
+	if i < 0 || i > last || l[i] != rel {
+		// Never, as long as every place is kept; a search costs time,
+		// a wrong place would leave rel to be walked as if it were there.
+		if i = int32(slices.Index(l, rel)); i < 0 {
 			return
 		}
-		set[a] = struct{}{}
-		a = p
 	}
+	if i != last {
+		l[i] = l[last]
+		x.setKid(l[i], i)
+	}
+	l[last] = ""
+	x.kids[p] = l[:last]
 }
 
 // DeleteTree removes rel and everything under it.
 func (x *Index) DeleteTree(rel string) {
 	x.gen++
 	if rel == "" {
-		clear(x.m)
+		x.m.clear()
 		clear(x.kids)
+		clear(x.anc)
 		clear(x.maybe)
 		return
 	}
+	x.unlink(rel)
 	x.Walk(rel, func(p string) {
-		delete(x.m, p)
+		x.m.delete(p)
 		delete(x.kids, p)
+		delete(x.anc, p)
 		delete(x.maybe, p)
 	})
-	if set := x.kids[localtree.ParentRel(rel)]; set != nil {
-		delete(set, rel)
-	}
 }
 
 // CountTree returns how many entries rel and everything under it hold.
 func (x *Index) CountTree(rel string) int {
 	n := 0
 	x.Walk(rel, func(p string) {
-		if _, ok := x.m[p]; ok {
+		if x.m.has(p) {
 			n++
 		}
 	})
@@ -270,16 +336,12 @@ func (x *Index) CountTree(rel string) int {
 // children returns the paths one level below rel that are entries or lead
 // to one.
 func (x *Index) children(rel string) []string {
-	out := make([]string, 0, len(x.kids[rel]))
-	for k := range x.kids[rel] {
-		out = append(out, k)
-	}
-	return out
+	return slices.Clone(x.kids[rel])
 }
 
 // Walk calls fn for rel and every path under it, children before parents.
 func (x *Index) Walk(rel string, fn func(string)) {
-	for k := range x.kids[rel] {
+	for _, k := range x.kids[rel] {
 		x.Walk(k, fn)
 	}
 	fn(rel)
@@ -287,11 +349,7 @@ func (x *Index) Walk(rel string, fn func(string)) {
 
 // Paths returns every path in the index, in no particular order.
 func (x *Index) Paths() []string {
-	out := make([]string, 0, len(x.m))
-	for k := range x.m {
-		out = append(out, k)
-	}
-	return out
+	return slices.Clone(x.m.keys)
 }
 
 // hashFile returns the sha256 of the file at name.

@@ -2,9 +2,13 @@ package planner
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 )
 
 // benchIndex returns an index of 100,000 files in 5,000 directories, and
@@ -109,6 +113,109 @@ func TestIndexKeepsEntries(t *testing.T) {
 		got.MTime, e.MTime = time.Time{}, time.Time{}
 		if got != e {
 			t.Fatalf("%s: got %+v, want %+v", name, got, e)
+		}
+	}
+}
+
+// The index's tree (kids, anc and each path's place) against a model of
+// what it links: an entry and its ancestors once put, until a delete of
+// them or of a directory above; through random puts and deletes of files,
+// directories and paths whose parents were never put.
+func TestIndexTreeRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	idx := NewIndex()
+	entries, linked := map[string]bool{}, map[string]bool{}
+	under := func(p, rel string) bool { return rel == "" || p == rel || strings.HasPrefix(p, rel+"/") }
+	randRel := func() string {
+		parts := make([]string, 1+r.IntN(4))
+		for i := range parts {
+			parts[i] = fmt.Sprint("abcd"[r.IntN(4):][:1], r.IntN(3))
+		}
+		return strings.Join(parts, "/")
+	}
+	for i := range 30_000 {
+		rel := randRel()
+		switch n := r.IntN(10); {
+		case n < 6:
+			idx.Put(rel, Entry{Type: TypeFile, Size: int64(i)})
+			entries[rel] = true
+			for a := rel; a != ""; a = localtree.ParentRel(a) {
+				linked[a] = true
+			}
+		case n < 9 || i%1000 == 0:
+			if i%1000 == 0 {
+				rel = ""
+			}
+			idx.DeleteTree(rel)
+			for p := range linked {
+				if under(p, rel) {
+					delete(linked, p)
+					delete(entries, p)
+				}
+			}
+		default:
+			idx.Put(rel, Entry{Type: TypeFile, Size: -1}) // an overwrite keeps the place
+			entries[rel] = true
+			for a := rel; a != ""; a = localtree.ParentRel(a) {
+				linked[a] = true
+			}
+		}
+		if i%500 != 0 {
+			continue
+		}
+		if idx.Len() != len(entries) {
+			t.Fatalf("step %d: %d entries, want %d", i, idx.Len(), len(entries))
+		}
+		// Every walk yields what is linked under it, children first, once.
+		for _, from := range []string{"", "a0", "b1/c2", rel} {
+			var got []string
+			idx.Walk(from, func(p string) { got = append(got, p) })
+			want, count := []string{from}, 0
+			for p := range linked {
+				if p != from && under(p, from) {
+					want = append(want, p)
+				}
+			}
+			for _, p := range want {
+				if entries[p] {
+					count++
+				}
+			}
+			for j, p := range got {
+				if slices.Contains(got[:j], p) {
+					t.Fatalf("step %d: walk of %q yields %q twice", i, from, p)
+				}
+				if p != "" && slices.Contains(got[:j], localtree.ParentRel(p)) && localtree.ParentRel(p) != from {
+					t.Fatalf("step %d: walk of %q yields %q after its parent", i, from, p)
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d: walk of %q:\n got %q\nwant %q", i, from, got, want)
+			}
+			if n := idx.CountTree(from); n != count {
+				t.Fatalf("step %d: CountTree(%q) = %d, want %d", i, from, n, count)
+			}
+		}
+		// Every place is right.
+		for p, l := range idx.kids {
+			for j, k := range l {
+				if localtree.ParentRel(k) != p {
+					t.Fatalf("step %d: %q listed under %q", i, k, p)
+				}
+				var at int32
+				if s := idx.m.ptr(k); s != nil {
+					at = s.kid
+				} else if a, ok := idx.anc[k]; ok {
+					at = a
+				} else {
+					t.Fatalf("step %d: %q listed under %q but not linked", i, k, p)
+				}
+				if at != int32(j) {
+					t.Fatalf("step %d: %q at %d under %q, its place says %d", i, k, j, p, at)
+				}
+			}
 		}
 	}
 }

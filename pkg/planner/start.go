@@ -28,26 +28,31 @@ import (
 // incarnation is discarded: the local side wins, and its local half only
 // spares re-hashing local files whose stat data did not change.
 
-// Records returns x's entries as saved records.
-func (x *Index) Records() []syncstate.Entry {
-	out := make([]syncstate.Entry, 0, len(x.m))
-	for rel, e := range x.all() {
+// Records returns x's entries as saved records, encoded (see
+// syncstate.Mapping), in path order so that a directory's entries share
+// its path once.
+func (x *Index) Records() syncstate.Mapping {
+	paths := x.Paths()
+	slices.Sort(paths)
+	var b syncstate.MappingBuilder
+	for _, rel := range paths {
+		e, _ := x.Get(rel)
 		r := syncstate.Entry{Path: rel, Type: uint8(e.Type), Mode: uint32(e.Mode), Size: e.Size, MTime: e.MTime.UnixNano(),
 			Link: e.Link, Ino: e.Ino, CTime: e.CTime, Unknown: e.stale}
 		if e.Sum != nil && !e.stale {
 			r.Sum = e.Sum[:]
 		}
-		out = append(out, r)
+		b.Add(&r)
 	}
-	return out
+	return b.Mapping()
 }
 
 // IndexOf rebuilds an index from saved records, keeping only those that
 // describe a clean path of a synced type; a retype is not saved (its
 // type in the container is unknown: it is recorded as unknown).
-func IndexOf(rs []syncstate.Entry) *Index {
+func IndexOf(rs syncstate.Mapping) *Index {
 	x := NewIndex()
-	for _, r := range rs {
+	for r := range rs.All() {
 		t := EntryType(r.Type)
 		if t != TypeFile && t != TypeDir && t != TypeSymlink || r.Path != "" && !localtree.ValidRel(r.Path) {
 			continue

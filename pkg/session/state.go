@@ -383,7 +383,7 @@ func (k *keeper) started(t filesync.Target) time.Time {
 
 // Confirmed keeps t's confirmed index for the next save
 // (filesync.Ancestry).
-func (k *keeper) Confirmed(t filesync.Target, ms [][]syncstate.Entry) {
+func (k *keeper) Confirmed(t filesync.Target, ms []syncstate.Mapping) {
 	if k.dryRun {
 		return
 	}

@@ -89,7 +89,7 @@ func TestKeeperStartAndSave(t *testing.T) {
 	if st := k.Start(t1); st.From != filesync.StartNone || st.Saved != nil {
 		t.Fatalf("first start: %+v", st)
 	}
-	recs := [][]syncstate.Entry{{{Path: "a", Type: 1, Size: 1}}}
+	recs := []syncstate.Mapping{syncstate.MappingOf([]syncstate.Entry{{Path: "a", Type: 1, Size: 1}})}
 	k.Confirmed(t1, recs)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -98,7 +98,7 @@ func TestKeeperStartAndSave(t *testing.T) {
 	k = newTestKeeper(t, cfg, w, ns)
 	k.add(t1)
 	st := k.Start(t1)
-	if st.From != filesync.StartSaved || len(st.Saved) != 1 || st.Saved[0][0].Path != "a" {
+	if st.From != filesync.StartSaved || len(st.Saved) != 1 || st.Saved[0].Entries()[0].Path != "a" {
 		t.Fatalf("same container: %+v", st)
 	}
 	t2 := t1
@@ -125,7 +125,7 @@ func TestKeeperStartAndSave(t *testing.T) {
 	}
 	// A removed target's half is not saved again; if the same container comes back in this
 	// session, it starts from what it confirmed last.
-	newer := [][]syncstate.Entry{{{Path: "b", Type: 1, Size: 1}}}
+	newer := []syncstate.Mapping{syncstate.MappingOf([]syncstate.Entry{{Path: "b", Type: 1, Size: 1}})}
 	k.Confirmed(t2, newer)
 	k.remove(t2)
 	k.Confirmed(t2, recs)
@@ -133,7 +133,7 @@ func TestKeeperStartAndSave(t *testing.T) {
 		t.Error("a removed target's half is kept")
 	}
 	k.add(t2)
-	if st := k.Start(t2); st.From != filesync.StartSaved || st.Saved[0][0].Path != "b" {
+	if st := k.Start(t2); st.From != filesync.StartSaved || st.Saved[0].Entries()[0].Path != "b" {
 		t.Errorf("the same container back: %+v", st)
 	}
 
@@ -160,7 +160,7 @@ func TestKeeperForgetAndDryRun(t *testing.T) {
 	t1 := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
 	k := newTestKeeper(t, cfg, w, ns)
 	k.add(t1)
-	k.Confirmed(t1, [][]syncstate.Entry{{{Path: "a", Type: 1}}})
+	k.Confirmed(t1, []syncstate.Mapping{syncstate.MappingOf([]syncstate.Entry{{Path: "a", Type: 1}})})
 	k.flush()
 	name := k.store.Path(k.key)
 
@@ -218,7 +218,7 @@ func TestKeeperFailedSaveWarns(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(k.store.Path(k.key), "x"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	k.Confirmed(t1, [][]syncstate.Entry{{{Path: "a", Type: 1}}})
+	k.Confirmed(t1, []syncstate.Mapping{syncstate.MappingOf([]syncstate.Entry{{Path: "a", Type: 1}})})
 	k.flush()
 	if len(w.got) != 1 || !strings.Contains(w.got[0].Error(), "the next start will not use saved state") {
 		t.Fatalf("warnings: %v", w.got)
@@ -241,7 +241,7 @@ func saveOnce(t *testing.T, cfg Config, w *warnings, ns map[string]string, tg fi
 	k := newTestKeeper(t, cfg, w, ns)
 	k.add(tg)
 	k.Start(tg)
-	k.Confirmed(tg, [][]syncstate.Entry{{{Path: "a", Type: 1, Size: 1}}})
+	k.Confirmed(tg, []syncstate.Mapping{syncstate.MappingOf([]syncstate.Entry{{Path: "a", Type: 1, Size: 1}})})
 	k.flush()
 	if _, err := os.Stat(k.store.Path(k.key)); err != nil {
 		t.Fatalf("nothing saved: %v", err)
@@ -316,7 +316,7 @@ func TestKeeperAnotherKeyAtTheSameTime(t *testing.T) {
 	w := &warnings{}
 	ns := map[string]string{"c1": "mnt:[1]"}
 	t1 := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
-	recs := [][]syncstate.Entry{{{Path: "a", Type: 1, Size: 1}}}
+	recs := []syncstate.Mapping{syncstate.MappingOf([]syncstate.Entry{{Path: "a", Type: 1, Size: 1}})}
 	a := newTestKeeper(t, cfg, w, ns)
 	a.add(t1)
 	a.Start(t1)

@@ -9,14 +9,14 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
-	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
+	"github.com/livesync-dev/kubectl-livesync/pkg/syncstate"
 )
 
 // memAncestry keeps what an engine confirmed for the next one, as
 // pkg/session does on disk, for the same container only.
 type memAncestry struct {
 	mu    sync.Mutex
-	saved [][]planner.Record
+	saved []syncstate.Mapping
 }
 
 func (a *memAncestry) Start(filesync.Target) filesync.Start {
@@ -28,7 +28,7 @@ func (a *memAncestry) Start(filesync.Target) filesync.Start {
 	return filesync.Start{From: filesync.StartSaved, Saved: a.saved, SavedAt: time.Now()}
 }
 
-func (a *memAncestry) Confirmed(_ filesync.Target, ms [][]planner.Record) {
+func (a *memAncestry) Confirmed(_ filesync.Target, ms []syncstate.Mapping) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.saved = ms

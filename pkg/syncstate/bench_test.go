@@ -13,7 +13,7 @@ func BenchmarkLoad10k(b *testing.B) {
 	for i := range 10_000 {
 		es = append(es, Entry{Path: fmt.Sprintf("dir%03d/file%05d.txt", i/100, i), Type: 1, Mode: 0o644, Size: 9000, MTime: 1e18, Ino: uint64(i), CTime: 1e18, Sum: make([]byte, 32)})
 	}
-	if err := s.Save(k, &Snapshot{Halves: []Half{{Stamp: "x", Mappings: [][]Entry{es}}}}); err != nil {
+	if err := s.Save(k, &Snapshot{Halves: []Half{{Stamp: "x", Mappings: mappings(es)}}}); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {

@@ -77,9 +77,15 @@ func (e *encoder) room(n int) bool {
 }
 
 func (e *encoder) write(b []byte) {
-	if e.room(len(b)) {
-		e.buf = append(e.buf, b...)
+	if !e.room(len(b)) {
+		return
 	}
+	if len(b) > cap(e.buf)-len(e.buf) { // room flushed: a block of a Mapping goes as it is
+		e.h.Write(b)
+		_, e.err = e.w.Write(b)
+		return
+	}
+	e.buf = append(e.buf, b...)
 }
 
 func (e *encoder) uvarint(v uint64) {
@@ -114,7 +120,8 @@ func (e *encoder) time(t time.Time) {
 }
 
 // encode writes snap to w in version 2, failing with ErrTooLarge as soon
-// as it passes max bytes.
+// as it passes max bytes. A mapping's entries are written as they are held
+// (see Mapping).
 func encode(w io.Writer, snap *Snapshot, max int64) (int64, error) {
 	e := &encoder{w: w, h: sha256.New(), buf: make([]byte, 0, 1<<16), max: max}
 	e.write([]byte(magic))
@@ -126,35 +133,13 @@ func encode(w io.Writer, snap *Snapshot, max int64) (int64, error) {
 		e.string(hf.Name)
 		e.time(hf.Saved)
 		e.uvarint(uint64(len(hf.Mappings)))
-		for _, es := range hf.Mappings {
-			e.uvarint(uint64(len(es)))
-			prev := ""
-			for i := range es {
-				r := &es[i]
-				shared := commonPrefix(prev, r.Path)
-				e.uvarint(uint64(shared))
-				e.string(r.Path[shared:])
-				prev = r.Path
-				var flags byte
-				if len(r.Sum) == sha256.Size {
-					flags |= flagSum
-				}
-				if r.Unknown {
-					flags |= flagUnknown
-				}
-				e.write([]byte{r.Type, flags})
-				e.uvarint(uint64(r.Mode))
-				e.varint(r.Size)
-				e.varint(r.MTime)
-				e.string(r.Link)
-				if flags&flagSum != 0 {
-					e.write(r.Sum)
-				}
-				e.uvarint(r.Ino)
-				e.varint(r.CTime)
-				if e.err != nil {
-					return e.n, e.err
-				}
+		for _, m := range hf.Mappings {
+			e.uvarint(uint64(m.n))
+			for _, b := range m.blocks {
+				e.write(b)
+			}
+			if e.err != nil {
+				return e.n, e.err
 			}
 		}
 	}
@@ -166,18 +151,9 @@ func encode(w io.Writer, snap *Snapshot, max int64) (int64, error) {
 	return e.n, e.err
 }
 
-func commonPrefix(a, b string) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
-}
-
 // reader is a buffered reader that hashes what was consumed of it, a
-// buffer at a time (a hash per byte cost more than the rest of a load).
+// buffer at a time (a hash per byte cost more than the rest of a load);
+// with no hash (a Mapping read back), it only reads.
 type reader struct {
 	r            io.Reader
 	h            hash.Hash
@@ -190,7 +166,9 @@ func (r *reader) fill() bool {
 	if r.err != nil {
 		return false
 	}
-	r.h.Write(r.buf[r.lo:r.pos])
+	if r.h != nil {
+		r.h.Write(r.buf[r.lo:r.pos])
+	}
 	r.lo, r.pos, r.end = 0, 0, 0
 	n, err := io.ReadAtLeast(r.r, r.buf, 1)
 	r.end = n
@@ -313,6 +291,34 @@ func (d *decoder) count() (int, int) {
 	return int(n), int(min(n, maxPrealloc))
 }
 
+// entry reads one entry of a mapping into r, its path into *path (after
+// the path before it, which *path holds), its sum into *sum (r.Sum is a
+// slice of it); false when the bytes are cut short or damaged.
+func (d *decoder) entry(path *[]byte, r *Entry, sum *[sha256.Size]byte) bool {
+	shared := int(d.uvarint())
+	if d.err == nil && shared > len(*path) {
+		d.err = errors.New("a path shares more than the path before it")
+	}
+	if d.err != nil {
+		return false
+	}
+	*path = d.appendString((*path)[:shared])
+	t, flags := d.byte(), d.byte()
+	r.Type, r.Unknown = t, flags&flagUnknown != 0
+	r.Mode = uint32(d.uvarint())
+	r.Size = d.varint()
+	r.MTime = d.varint()
+	r.Link = d.string()
+	if flags&flagSum != 0 {
+		r.Sum = sum[:]
+		d.r.full(r.Sum)
+		d.fail(d.r.err)
+	}
+	r.Ino = d.uvarint()
+	r.CTime = d.varint()
+	return d.err == nil
+}
+
 // decodeV2 reads a version 2 body from r, whose hash has summed the magic.
 func decodeV2(r *reader) (*Snapshot, error) {
 	d := &decoder{r: r}
@@ -325,47 +331,25 @@ func decodeV2(r *reader) (*Snapshot, error) {
 		}
 		hf := Half{Stamp: d.string(), Name: d.string(), Saved: d.time()}
 		nm, room := d.count()
-		hf.Mappings = make([][]Entry, 0, room)
+		hf.Mappings = make([]Mapping, 0, room)
 		for range nm {
 			if d.err != nil {
 				break
 			}
-			ne, room := d.count()
-			es := make([]Entry, 0, room)
-			// The sums of a mapping share one allocation; the index they
-			// become keeps them as long as the entries.
-			var sums []byte
-			var path []byte
+			ne, _ := d.count()
+			var (
+				b    MappingBuilder
+				path []byte
+				sum  [sha256.Size]byte
+			)
 			for range ne {
-				shared := int(d.uvarint())
-				if shared > len(path) {
-					d.err = errors.New("a path shares more than the path before it")
-				}
-				if d.err != nil {
+				var r Entry
+				if !d.entry(&path, &r, &sum) {
 					break
 				}
-				path = d.appendString(path[:shared])
-				r := Entry{Path: string(path)}
-				t, flags := d.byte(), d.byte()
-				r.Type, r.Unknown = t, flags&flagUnknown != 0
-				r.Mode = uint32(d.uvarint())
-				r.Size = d.varint()
-				r.MTime = d.varint()
-				r.Link = d.string()
-				if flags&flagSum != 0 {
-					if len(sums)+sha256.Size > cap(sums) {
-						sums = make([]byte, 0, sha256.Size*min(max(ne-len(es), 1), 4096))
-					}
-					sums = sums[:len(sums)+sha256.Size]
-					r.Sum = sums[len(sums)-sha256.Size : len(sums) : len(sums)]
-					d.r.full(r.Sum)
-					d.fail(d.r.err)
-				}
-				r.Ino = d.uvarint()
-				r.CTime = d.varint()
-				es = append(es, r)
+				add(&b, path, &r)
 			}
-			hf.Mappings = append(hf.Mappings, es)
+			hf.Mappings = append(hf.Mappings, b.Mapping())
 		}
 		snap.Halves = append(snap.Halves, hf)
 	}
@@ -424,9 +408,35 @@ func decodeV1(br *bufio.Reader, lr *io.LimitedReader) (*Snapshot, error) {
 	if got := sha256.Sum256(body); !bytes.Equal(got[:], want) {
 		return nil, errors.New("checksum mismatch (cut short or damaged)")
 	}
-	var snap Snapshot
-	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(&snap); err != nil {
+	var v1 snapshotV1
+	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(&v1); err != nil {
 		return nil, fmt.Errorf("damaged: %w", err)
 	}
-	return &snap, nil
+	snap := &Snapshot{Key: v1.Key, Saved: v1.Saved}
+	for _, h := range v1.Halves {
+		hf := Half{Stamp: h.Stamp, Name: h.Name, Saved: h.Saved}
+		for _, es := range h.Mappings {
+			if es == nil {
+				es = []Entry{} // a mapping gob kept empty was one
+			}
+			hf.Mappings = append(hf.Mappings, MappingOf(es))
+		}
+		snap.Halves = append(snap.Halves, hf)
+	}
+	return snap, nil
 }
+
+// snapshotV1 and halfV1 are Snapshot and Half as version 1 wrote them
+// (gob matches fields by name).
+type (
+	snapshotV1 struct {
+		Key    string
+		Saved  time.Time
+		Halves []halfV1
+	}
+	halfV1 struct {
+		Stamp, Name string
+		Saved       time.Time
+		Mappings    [][]Entry
+	}
+)

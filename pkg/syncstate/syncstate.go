@@ -95,7 +95,7 @@ type Half struct {
 	Stamp    string // the container's incarnation (see pkg/session)
 	Name     string // which container, for notes ("ns/pod/container")
 	Saved    time.Time
-	Mappings [][]Entry
+	Mappings []Mapping
 }
 
 // Snapshot is what is saved under a key: a half per container.

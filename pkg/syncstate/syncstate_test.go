@@ -20,7 +20,7 @@ func testSnap(n int) *Snapshot {
 	for i := range n {
 		es = append(es, Entry{Path: "f" + strings.Repeat("x", i%7), Type: 1, Mode: 0o644, Size: int64(i), MTime: int64(i) * 1e9, Ino: uint64(i), CTime: 7, Sum: make([]byte, 32)})
 	}
-	return &Snapshot{Halves: []Half{{Stamp: "cid/mnt:[1]", Name: "ns/p/c", Saved: time.Unix(100, 0), Mappings: [][]Entry{es}}}}
+	return &Snapshot{Halves: []Half{{Stamp: "cid/mnt:[1]", Name: "ns/p/c", Saved: time.Unix(100, 0), Mappings: mappings(es)}}}
 }
 
 func TestSaveLoadRoundTrip(t *testing.T) {
@@ -37,7 +37,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 		t.Fatalf("load: %v %q", snap, note)
 	}
 	h, ok := snap.Half("cid/mnt:[1]")
-	if !ok || len(h.Mappings) != 1 || len(h.Mappings[0]) != 10 || h.Mappings[0][3].Ino != 3 {
+	if !ok || len(h.Mappings) != 1 || h.Mappings[0].Len() != 10 || h.Mappings[0].Entries()[3].Ino != 3 {
 		t.Fatalf("half: %+v %v", h, ok)
 	}
 	if _, ok := snap.Half("other"); ok {
@@ -76,7 +76,7 @@ func TestSaveAtomic(t *testing.T) {
 		t.Fatalf("directory holds %v", des)
 	}
 	snap, _ := s.Load(k)
-	if len(snap.Halves[0].Mappings[0]) != 300 {
+	if snap.Halves[0].Mappings[0].Len() != 300 {
 		t.Fatal("not the last save")
 	}
 }
