@@ -53,7 +53,11 @@ func TestApplyChecksAgainAsItReplaces(t *testing.T) {
 			}{
 				{"replaced, no save", true, ExpectFile("./lock.json", sum("v1"), 2, 0), false, "", 0, "v2 from local", ""},
 				{"replaced, the save before the tar", true, ExpectFile("./lock.json", sum("v1"), 2, 0), false, "tar", 1, theirs, hex.EncodeToString(sum(theirs)[:])},
-				{"replaced, the save after it was taken aside", true, ExpectFile("./lock.json", sum("v1"), 2, 0), false, "sha256sum", 2, theirs, hex.EncodeToString(sum(theirs)[:])},
+				{"replaced, the save after it was taken aside", true, ExpectFile("./lock.json", sum("v1"), 2, 0), false, "ln", 1, theirs, hex.EncodeToString(sum(theirs)[:])},
+				// After the new file was linked in: the container's
+				// save is the newer, and stays; nothing was lost.
+				{"replaced, the save after it was placed", true, ExpectFile("./lock.json", sum("v1"), 2, 0), false, "sha256sum", 2, theirs, ""},
+				{"made, the save after nothing was taken", false, ExpectAbsent("./lock.json"), false, "ln", 1, theirs, hex.EncodeToString(sum(theirs)[:])},
 				{"made, no save", false, ExpectAbsent("./lock.json"), false, "", 0, "v2 from local", ""},
 				{"made, the save before the tar", false, ExpectAbsent("./lock.json"), false, "tar", 1, theirs, hex.EncodeToString(sum(theirs)[:])},
 				{"one of, the save before the tar", true, ExpectOneOf("./lock.json", []*[32]byte{sum("v1"), sum("v2 from local")}), false, "tar", 1, theirs, hex.EncodeToString(sum(theirs)[:])},

@@ -202,29 +202,39 @@ done
 # Every component of $1 ("./a/b") that exists is not a symlink.
 nolink() { q=. r=${1#./}; while :; do q=$q/${r%%/*}; [ ! -L "$q" ] || return 1; case $r in */*) r=${r#*/} ;; *) return 0 ;; esac; done; }
 # swap NEW TOKEN: NEW, a file this script made in the directory of the path
-# TOKEN names ("" to delete it), replaces that path if it still holds what
-# TOKEN, a precondition, expects, and no write that lands meanwhile is
-# lost: what is there is renamed aside first (.livesync-old.PID; one
-# rename takes whatever the latest write left there), checked there, and
-# NEW is then linked in, which fails where anything was made at the path
-# since the rename: that is newer, and stays. What fails the check goes
-# back, unless something newer was made there meanwhile. Either is
-# reported as a precondition is ("C<now>./name"), with c set; the script
-# then ends with status 8. Where the file system has no hard links, NEW is
-# renamed over the path instead.
+# TOKEN names ("" to delete it), replaces that path if it held what TOKEN,
+# a precondition, expects, and no write that lands meanwhile is lost. What
+# is there is renamed aside (.livesync-old.PID: one rename takes whatever
+# the latest save left) and NEW is linked in at once, which fails where
+# anything was made at the path since: that is newer, and stays. Only then
+# is what was taken aside checked, so that the path is missing for no
+# longer than ln takes to start (a reader may find nothing there, as it
+# may while tar replaces a file). If that fails (a save landed after the
+# preconditions were tested), it goes back, unless the container saved
+# there again since. A path left as the container holds it is reported as
+# a precondition is ("C<now>./name"), with c set, and the script ends with
+# status 8. Where the file system has no hard links, NEW is renamed over
+# the path instead.
 swap() {
-  xp=./${2#*./}; xo=${xp%/*}/.livesync-old.$$
+  xp=./${2#*./} xl=
+  xo=${xp%/*}/.livesync-old.$$
   rm -f -- "$xo" 2>/dev/null || :
   if [ -e "$xp" ] || [ -L "$xp" ]; then mv -f -- "$xp" "$xo" || return; fi
+  if [ -n "$1" ]; then
+    if ln -- "$1" "$xp" 2>/dev/null; then xl=y
+    elif [ -e "$xp" ] || [ -L "$xp" ]; then
+      pre "$2" "$xp" || :; printf 'C%s%s\0' "$n" "$xp"; c=1
+      rm -f -- "$xo" "$1" 2>/dev/null || :
+      return 0
+    else mv -f -- "$1" "$xp" || return; fi
+  fi
   if ! pre "$2" "$xo"; then
     printf 'C%s%s\0' "$n" "$xp"; c=1
-    if [ -e "$xo" ] || [ -L "$xo" ]; then ln -- "$xo" "$xp" 2>/dev/null || [ -e "$xp" ] || [ -L "$xp" ] || mv -f -- "$xo" "$xp" || :; fi
-    rm -f -- "$xo" ${1:+"$1"} 2>/dev/null || :
-    return 0
-  fi
-  if [ -n "$1" ] && ! ln -- "$1" "$xp" 2>/dev/null; then
-    if [ -e "$xp" ] || [ -L "$xp" ]; then pre "$2" "$xp" || :; printf 'C%s%s\0' "$n" "$xp"; c=1
-    else mv -f -- "$1" "$xp" || return; fi
+    if [ -z "$1" ]; then
+      if [ -e "$xo" ] || [ -L "$xo" ]; then ln -- "$xo" "$xp" 2>/dev/null || [ -e "$xp" ] || [ -L "$xp" ] || mv -f -- "$xo" "$xp" || :; fi
+    elif [ -z "$xl" ] || [ "$xp" -ef "$1" ]; then
+      if [ -e "$xo" ] || [ -L "$xo" ]; then mv -f -- "$xo" "$xp" || :; else rm -f -- "$xp" || :; fi
+    fi
   fi
   rm -f -- "$xo" ${1:+"$1"} 2>/dev/null || :
 }
