@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
@@ -62,15 +63,72 @@ func (p *sending) expectAt(rel string) []string {
 
 // scriptArgsOf turns p into apply.sh's arguments: the planner's (see
 // planner.ScriptArgs) and sync-back's preconditions, but those of the
-// patches an earlier try applied.
-func scriptArgsOf(m *planner.Resolved, p *sending) *remote.ApplyArgs {
-	a := planner.ScriptArgs(m, p.Plan)
+// patches an earlier try applied. A file with one that the archive (whole,
+// the copies in sent) replaces or the plan deletes is checked again at the
+// moment it is replaced or deleted (remote.PlaceArgs, remote.TakeArgs):
+// testing the preconditions first only tells that nothing changed before,
+// and a container write that landed between the test and the tar was lost
+// under it. The archive brings those files in beside their paths: staged
+// returns their rels.
+func scriptArgsOf(m *planner.Resolved, p *sending, sent []planner.Copy) (a *remote.ApplyArgs, staged map[string]bool) {
+	a = planner.ScriptArgs(m, p.Plan)
+	whole, copied, deleted := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, c := range sent {
+		whole[c.Rel] = c.Type == planner.TypeFile
+	}
+	for _, c := range p.Copies {
+		copied[c.Rel] = true
+	}
+	for _, d := range p.Deletes {
+		deleted[d] = true
+	}
+	for _, mv := range p.Moves {
+		// The move takes it, after checking it (see remote.MoveArgs).
+		delete(deleted, mv.Src)
+	}
+	taken := map[string]bool{}
+	room := maxPlaces // the places all go in the tar's exec (see remote.ApplyArgs.Split)
 	for _, pc := range p.expect {
-		if _, done := p.patched[pc.rel]; !done {
-			a.Expect = append(a.Expect, pc.check)
+		if _, done := p.patched[pc.rel]; done {
+			continue
+		}
+		a.Expect = append(a.Expect, pc.check)
+		if m.File || !remote.Guards(pc.check) {
+			continue
+		}
+		switch {
+		case whole[pc.rel] && remote.CanStage(pc.rel) && len(pc.check) < room:
+			if staged == nil {
+				staged = map[string]bool{}
+			}
+			staged[pc.rel] = true
+			a.Places = append(a.Places, remote.PlaceArgs(pc.check))
+			room -= len(pc.check) + 2
+		case deleted[pc.rel] && !copied[pc.rel]:
+			taken["./"+pc.rel] = true
+			a.Takes = append(a.Takes, remote.TakeArgs(pc.check))
 		}
 	}
-	return a
+	if len(taken) > 0 {
+		a.Deletes = slices.DeleteFunc(a.Deletes, func(d string) bool { return taken[d] })
+	}
+	return a, staged
+}
+
+// maxPlaces bounds the bytes of one batch's places (see scriptArgsOf): the
+// files beyond it are extracted in place after the preconditions' test, as
+// any other file is.
+const maxPlaces = remote.MaxArgBytes / 2
+
+// stage renames the members of files whose rels are staged to their staged
+// names (see scriptArgsOf).
+func stage(files []tarstream.File, staged map[string]bool) []tarstream.File {
+	for i := range files {
+		if staged[files[i].Rel] {
+			files[i].Name = remote.StagedName(files[i].Name)
+		}
+	}
+	return files
 }
 
 // applyResult is what one apply sent.
@@ -80,6 +138,10 @@ type applyResult struct {
 	// replaced holds directories (rels) where the container had a symlink,
 	// now an empty directory: what the index holds under them is gone.
 	replaced []string
+	// late holds the paths found changed as the batch was about to replace
+	// or delete them (see scriptArgsOf), which it left as they were: the
+	// rest of it was applied.
+	late []remote.Changed
 }
 
 // forgetReplaced makes idx forget what it holds under directories that
@@ -127,7 +189,7 @@ func applyOnce(ctx context.Context, ex Executor, t Target, m *planner.Resolved, 
 	}
 	// After the patches: the preconditions of those applied were checked
 	// in their own execs.
-	args := scriptArgsOf(m, p)
+	args, staged := scriptArgsOf(m, p, sent)
 	args.Moves, args.Tar = moves, len(sent) > 0
 	args.Gz = o.Gzip && args.Tar
 	for _, a := range args.Split(remote.MaxArgBytes) {
@@ -137,12 +199,12 @@ func applyOnce(ctx context.Context, ex Executor, t Target, m *planner.Resolved, 
 		if !a.Tar {
 			replaced, err := remote.Apply(ctx, ex, t, "deleting files", a, nil)
 			res.replaced = append(res.replaced, rels(replaced)...)
-			if err != nil {
+			if err = res.applied(err); err != nil {
 				return res, withMapping(err, t, m)
 			}
 			continue
 		}
-		r, wait := tarstream.Stream(planner.TarFiles(sent), tarstream.Options{Gzip: a.Gz, Owner: o.Owner})
+		r, wait := tarstream.Stream(stage(planner.TarFiles(sent), staged), tarstream.Options{Gzip: a.Gz, Owner: o.Owner})
 		replaced, err := remote.Apply(ctx, ex, t, "copying files", a, r)
 		_ = r.Close()
 		ares, aerr := wait()
@@ -155,7 +217,7 @@ func applyOnce(ctx context.Context, ex Executor, t Target, m *planner.Resolved, 
 		}
 		// A closed pipe only means the remote side stopped reading, possibly
 		// before the trailing end-of-archive blocks; its own result decides.
-		if err != nil {
+		if err = res.applied(err); err != nil {
 			return res, withMapping(err, t, m)
 		}
 	}
@@ -180,7 +242,26 @@ func applyOnce(ctx context.Context, ex Executor, t Target, m *planner.Resolved, 
 		}
 		res.Files += len(moves)
 	}
+	for _, c := range res.late {
+		for _, cp := range p.Copies {
+			if "./"+cp.Name == c.Name && res.Sums[cp.Rel] != nil {
+				delete(res.Sums, cp.Rel) // not what the container holds
+				res.Files--
+			}
+		}
+	}
 	return res, nil
+}
+
+// applied keeps in r the paths an apply that did the rest of its batch
+// found changed (see scriptArgsOf), and returns err without them.
+func (r *applyResult) applied(err error) error {
+	var ce *remote.ChangedError
+	if errors.As(err, &ce) && ce.Applied {
+		r.late = append(r.late, ce.Changed...)
+		return nil
+	}
+	return err
 }
 
 // rels keeps the directories apply.sh reported replaced that are rels.

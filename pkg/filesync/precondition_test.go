@@ -15,6 +15,7 @@ import (
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/coalesce"
 	"github.com/livesync-dev/kubectl-livesync/pkg/delta"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
 	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
@@ -287,6 +288,66 @@ func TestPatchRetry(t *testing.T) {
 				t.Errorf("result: %d files, sums %v; want both, the patch's among them", res.Files, res.Sums)
 			}
 			assertSameTree(t, local, remoteDir)
+		})
+	}
+}
+
+// A container save that lands after a batch's preconditions were tested,
+// before its tar (the moment seeds of TestModel hit, the two saves 1 ms
+// apart), stays: the file is a conflict, the rest of the batch is applied
+// and recorded, and the index does not take the local file for what the
+// container holds, so the next local save is a conflict again rather than
+// sent over the container's. Before, the tar extracted the local file over
+// the container's save.
+func TestLateContainerSaveIsKept(t *testing.T) {
+	for name, r := range localexec.Racing(t) {
+		t.Run(name, func(t *testing.T) {
+			g := &expectGuard{}
+			f := variantFixture(t, &localExecutor{Runner: *r}, g)
+			writeTree(t, f.local, map[string]string{"data/conf.json": "v1", "data/other.txt": "o1"})
+			f.e.AddTarget(podTarget("web-1"))
+			f.run(t)
+			if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+				t.Fatal(ev.Err)
+			}
+			remoteDir := f.remote("web-1")
+			theirs := "v1, then the container's own save"
+			tmp := t.TempDir()
+			t.Setenv("RACE_FILE", filepath.Join(remoteDir, "data", "conf.json"))
+			t.Setenv("RACE_TMP", filepath.Join(tmp, "save"))
+			t.Setenv("RACE_BODY", theirs)
+			t.Setenv("RACE_COUNT", filepath.Join(tmp, "count"))
+			t.Setenv("RACE_TOOL", "tar")
+			t.Setenv("RACE_AT", "1")
+
+			writeTree(t, f.local, map[string]string{"data/conf.json": "v2 from local", "data/other.txt": "o2"})
+			rescan := coalesce.Change{Root: f.local, Rescan: true}
+			b := f.batch(t, rescan, 1)
+			got := readTree(t, remoteDir)
+			if got["data/conf.json"] != "file -rw-r--r-- "+theirs || got["data/other.txt"] != "file -rw-r--r-- o2" {
+				t.Errorf("the container holds %q, want its own save kept and other.txt sent", got)
+			}
+			for name := range got {
+				if strings.Contains(name, ".livesync-") {
+					t.Errorf("left in the container: %s", name)
+				}
+			}
+			if c := g.take(); len(c) != 1 || c[0].Name != "./data/conf.json" || c[0].Now != hexSum([]byte(theirs)) {
+				t.Errorf("conflicts %+v, want the container's save at ./data/conf.json", c)
+			}
+			if b.Failed != 0 || b.Changed != 1 {
+				t.Errorf("batch = %+v, want other.txt changed", b)
+			}
+
+			t.Setenv("RACE_TOOL", "")
+			writeTree(t, f.local, map[string]string{"data/conf.json": "v3 from local"})
+			f.batch(t, rescan, 1)
+			if got, _ := os.ReadFile(filepath.Join(remoteDir, "data", "conf.json")); string(got) != theirs {
+				t.Errorf("the next local save replaced the container's: %q", got)
+			}
+			if c := g.take(); len(c) != 1 || c[0].Now != hexSum([]byte(theirs)) {
+				t.Errorf("conflicts %+v, want the container's save again", c)
+			}
 		})
 	}
 }

@@ -181,6 +181,20 @@ func (e *Engine) applyGuardedOn(tg *target, x *planner.Index, i int, m *planner.
 			return applyResult{}, nil
 		}
 		res, err := e.applyPlan(tg.ctx, e.batchExec(tg, p.Plan), tg.Target, m, p, e.batchGzip(tg, p.Plan), nil)
+		if err == nil && len(res.late) > 0 {
+			// Done but these, found changed as they were about to be
+			// replaced or deleted and left as they were: out of the plan,
+			// which is recorded as sent.
+			gone := map[string]bool{}
+			for _, c := range res.late {
+				if u, ok := ups[c.Name]; ok {
+					e.guard.Changed(u, c)
+					gone[owner[c.Name]] = true
+				}
+			}
+			p.Drop(gone)
+			res.deleted = len(p.Deletes)
+		}
 		var ce *remote.ChangedError
 		if !errors.As(err, &ce) {
 			return res, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path"
 	"strconv"
 	"strings"
 )
@@ -27,15 +28,23 @@ type ApplyArgs struct {
 	Moves   [][2]string // what the container moves or copies itself (see MoveArgs), after the checks
 	Patch   []string    // one file patched from stdin (see PatchArgs), after the moves; no tar then
 	Deletes []string    // "./name"
-	Rmdirs  []string    // "./dir", deepest first
-	Chmods  []string    // "555./dir", deepest first
-	Tar     bool        // extract the archive (after rmdirs, before chmods)
-	Gz      bool        // the archive (a patch: its bytes) is gzip-compressed
+	// Takes are files deleted only if they still hold what their
+	// precondition says, checked as they go (see TakeArgs); with the
+	// deletes, before the rmdirs.
+	Takes  []string
+	Rmdirs []string // "./dir", deepest first
+	// Places are files the archive brings in beside their paths (see
+	// StagedName), each put there after the tar only if the path still
+	// holds what its precondition says (see PlaceArgs).
+	Places []string
+	Chmods []string // "555./dir", deepest first
+	Tar    bool     // extract the archive (after rmdirs, before chmods)
+	Gz     bool     // the archive (a patch: its bytes) is gzip-compressed
 }
 
 // Empty reports whether a has nothing to do.
 func (a *ApplyArgs) Empty() bool {
-	return len(a.Expect)+len(a.Checks)+len(a.Moves)+len(a.Patch)+len(a.Deletes)+len(a.Rmdirs)+len(a.Chmods) == 0 && !a.Tar
+	return len(a.Expect)+len(a.Checks)+len(a.Moves)+len(a.Patch)+len(a.Deletes)+len(a.Takes)+len(a.Rmdirs)+len(a.Places)+len(a.Chmods) == 0 && !a.Tar
 }
 
 // Argv returns the exec's command line.
@@ -51,16 +60,18 @@ func (a *ApplyArgs) Argv() []string {
 	case a.Tar:
 		mode = "x"
 	}
-	out := make([]string, 0, 10+len(a.Expect)+len(a.Checks)+2*len(a.Moves)+len(a.Rmdirs)+len(a.Chmods)+len(a.Deletes))
+	out := make([]string, 0, 10+len(a.Expect)+len(a.Checks)+2*len(a.Moves)+len(a.Takes)+len(a.Rmdirs)+len(a.Places)+len(a.Chmods)+len(a.Deletes))
 	out = append(out, "sh", "-c", applyScript, "livesync", a.Root, mode, a.File,
-		strconv.Itoa(len(a.Expect)+len(a.Checks)+2*len(a.Moves)+len(a.Patch)), strconv.Itoa(len(a.Rmdirs)), strconv.Itoa(len(a.Chmods)))
+		strconv.Itoa(len(a.Expect)+len(a.Checks)+2*len(a.Moves)+len(a.Patch)), strconv.Itoa(len(a.Takes)+len(a.Rmdirs)), strconv.Itoa(len(a.Places)+len(a.Chmods)))
 	out = append(out, a.Expect...)
 	out = append(out, a.Checks...)
 	for _, m := range a.Moves {
 		out = append(out, m[0], m[1])
 	}
 	out = append(out, a.Patch...)
+	out = append(out, a.Takes...)
 	out = append(out, a.Rmdirs...)
+	out = append(out, a.Places...)
 	out = append(out, a.Chmods...)
 	return append(out, a.Deletes...)
 }
@@ -106,9 +117,19 @@ func (a *ApplyArgs) Split(max int) []*ApplyArgs {
 	for _, p := range a.Deletes {
 		add(func(a *ApplyArgs) *[]string { return &a.Deletes }, p)
 	}
+	for _, p := range a.Takes {
+		add(func(a *ApplyArgs) *[]string { return &a.Takes }, p)
+	}
 	for _, p := range a.Rmdirs {
 		add(func(a *ApplyArgs) *[]string { return &a.Rmdirs }, p)
 	}
+	// The places go whole in the tar's exec, which alone brings what they
+	// put (their caller keeps them short).
+	if n := argBytes(a.Places); n > 0 && size+n > max && !cur.Empty() {
+		out = append(out, cur)
+		cur, size = &ApplyArgs{Root: a.Root, File: a.File}, 0
+	}
+	cur.Places, size = a.Places, size+argBytes(a.Places)
 	cur.Tar, cur.Gz = a.Tar, a.Gz
 	for _, p := range a.Chmods {
 		add(func(a *ApplyArgs) *[]string { return &a.Chmods }, p)
@@ -119,24 +140,73 @@ func (a *ApplyArgs) Split(max int) []*ApplyArgs {
 	return out
 }
 
+// argBytes is what list adds to an exec's paths (see Split).
+func argBytes(list []string) int {
+	n := 0
+	for _, p := range list {
+		n += len(p) + 1
+	}
+	return n
+}
+
 // Apply runs one exec of a in t, with archive (nil without a.Tar) on its
 // stdin, and returns the directories it found as symlinks and replaced with
 // empty ones (apply.sh's "R./dir" reports, without "./"), whether or not it
 // failed, and its failure classified under op; a precondition that failed
-// (see ExpectFile) is a *ChangedError, and nothing changed.
+// (see ExpectFile) is a *ChangedError: before anything changed, or, with
+// Applied, as a take or a place checked it again (see TakeArgs, PlaceArgs),
+// the rest of a done.
 func Apply(ctx context.Context, ex Executor, t Target, op string, a *ApplyArgs, archive io.Reader) (replaced []string, err error) {
 	stdout := &TailBuffer{Max: 2 * MaxArgBytes}
 	err = Run(ctx, ex, t, op, a.Root, a.Argv(), archive, stdout)
 	replaced, changed := reportsIn(stdout.String())
 	var ee ExitError
-	if len(changed) > 0 && errors.As(err, &ee) && ee.ExitStatus() == statusChanged {
-		err = &ChangedError{Changed: changed, Err: err}
+	if len(changed) > 0 && errors.As(err, &ee) {
+		switch ee.ExitStatus() {
+		case statusChanged:
+			err = &ChangedError{Changed: changed, Err: err}
+		case statusChangedLate:
+			err = &ChangedError{Changed: changed, Err: err, Applied: true}
+		}
 	}
 	return replaced, err
 }
 
 // statusChanged is apply.sh's exit status when a precondition failed.
 const statusChanged = 5
+
+// statusChangedLate is apply.sh's exit status when a take or a place found
+// its path changed since the preconditions were tested, and left it as the
+// container holds it; the rest of the batch is done.
+const statusChangedLate = 8
+
+// StagedName is the name, beside name ("./"-prefixed or a rel), that the
+// archive gives a file placed after the tar (see PlaceArgs).
+func StagedName(name string) string {
+	dir, base := path.Split(name)
+	return dir + ".livesync-new." + base
+}
+
+// CanStage reports whether name's StagedName fits in a directory entry.
+func CanStage(name string) bool { return len(".livesync-new.")+len(path.Base(name)) <= 255 }
+
+// Guards reports whether check, a precondition (ExpectFile and the like),
+// can guard a take or a place: a file's, not a directory's (ExpectAtMost).
+func Guards(check string) bool {
+	return check != "" && strings.ContainsRune("hao", rune(check[0]))
+}
+
+// PlaceArgs is apply.sh's place of the file the archive brought in beside
+// the path check names (at StagedName): after the tar, what is at the path
+// is renamed aside and checked against check, and the new file linked in,
+// which fails where the container made anything at the path since. A path
+// that changed is left as the container holds it, and reported.
+func PlaceArgs(check string) string { return "S" + check }
+
+// TakeArgs is apply.sh's delete of the file check names: renamed aside and
+// checked against check first; one that changed goes back, unless the
+// container made anything at the path since, and is reported.
+func TakeArgs(check string) string { return "D" + check }
 
 // statusMoveRefused is apply.sh's exit status when a move's source is not
 // what the client confirmed there, or a move failed (see MoveArgs).
@@ -245,6 +315,9 @@ func (c Changed) Sum() string {
 type ChangedError struct {
 	Changed []Changed
 	Err     error // the classified exit
+	// Applied: the rest of the batch was done; Changed were found as the
+	// batch was about to replace or delete them, and left as they are.
+	Applied bool
 }
 
 func (e *ChangedError) Error() string {

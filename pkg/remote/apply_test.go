@@ -38,3 +38,27 @@ func TestScriptArgsSplit(t *testing.T) {
 		})
 	}
 }
+
+// Places go whole into the exec that carries the tar, which alone brings
+// the files they put; takes go with the deletes, before the rmdirs.
+func TestScriptArgsSplitPlaces(t *testing.T) {
+	a := &ApplyArgs{
+		Expect: []string{"a./n1", "a./n2"}, Deletes: []string{"./d1"}, Takes: []string{"Da./t1"},
+		Rmdirs: []string{"./r"}, Places: []string{"Sa./n1", "Sa./n2"}, Tar: true, Chmods: []string{"555./a"},
+	}
+	var got []string
+	for _, p := range a.Split(12) {
+		got = append(got, fmt.Sprintf("{%v %v %v %v %v %v %v}", p.Expect, p.Deletes, p.Takes, p.Rmdirs, p.Places, p.Chmods, p.Tar))
+	}
+	want := "[{[a./n1 a./n2] [] [] [] [] [] false} {[] [./d1] [Da./t1] [] [] [] false} {[] [] [] [./r] [] [] false} " +
+		"{[] [] [] [] [Sa./n1 Sa./n2] [] true} {[] [] [] [] [] [555./a] false}]"
+	if s := "[" + strings.Join(got, " ") + "]"; s != want {
+		t.Errorf("split = %s, want %s", s, want)
+	}
+	// In argv, the takes count with the rmdirs ($5) and the places with the
+	// chmods ($6).
+	argv := a.Argv()
+	if n := argv[8:10]; n[0] != "2" || n[1] != "3" {
+		t.Errorf("argv counts rmdirs %s, chmods %s; want 2 and 3", n[0], n[1])
+	}
+}

@@ -260,7 +260,8 @@ func (m *model) remoteCopy(from, to string, keepTime bool) {
 	}
 	r := m.sh(`[ -f "$1" ] || exit 3
 set -- "$2" "$1"
-`+mkParent+cp+` "$2" "$1" && sha256sum "$1"`, from, to)
+`+mkParent+`e=$(`+cp+` "$2" "$1" 2>&1) || { `+vanished+` }
+sha256sum "$1"`, from, to)
 	if r.code == 3 {
 		m.logf("container copy %s -> %s: absent, nothing done", from, to)
 		return

@@ -533,6 +533,12 @@ func (m *model) sh(script string, args ...string) result {
 	return r
 }
 
+// vanished ends a container operation whose source was there when it was tested and was gone
+// when the tool opened it ($e: its error) with 3, "nothing there, nothing done". A batch that
+// replaces a listed file renames it aside for as long as ln takes to start (see apply.sh's swap):
+// a reader finds nothing there then, as it may while tar replaces a file.
+const vanished = `case $e in *"No such file"*) exit 3 ;; esac; printf '%s\n' "$e" >&2; exit 1;`
+
 // mkParent is the container's `mkdir -p "$(dirname "$1")"` with only the shell (GNU's image has
 // no dirname).
 const mkParent = `case "$1" in */*) mkdir -p "${1%/*}" ;; esac
@@ -565,7 +571,8 @@ func (m *model) remoteRename(from, to string) {
 	}
 	r := m.sh(`[ -f "$1" ] || exit 3
 set -- "$2" "$1"
-`+mkParent+`mv -f "$2" "$1" && sha256sum "$1"`, from, to)
+`+mkParent+`e=$(mv -f "$2" "$1" 2>&1) || { `+vanished+` }
+sha256sum "$1"`, from, to)
 	if r.code == 3 {
 		m.logf("container rename %s -> %s: absent, nothing done", from, to)
 		return

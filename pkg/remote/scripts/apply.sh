@@ -6,8 +6,10 @@
 #   $2  "x": extract the tar on stdin; "z": the same tar, gzip-compressed
 #       (only sent where list.sh found gzip); "d": no tar
 #   $3  a file mapping's entry ("./name"), "" for a directory mapping
-#   $4  how many checks follow, $5 how many rmdirs, $6 how many chmods
-#   then the checks, the rmdirs, the chmods, and the deletes (all the rest)
+#   $4  how many checks follow, $5 how many takes and rmdirs, $6 how many
+#       places and chmods
+#   then the checks, the takes, the rmdirs, the places, the chmods, and the
+#   deletes (all the rest)
 #
 # Every path is "./"-prefixed and relative to $1, travels as its own argv
 # element and is never parsed by a shell, so spaces, newlines, quotes and
@@ -83,6 +85,10 @@
 #  3. Deletes, with rm -rf and never a trailing slash, so a symlink is
 #     removed, not followed. They run before the tar so a type change
 #     (dir→file) extracts cleanly.
+#  3b. Takes, "D" + a file's precondition: a file deleted only if it still
+#     holds what the precondition says at the moment it goes (see swap):
+#     passing the preconditions above tells only that nothing changed
+#     before them, and a container save landing after them was deleted.
 #  4. rmdirs, deepest first: a directory that still holds something stays.
 #  5. The tar. `tar -o` (don't restore owner) means the same in GNU tar and
 #     busybox tar; mtimes are kept so an initial sync against an image
@@ -90,6 +96,15 @@
 #     through `gzip -dc` first, not `tar -z` (busybox may be built without
 #     it); sh has no pipefail, so gzip's status comes back on fd 3 through
 #     the command substitution, whose own status is tar's.
+#  5b. Places, "S" + a file's precondition: the tar brought the file in
+#     beside its path, as ".livesync-new.<name>", and it replaces the path
+#     only if the path still holds what the precondition says at that
+#     moment (see swap). A patch's result and a move's or copy's
+#     destination go the same way where a precondition names their path.
+#     A take or a place that finds its path changed leaves it as the
+#     container holds it, reports it as a precondition does
+#     ("C<now>./name"), and the script ends with status 8 once the rest of
+#     the batch is done.
 #  6. chmods ("555./dir", deepest first, best effort): directory modes that
 #     lack u+rwx, applied after their contents exist (busybox tar as
 #     non-root never chmods, and a 0555 directory created first refused its
@@ -153,37 +168,87 @@ if [ -z "${livesync_stage:-}" ] && [ "$nc" -gt 0 ] && { [ "$mode" = x ] || [ "$m
     fi ;;
   esac
 fi
-# 2. Preconditions first (sync-back's; see above), all of them.
-i=0 c=0 hs=
-for a; do
-  [ $i -lt "$nc" ] || break
-  case $a in h*|a*|n*|o*) ;; *) break ;; esac
-  i=$((i+1)) e=${a%%./*} p=./${a#*./} n=-
-  case $a in o*)
-    if [ -L "$p" ] || { [ -e "$p" ] && [ ! -f "$p" ]; }; then n='!'
-    elif [ -e "$p" ]; then
-      if [ -z "$hs" ]; then if command -v sha256sum >/dev/null 2>&1; then hs=y; else hs=n; fi; fi
-      [ "$hs" = y ] || continue
-      n=$(sha256sum <"$p") || n='?'; n=${n%% *}
-    fi
-    case ,${e#?}, in *,"$n",*) ;; *) printf 'C%s%s\0' "$n" "$p"; c=1 ;; esac
-    continue ;;
+# pre TOKEN PATH: whether PATH holds what TOKEN, a precondition (see
+# above), expects; n is what it holds, as a failure reports it.
+pre() {
+  e=${1%%./*} n=-
+  case $1 in
+  n*) n=$(find "$2" 2>/dev/null | wc -l) || :; n=$((n)); [ "$n" -le "${e#n}" ] && return; n=+$n; return 1 ;;
+  o*)
+    if [ -L "$2" ] || { [ -e "$2" ] && [ ! -f "$2" ]; }; then n='!'
+    elif [ -e "$2" ]; then hashes || return 0; n=$(sha256sum <"$2") || n='?'; n=${n%% *}; fi
+    case ,${e#?}, in *,"$n",*) return 0 ;; esac
+    return 1 ;;
   esac
   # "a" expects "-" as the sha256, so that a file there is hashed.
   e=${e#?}; [ -n "$e" ] || e=-::
-  case $a in n*) n=$(find "$p" 2>/dev/null | wc -l) || :; n=$((n)); [ "$n" -le "$e" ] || { printf 'C+%s%s\0' "$n" "$p"; c=1; }; continue ;; esac
-  if [ -L "$p" ] || { [ -e "$p" ] && [ ! -f "$p" ]; }; then n='!'
-  elif [ ! -e "$p" ]; then e=${e%%:*}
-  else
-    if [ -z "$hs" ]; then if command -v sha256sum >/dev/null 2>&1; then hs=y; else hs=n; fi; fi
-    if [ -n "${e%%:*}" ] && [ "$hs" = y ]; then n=$(sha256sum <"$p") || n='?'; n=${n%% *}; e=${e%%:*}
-    else n=$(stat -c %s:%Y -- "$p") || n='?'; e=${e#*:}; fi
-  fi
-  [ "$n" = "$e" ] || { printf 'C%s%s\0' "$n" "$p"; c=1; }
+  if [ -L "$2" ] || { [ -e "$2" ] && [ ! -f "$2" ]; }; then n='!'
+  elif [ ! -e "$2" ]; then e=${e%%:*}
+  elif [ -n "${e%%:*}" ] && hashes; then n=$(sha256sum <"$2") || n='?'; n=${n%% *}; e=${e%%:*}
+  else n=$(stat -c %s:%Y -- "$2") || n='?'; e=${e#*:}; fi
+  [ "$n" = "$e" ]
+}
+hs=
+hashes() { if [ -z "$hs" ]; then if command -v sha256sum >/dev/null 2>&1; then hs=y; else hs=n; fi; fi; [ "$hs" = y ]; }
+# 2. Preconditions first (sync-back's; see above), all of them.
+i=0 c=0
+for a; do
+  [ $i -lt "$nc" ] || break
+  case $a in h*|a*|n*|o*) ;; *) break ;; esac
+  i=$((i+1)) p=./${a#*./}
+  pre "$a" "$p" || { printf 'C%s%s\0' "$n" "$p"; c=1; }
 done
 [ $c = 0 ] || exit 5
 # Every component of $1 ("./a/b") that exists is not a symlink.
 nolink() { q=. r=${1#./}; while :; do q=$q/${r%%/*}; [ ! -L "$q" ] || return 1; case $r in */*) r=${r#*/} ;; *) return 0 ;; esac; done; }
+# swap NEW TOKEN: NEW, a file this script made in the directory of the path
+# TOKEN names ("" to delete it), replaces that path if it held what TOKEN,
+# a precondition, expects, and no write that lands meanwhile is lost. What
+# is there is renamed aside (.livesync-old.PID: one rename takes whatever
+# the latest save left) and NEW is linked in at once, which fails where
+# anything was made at the path since: that is newer, and stays. Only then
+# is what was taken aside checked, so that the path is missing for no
+# longer than ln takes to start (a reader may find nothing there, as it
+# may while tar replaces a file). If that fails (a save landed after the
+# preconditions were tested), it goes back, unless the container saved
+# there again since. A path left as the container holds it is reported as
+# a precondition is ("C<now>./name"), with c set, and the script ends with
+# status 8. Where the file system has no hard links, NEW is renamed over
+# the path instead.
+swap() {
+  xp=./${2#*./} xl=
+  xo=${xp%/*}/.livesync-old.$$
+  rm -f -- "$xo" 2>/dev/null || :
+  if [ -e "$xp" ] || [ -L "$xp" ]; then mv -f -- "$xp" "$xo" || return; fi
+  if [ -n "$1" ]; then
+    if ln -- "$1" "$xp" 2>/dev/null; then xl=y
+    elif [ -e "$xp" ] || [ -L "$xp" ]; then
+      pre "$2" "$xp" || :; printf 'C%s%s\0' "$n" "$xp"; c=1
+      rm -f -- "$xo" "$1" 2>/dev/null || :
+      return 0
+    else mv -f -- "$1" "$xp" || return; fi
+  fi
+  if ! pre "$2" "$xo"; then
+    printf 'C%s%s\0' "$n" "$xp"; c=1
+    if [ -z "$1" ]; then
+      if [ -e "$xo" ] || [ -L "$xo" ]; then ln -- "$xo" "$xp" 2>/dev/null || [ -e "$xp" ] || [ -L "$xp" ] || mv -f -- "$xo" "$xp" || :; fi
+    elif [ -z "$xl" ] || [ "$xp" -ef "$1" ]; then
+      if [ -e "$xo" ] || [ -L "$xo" ]; then mv -f -- "$xo" "$xp" || :; else rm -f -- "$xp" || :; fi
+    fi
+  fi
+  rm -f -- "$xo" ${1:+"$1"} 2>/dev/null || :
+}
+# put NEW NAME ARGS...: NEW over NAME, through swap where one of ARGS'
+# preconditions (the first $nc) names NAME, else renamed over it.
+put() {
+  xn=$1 xd=$2 xi=0; shift 2
+  for xa; do
+    [ $xi -lt "$nc" ] || break
+    xi=$((xi+1))
+    case $xa in h*|a*|o*) [ "./${xa#*./}" != "$xd" ] || { swap "$xn" "$xa"; return; } ;; n*) ;; *) break ;; esac
+  done
+  mv -f -- "$xn" "$xd"
+}
 # 2b. The moves' sources, all of them.
 i=0 hs=
 for a; do
@@ -211,8 +276,8 @@ for a; do
   t*)
     d=./${a#*./} md=${a%%./*} t=${d%/*}/.livesync-cp.$$
     if ! nolink "$d" || [ -d "$d" ] || ! mkdir -p -- "${d%/*}" 2>/dev/null; then printf 'livesync: move: %s is in the way\n' "$d" >&2; exit 6; fi
-    if [ "$k" = m ]; then chmod "${md#t}" -- "$sp" 2>/dev/null && mv -f -- "$sp" "$d" 2>/dev/null
-    else rm -f -- "$t" && cp -- "$sp" "$t" 2>/dev/null && chmod "${md#t}" -- "$t" && { [ -z "$own" ] || chown "$own" -- "$t"; } && mv -f -- "$t" "$d" || { rm -f -- "$t"; false; }
+    if [ "$k" = m ]; then chmod "${md#t}" -- "$sp" 2>/dev/null && put "$sp" "$d" "$@" 2>/dev/null
+    else rm -f -- "$t" && cp -- "$sp" "$t" 2>/dev/null && chmod "${md#t}" -- "$t" && { [ -z "$own" ] || chown "$own" -- "$t"; } && put "$t" "$d" "$@" || { rm -f -- "$t"; false; }
     fi || { printf 'livesync: move to %s failed\n' "$d" >&2; exit 6; } ;;
   P*)
     pf=./${a#*./} ph=${a%%./*}; ph=${ph#P?*:} pt=${pf%/*}/.livesync-patch.${pf##*/}
@@ -231,7 +296,7 @@ for a; do
   E)
     exec 4>&- 5<&-
     n=$(sha256sum <"$pt") || n=
-    if [ "${n%% *}" = "$pn" ] && chmod "$pm" -- "$pt" && { [ -z "$own" ] || chown "$own" -- "$pt"; } && mv -f -- "$pt" "$pf"; then :
+    if [ "${n%% *}" = "$pn" ] && chmod "$pm" -- "$pt" && { [ -z "$own" ] || chown "$own" -- "$pt"; } && put "$pt" "$pf" "$@"; then :
     else rm -f -- "$pt"; printf 'livesync: patch of %s failed\n' "$pf" >&2; exit 7; fi ;;
   esac
 done
@@ -240,9 +305,20 @@ shift "$nc"
 [ $# -eq $((nr+nm)) ] || (shift $((nr+nm)); exec rm -rf -- "$@") || fail rm
 # 4. rmdirs.
 i=0
-for a; do [ $i -lt "$nr" ] || break; i=$((i+1)); rmdir -- "$a" 2>/dev/null || :; done
+for a; do
+  [ $i -lt "$nr" ] || break
+  i=$((i+1))
+  case $a in D*) swap '' "${a#D}" || fail rm ;; *) rmdir -- "$a" 2>/dev/null || : ;; esac
+done
 shift "$nr"
-# 5. The tar.
+# 5. The tar, after what a killed exec may have left under the names of
+# the files it brings aside (see 6).
+i=0
+for a; do
+  [ $i -lt "$nm" ] || break
+  i=$((i+1))
+  case $a in S*) p=./${a#*./}; rm -f -- "${p%/*}/.livesync-new.${p##*/}" || fail rm ;; *) break ;; esac
+done
 [ "$mode" != x ] || tar -x ${o:+"$o"} -f - || fail tar
 if [ "$mode" = z ]; then
   zs=$({ { gzip -dc 3>&-; echo $? >&3; } | tar -x ${o:+"$o"} -f - >&2 3>&-; } 3>&1) || fail tar
@@ -250,4 +326,14 @@ if [ "$mode" = z ]; then
 fi
 # 6. chmods.
 i=0
-for a; do [ $i -lt "$nm" ] || break; i=$((i+1)); chmod "${a%%./*}" -- "./${a#*./}" 2>/dev/null || :; done
+for a; do
+  [ $i -lt "$nm" ] || break
+  i=$((i+1))
+  case $a in
+  S*)
+    p=./${a#*./}; t=${p%/*}/.livesync-new.${p##*/}
+    if [ -f "$t" ] && [ ! -L "$t" ]; then swap "$t" "${a#S}" || fail place; fi ;;
+  *) chmod "${a%%./*}" -- "./${a#*./}" 2>/dev/null || : ;;
+  esac
+done
+[ $c = 0 ] || exit 8
