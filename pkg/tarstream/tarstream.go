@@ -19,6 +19,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -120,11 +121,22 @@ func Write(w io.Writer, files []File) (Result, error) {
 	return write(w, files, nil, new(atomic.Int64))
 }
 
+// tarWriters are write's buffers, 64 KiB so that each Write is one large
+// WebSocket frame. Pooled: in a fan-out every replica's worker writes every
+// batch's tar, and making a fresh one each time was 80 ms of 1.22 s of the
+// client's CPU in a profile of a 10-replica fan-out, before collecting them.
+var tarWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
+
 // write is Write that also counts the tar bytes written so far into n.
 func write(w io.Writer, files []File, owner *remote.Owner, n *atomic.Int64) (Result, error) {
 	res := Result{Sums: map[string]*[32]byte{}, Raced: map[string]struct{}{}, Unreadable: map[string]error{}}
 	cw := &CountingWriter{W: w, N: n}
-	bw := bufio.NewWriterSize(cw, 64<<10) // one WebSocket frame per Write: keep them large
+	bw := tarWriters.Get().(*bufio.Writer)
+	bw.Reset(cw)
+	defer func() {
+		bw.Reset(nil)
+		tarWriters.Put(bw)
+	}()
 	tw := tar.NewWriter(bw)
 	for _, c := range dedupe(files) {
 		if !localtree.ValidRel(c.Name) || c.Name == "" {

@@ -2,8 +2,13 @@ package tarstream
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 func TestCopyExact(t *testing.T) {
@@ -30,5 +35,38 @@ func TestCopyExact(t *testing.T) {
 				t.Errorf("copyExact = %q, %v; want %q, %v", out.String(), intact, tt.want, tt.wantIntact)
 			}
 		})
+	}
+}
+
+// A one-file tar allocates about what it holds, not a fresh 64 KiB buffer
+// each time: every replica's worker writes every batch's.
+func TestWriteSmallAllocs(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "edit.txt")
+	if err := os.WriteFile(src, []byte("package main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []File{{Rel: "edit.txt", Name: "edit.txt", Src: src, Type: remote.TypeFile, Mode: 0o644, Size: fi.Size(), MTime: fi.ModTime()}}
+	var out bytes.Buffer
+	write := func() {
+		out.Reset()
+		if res, err := Write(&out, files); err != nil || res.Files != 1 {
+			t.Fatalf("Write: %+v, %v", res, err)
+		}
+	}
+	write()
+	const n = 50
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range n {
+		write()
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 16<<10 && !raceOn {
+		t.Errorf("a one-file tar allocated %d bytes, want under 16 KiB", per)
 	}
 }

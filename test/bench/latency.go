@@ -137,8 +137,7 @@ func (b *bench) measureLatency(ctx context.Context) error {
 		target("≤ 0.4× floor", msec(s95) <= 0.4*msec(f95))
 	b.res.pair("save→visible, 1 small file, p50"+n, msec(s50), "ms", fmt.Sprintf("hand-rolled `kubectl exec -i … cat >` per change, p50 (%d of its writes lost)", l.handLost), msec(h50)).
 		target("≤ 0.2×", msec(s50) <= 0.2*msec(h50))
-	// CPU is counted in ticks of 10 ms: blocks of batches and of execs, interleaved, add up
-	// to enough of them. The daemons (apiserver, kubelet, containerd) are never idle: what
+	// CPU is counted in ns (see cpuPath): blocks of batches and of execs, interleaved. The daemons (apiserver, kubelet, containerd) are never idle: what
 	// the same processes burn over as long with nothing sent is taken off both sides, so
 	// each side is what its own work costs.
 	const block = 10
@@ -147,13 +146,13 @@ func (b *bench) measureLatency(ctx context.Context) error {
 	var streamWall, execWall time.Duration
 	for r := range blocks {
 		_, _, err := alternate(r, func() (time.Duration, error) {
-			by, wall, err := l.batchTicks(block)
-			addTicks(streamBy, by)
+			by, wall, err := l.batchCPU(block)
+			addCPU(streamBy, by)
 			streamWall += wall
 			return 0, err
 		}, func() (time.Duration, error) {
-			by, wall, err := execTicks(ctx, l.c, l.t, block)
-			addTicks(execBy, by)
+			by, wall, err := execCPUBy(ctx, l.c, l.t, block)
+			addCPU(execBy, by)
 			execWall += wall * block
 			return 0, err
 		})
@@ -166,19 +165,19 @@ func (b *bench) measureLatency(ctx context.Context) error {
 		return err
 	}
 	const idleFor = 5 * time.Second
-	idle0 := idlePath.ticks()
+	idle0 := idlePath.cpu()
 	time.Sleep(idleFor)
-	idleBy := diffTicks(idlePath.ticks(), idle0)
+	idleBy := diffCPU(idlePath.cpu(), idle0)
 	nCPU := blocks * block
-	b.logf("CPU per small batch through the stream, ms: %s (%.1f ms of wall each)", fmtTicks(streamBy, nCPU), msec(streamWall/time.Duration(nCPU)))
-	b.logf("CPU per `true` exec, ms: %s (%.1f ms of wall each)", fmtTicks(execBy, nCPU), msec(execWall/time.Duration(nCPU)))
-	b.logf("CPU of the same processes idle, ms per s: %s", fmtTicks(idleBy, int(idleFor/time.Second)))
-	idleRate := float64(sumTicks(idleBy)) / idleFor.Seconds() // ticks per second
+	b.logf("CPU per small batch through the stream, ms: %s (%.1f ms of wall each)", fmtCPU(streamBy, nCPU), msec(streamWall/time.Duration(nCPU)))
+	b.logf("CPU per `true` exec, ms: %s (%.1f ms of wall each)", fmtCPU(execBy, nCPU), msec(execWall/time.Duration(nCPU)))
+	b.logf("CPU of the same processes idle, ms per s: %s", fmtCPU(idleBy, int(idleFor/time.Second)))
+	idleRate := float64(sumCPU(idleBy)) / idleFor.Seconds() // ns per second
 	net := func(by map[string]int64, wall time.Duration) time.Duration {
-		return max(0, ticksPer(sumTicks(by), nCPU)-time.Duration(idleRate*wall.Seconds()/float64(nCPU)*float64(time.Second/clockTicks)))
+		return max(0, cpuPer(sumCPU(by), nCPU)-time.Duration(idleRate*wall.Seconds()/float64(nCPU)))
 	}
 	streamCPU, execCPUs := net(streamBy, streamWall), net(execBy, execWall)
-	b.logf("CPU per small batch, before taking the idle share off: stream %.1f ms, exec %.1f ms", msec(ticksPer(sumTicks(streamBy), nCPU)), msec(ticksPer(sumTicks(execBy), nCPU)))
+	b.logf("CPU per small batch, before taking the idle share off: stream %.1f ms, exec %.1f ms", msec(cpuPer(sumCPU(streamBy), nCPU)), msec(cpuPer(sumCPU(execBy), nCPU)))
 	b.res.pair(fmt.Sprintf("CPU per small batch through the stream, less the idle share: container, shim, containerd, kubelet, apiserver, client (n=%d, in blocks of %d interleaved)", nCPU, block), msec(streamCPU), "ms",
 		"per `true` exec (the least an exec per batch costs), the same", msec(execCPUs)).
 		target("≤ 0.25×", msec(streamCPU) <= 0.25*msec(execCPUs))
@@ -303,10 +302,10 @@ var errHandLost = errors.New("hand-rolled write lost")
 // batchTicks saves one small file n times, each after idle (a pause longer than the widest
 // adaptive quiet window: back-to-back saves would be a stream of changes, batched 200 ms
 // apart) and waited for by the session's batch event (the probe is not armed, so it does
-// not poll), and returns the CPU ticks the saves cost by process on their path (cpuPath; the
+// not poll), and returns the CPU (ns) the saves cost by process on their path (cpuPath; the
 // livesync process is the client), sampled from each write to its batch event, and the wall
 // time those windows took.
-func (l *latencyRun) batchTicks(n int) (map[string]int64, time.Duration, error) {
+func (l *latencyRun) batchCPU(n int) (map[string]int64, time.Duration, error) {
 	path, err := newCPUPath([]filesync.Target{l.t}, l.s.Pid())
 	if err != nil {
 		return nil, 0, err
@@ -316,14 +315,14 @@ func (l *latencyRun) batchTicks(n int) (map[string]int64, time.Duration, error) 
 	for range n {
 		time.Sleep(250 * time.Millisecond)
 		l.s.Drain()
-		start, before := time.Now(), path.ticks()
+		start, before := time.Now(), path.cpu()
 		if err := os.WriteFile(filepath.Join(l.local, "edit.txt"), l.text(100), 0o644); err != nil {
 			return nil, 0, err
 		}
 		if _, err := l.s.Next("batch", 30*time.Second); err != nil {
 			return nil, 0, err
 		}
-		addTicks(by, diffTicks(path.ticks(), before))
+		addCPU(by, diffCPU(path.cpu(), before))
 		wall += time.Since(start)
 	}
 	return by, wall, nil

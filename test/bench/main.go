@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -68,7 +69,22 @@ func main() {
 	flag.IntVar(&b.initialReps, "initial-reps", 4, "repetitions of each initial-sync copy")
 	flag.DurationVar(&b.idle, "idle", 30*time.Second, "idle CPU measurement window")
 	flag.StringVar(&b.benchtime, "benchtime", "1s", "go test -benchtime for the micro-benchmarks")
+	fanout := flag.String("fanout", "1,5,10,20,40", "replicas of the fan-out phase's deployments, the baseline first (the remote profile's uses 1, 5 and 10)")
+	flag.BoolVar(&fanoutRemote, "fanout-remote", true, "end the fan-out phase with the remote profile's 1 MB saves")
 	flag.Parse()
+	fanoutReplicas = nil
+	for _, f := range strings.Split(*fanout, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench: -fanout: %q is not a number of replicas\n", f)
+			os.Exit(2)
+		}
+		fanoutReplicas = append(fanoutReplicas, n)
+	}
+	if len(fanoutReplicas) < 2 {
+		fmt.Fprintln(os.Stderr, "bench: -fanout: at least two deployments, the baseline first")
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := b.run(ctx, *kubeconfig, *kubectl, *lcimage, *registry, *binary, strings.Split(*only, ",")); err != nil {
@@ -132,11 +148,6 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 	}{
 		{"lat", 1, "", false, []string{"latency", "remote", "quiet"}, false},
 		{"big", 1, "/app", false, []string{"resync"}, false},
-		{"fan1", 1, "", false, []string{"fanout"}, false},
-		{"fan5", 5, "", false, []string{"fanout"}, false},
-		{"fan10", 10, "", false, []string{"fanout"}, false},
-		{"fan20", 20, "", false, []string{"fanout"}, false},
-		{"fan40", 40, "", false, []string{"fanout"}, false},
 		// Every initial-sync copier writes into a fresh directory of a tmpfs: see measureInitial.
 		{"cmp", 1, "/cmp", true, []string{"initial"}, false},
 		// The bursts go to a tmpfs: see measureWatcher.
@@ -146,6 +157,13 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		{"st", 1, "/app", false, []string{"state"}, false},
 		{"bs", 1, "/bs", false, []string{"bigsave"}, false},
 		{"wt", waitReplicas, "", false, []string{"wait"}, false},
+	}
+	for _, n := range fanoutReplicas {
+		if want("fanout") {
+			if err := b.c.deploy(ctx, fmt.Sprintf("fan%d", n), int32(n), "", false, false); err != nil {
+				return err
+			}
+		}
 	}
 	for _, d := range deployments {
 		if slices.ContainsFunc(d.phases, want) {
