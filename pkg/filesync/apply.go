@@ -37,6 +37,7 @@ func (p *sending) sent(res applyResult) map[string]*[32]byte {
 	if out == nil {
 		out = map[string]*[32]byte{}
 	}
+	maps.Copy(out, res.Carried) // what a file that changed while archived carried
 	for rel, pt := range p.Patches {
 		out[rel] = &pt.new
 	}

@@ -21,14 +21,51 @@ func (x *Index) Apply(p *Plan, res tarstream.Result) {
 		if s, ok := res.Sums[c.Rel]; ok {
 			e.Sum = s
 		}
-		if _, raced := res.Raced[c.Rel]; raced {
+		_, raced := res.Raced[c.Rel]
+		var may []*[32]byte
+		if raced {
+			// Sent again, and checked against what the target holds
+			// (see Maybe): what the entry carried, or, where none went
+			// out, what the target held before. Before, the entry knew
+			// nothing and the next upload went unchecked, over a container
+			// write made in between.
+			switch s, ok := res.Carried[c.Rel]; {
+			case ok && c.Type == TypeFile:
+				may = []*[32]byte{s}
+			case c.Type == TypeFile:
+				may, _ = x.held(c.Rel)
+			}
 			e.stale, e.Sum = true, nil
 		}
 		x.Put(c.Rel, e)
+		if len(may) > 0 {
+			if x.maybe == nil {
+				x.maybe = map[string][]*[32]byte{}
+			}
+			x.maybe[c.Rel] = may
+		}
 	}
 	for rel, e := range p.Touched {
 		x.Put(rel, e)
 	}
+}
+
+// held returns what the target may hold at rel as the index knows it: the
+// confirmed sum, nothing (nil) where the index has no entry, or what Maybe
+// says of a stale file; false where that is not known.
+func (x *Index) held(rel string) ([]*[32]byte, bool) {
+	e, ok := x.Get(rel)
+	switch {
+	case !ok:
+		return []*[32]byte{nil}, true
+	case e.Type != TypeFile:
+		return nil, false
+	case !e.stale && e.Sum != nil:
+		return []*[32]byte{e.Sum}, true
+	case e.stale:
+		return x.Maybe(rel)
+	}
+	return nil, false
 }
 
 // Unconfirm records a plan that was sent but not confirmed: the target may
@@ -49,20 +86,7 @@ func (x *Index) Unconfirm(p *Plan, sent map[string]*[32]byte) int {
 	// What each file may hold: what it was confirmed to hold (or what an
 	// earlier failed plan left it maybe holding), and what this plan sent.
 	before := map[string][]*[32]byte{}
-	known := func(rel string) ([]*[32]byte, bool) {
-		e, ok := x.Get(rel)
-		switch {
-		case !ok:
-			return []*[32]byte{nil}, true
-		case e.Type != TypeFile:
-			return nil, false
-		case !e.stale && e.Sum != nil:
-			return []*[32]byte{e.Sum}, true
-		case e.stale:
-			return x.Maybe(rel)
-		}
-		return nil, false
-	}
+	known := x.held
 	for _, c := range p.Copies {
 		if c.Type != TypeFile || sent[c.Rel] == nil {
 			continue

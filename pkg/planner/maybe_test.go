@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"slices"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/tarstream"
 )
 
 // Unconfirm keeps, for each file it marks unknown, what the container may
@@ -51,5 +53,43 @@ func TestUnconfirmKeepsWhatTheContainerMayHold(t *testing.T) {
 	x.DeleteTree("new")
 	if _, ok := x.Maybe("new"); ok {
 		t.Error("a deleted entry still has alternatives")
+	}
+}
+
+// A file that changed while its batch archived it is sent again, checked
+// against what the confirmed archive left in the container: the bytes its
+// entry carried, or what the container held before where none went out.
+// Before, Apply recorded it stale with nothing known, and the next upload
+// of it went unchecked, over a container save made in between (TestModel
+// seed 5929211823724421172, round 468: a `cp -p`'s write then its mtime).
+func TestApplyRacedKeepsWhatTheContainerHolds(t *testing.T) {
+	sum := func(s string) *[32]byte { h := sha256.Sum256([]byte(s)); return &h }
+	x := NewIndex()
+	x.Put("", Entry{Type: TypeDir})
+	x.Put("a", Entry{Type: TypeFile, Size: 2, Sum: sum("v1")})
+	x.Put("b", Entry{Type: TypeFile, Size: 2, Sum: sum("b1")})
+	copyOf := func(rel string) Copy { return Copy{Rel: rel, Name: rel, Entry: Entry{Type: TypeFile, Size: 2}} }
+	p := &Plan{Copies: []Copy{copyOf("a"), copyOf("b"), copyOf("new")}}
+	x.Apply(p, tarstream.Result{
+		Raced:   map[string]struct{}{"a": {}, "b": {}, "new": {}},
+		Carried: map[string]*[32]byte{"a": sum("v2 as read")},
+	})
+	same := func(got []*[32]byte, want ...*[32]byte) bool {
+		return slices.EqualFunc(got, want, func(a, b *[32]byte) bool { return a == b || a != nil && b != nil && *a == *b })
+	}
+	for _, tt := range []struct {
+		rel  string
+		want []*[32]byte
+	}{
+		{"a", []*[32]byte{sum("v2 as read")}}, // its entry went out
+		{"b", []*[32]byte{sum("b1")}},         // none went out (gone while archived)
+		{"new", []*[32]byte{nil}},
+	} {
+		if e, _ := x.Get(tt.rel); !e.Stale() {
+			t.Errorf("%s: not stale", tt.rel)
+		}
+		if got, ok := x.Maybe(tt.rel); !ok || !same(got, tt.want...) {
+			t.Errorf("Maybe(%q) = %v, %v; want %v", tt.rel, got, ok, tt.want)
+		}
 	}
 }

@@ -49,6 +49,10 @@ type Result struct {
 	// Raced holds files that changed or vanished while being read, or were
 	// not what was planned: the caller must not record them as sent.
 	Raced map[string]struct{}
+	// Carried holds, of the raced regular files whose entry went out, the
+	// sha256 of the bytes it carried (zeros padding a file that shrank):
+	// what the target holds once it confirms the archive.
+	Carried map[string]*[32]byte
 	// Warnings are files skipped because they were no longer regular files
 	// (a FIFO, socket or device in their place).
 	Warnings []error
@@ -232,15 +236,20 @@ func writeEntry(tw *tar.Writer, c File, owner *remote.Owner, res *Result) (bool,
 		return false, err
 	}
 	h := sha256.New()
-	intact, err := copyExact(tw, io.TeeReader(f, h), f, hdr.Size)
+	// The hash is of what the entry carries, padding included.
+	intact, err := copyExact(io.MultiWriter(tw, h), f, f, hdr.Size)
 	if err != nil {
 		return false, fmt.Errorf("archiving %q: %w", c.Src, err)
 	}
-	if !intact || !fresh {
-		return false, nil
-	}
 	var sum [32]byte
 	h.Sum(sum[:0])
+	if !intact || !fresh {
+		if res.Carried == nil {
+			res.Carried = map[string]*[32]byte{}
+		}
+		res.Carried[c.Rel] = &sum
+		return false, nil
+	}
 	res.Sums[c.Rel] = &sum
 	return true, nil
 }

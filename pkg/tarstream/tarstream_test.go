@@ -2,11 +2,14 @@ package tarstream
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
@@ -68,5 +71,35 @@ func TestWriteSmallAllocs(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 16<<10 && !raceOn {
 		t.Errorf("a one-file tar allocated %d bytes, want under 16 KiB", per)
+	}
+}
+
+// A file not as planned (its mtime moved, as `cp -p` moves it after the
+// write) is raced, and Carried holds the sha256 of what its entry carried;
+// a file gone before its header carried nothing.
+func TestWriteCarried(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "c.txt")
+	if err := os.WriteFile(src, []byte("the copy's bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []File{
+		{Rel: "c.txt", Name: "c.txt", Src: src, Type: remote.TypeFile, Mode: 0o644, Size: fi.Size(), MTime: fi.ModTime().Add(-time.Hour)},
+		{Rel: "gone", Name: "gone", Src: filepath.Join(dir, "gone"), Type: remote.TypeFile, Mode: 0o644, Size: 3},
+	}
+	res, err := Write(io.Discard, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sha256.Sum256([]byte("the copy's bytes"))
+	if _, raced := res.Raced["c.txt"]; !raced || res.Carried["c.txt"] == nil || *res.Carried["c.txt"] != want || res.Sums["c.txt"] != nil {
+		t.Errorf("c.txt: raced %v, carried %x, sum %v; want raced, carried %x", raced, res.Carried["c.txt"], res.Sums["c.txt"], want)
+	}
+	if _, raced := res.Raced["gone"]; !raced || res.Carried["gone"] != nil {
+		t.Errorf("gone: raced %v, carried %v; want raced, nothing carried", raced, res.Carried["gone"])
 	}
 }
