@@ -16,12 +16,15 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	defer startHeapProfiles()() // off unless the bench asks (LIVESYNC_HEAP_PROFILE)
+	defer startHeapProfiles()()  // off unless the bench asks (LIVESYNC_HEAP_PROFILE)
+	stopCPU := startCPUProfile() // off unless the bench asks (LIVESYNC_CPU_PROFILE)
+	defer stopCPU()
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	root := cmd.NewCmdLiveSync(streams)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		stop()
+		stopCPU()
 		os.Exit(cmd.ExitCode(err))
 	}
 }
