@@ -315,12 +315,12 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 	trust := st.SavedAt.Add(-time.Second)
 	err := func() error {
 		for i, m := range e.maps {
-			saved, cache := st.mapping(i)
-			if e.cfg.Initial != planner.InitialUpload && saved != nil {
-				saved, cache = nil, saved // mirror and none: the local side decides
+			savedRecs, cacheRecs := st.mapping(i)
+			if e.cfg.Initial != planner.InitialUpload && savedRecs != nil {
+				savedRecs, cacheRecs = nil, savedRecs // mirror and none: the local side decides
 			}
 			var early chan listed
-			if saved != nil && !e.cfg.DryRun {
+			if savedRecs != nil && !e.cfg.DryRun {
 				// A listing without hashes prints as it goes and needs no
 				// local sizes for its deadline: it runs while the local tree
 				// is walked.
@@ -335,7 +335,10 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 					early <- r
 				}()
 			}
+			ixs := indexes(savedRecs, cacheRecs)
 			local, warns, err := planner.LocalTree(m)
+			x := <-ixs
+			saved, cache := x[0], x[1]
 			if err != nil {
 				if early != nil {
 					<-early

@@ -47,7 +47,7 @@ func ListRemote(ctx context.Context, ex remote.Executor, t remote.Target, m *Res
 
 // listingOf keeps what rl lists that belongs to m, by rel.
 func listingOf(rl *remote.Listing, m *Resolved) *Listing {
-	l := &Listing{Alg: rl.Alg, Gzip: rl.Gzip, Exists: rl.Exists, notDir: rl.NotDir, Entries: map[string]remoteEntry{}}
+	l := &Listing{Alg: rl.Alg, Gzip: rl.Gzip, Exists: rl.Exists, notDir: rl.NotDir, Entries: make(map[string]remoteEntry, len(rl.Names))}
 	for name, e := range rl.Names {
 		if rel, ok := remoteRel(m, name); ok {
 			l.Entries[rel] = e

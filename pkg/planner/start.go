@@ -46,7 +46,7 @@ func (x *Index) Records() []syncstate.Entry {
 // describe a clean path of a synced type; a retype is not saved (its
 // type in the container is unknown: it is recorded as unknown).
 func IndexOf(rs []syncstate.Entry) *Index {
-	x := NewIndex()
+	x := newIndex(len(rs))
 	for _, r := range rs {
 		t := EntryType(r.Type)
 		if t != TypeFile && t != TypeDir && t != TypeSymlink || r.Path != "" && !localtree.ValidRel(r.Path) {
@@ -177,35 +177,27 @@ func HashUnsure(ctx context.Context, ex remote.Executor, t remote.Target, m *Res
 // of, and the decisions made (by rel, threeway.Keep left out). trust bounds
 // the stat data trusted (see localSame); listed says which paths come back.
 func ThreeWay(m *Resolved, local *LocalFiles, l *Listing, anc *Index, trust time.Time, listed func(string, bool) bool) (*Plan, *Index, map[string]threeway.Action) {
-	idx := NewIndex()
+	idx := newIndex(len(local.Entries))
 	pl := newPlanState(m, idx)
 	decided := map[string]threeway.Action{}
-	rels := map[string]bool{}
-	for rel := range local.Entries {
-		rels[rel] = true
-	}
-	for rel := range l.Entries {
-		rels[rel] = true
-	}
-	for rel := range anc.all() {
-		rels[rel] = true
-	}
 	// keep holds the paths whose container side must stay: no delete of
 	// a directory above them may run; true where a type change must not
 	// remove them either (listed, or unreadable locally), false where the
 	// container merely created them.
 	keep := map[string]bool{}
 	var deletes, retyped []string
-	for rel := range rels {
+	// Every path either side or the ancestor holds, once: a set of their
+	// union would cost a start of 100,000 paths another map as large.
+	visit := func(rel string) {
 		if rel == "" && !m.File {
-			continue // the root is made by mkdir -p, never sent or deleted
+			return // the root is made by mkdir -p, never sent or deleted
 		}
 		a, hasA := anc.Get(rel)
 		le, hasL := local.Entries[rel]
 		re, hasR := l.Entries[rel]
 		isDir := hasL && le.Type == TypeDir || hasR && re.Type == TypeDir || hasA && a.Type == TypeDir
 		if !hasL && m.Ignored(rel, isDir) {
-			continue // never synced: the container's own
+			return // never synced: the container's own
 		}
 		if local.unreadableAt(rel) {
 			if hasA {
@@ -213,7 +205,7 @@ func ThreeWay(m *Resolved, local *LocalFiles, l *Listing, anc *Index, trust time
 				idx.Put(rel, a) // unknown: decided when it can be read
 			}
 			keep[rel] = true
-			continue
+			return
 		}
 		var act threeway.Action
 		if hasL && hasR && le.Type == TypeDir && re.Type == TypeDir {
@@ -238,11 +230,11 @@ func ThreeWay(m *Resolved, local *LocalFiles, l *Listing, anc *Index, trust time
 				retyped = append(retyped, rel) // deleted first, unless something under it stays
 			}
 			if le.Type == TypeFile && m.Unreadable.Holds(m.FS(), m.LocalPath(rel), rel) {
-				continue
+				return
 			}
 			if le.Type == TypeDir && hasR && re.Type == TypeDir && (re.Mode^le.Mode)&^0o022 == 0 {
 				idx.Put(rel, le) // already there as it is
-				continue
+				return
 			}
 			pl.copies[rel] = Copy{Rel: rel, Name: m.RemoteName(rel), Src: m.LocalPath(rel), Entry: le}
 		case threeway.Delete:
@@ -258,6 +250,20 @@ func ThreeWay(m *Resolved, local *LocalFiles, l *Listing, anc *Index, trust time
 			if _, ok := keep[rel]; !ok {
 				keep[rel] = false
 			}
+		}
+	}
+	for rel := range local.Entries {
+		visit(rel)
+	}
+	for rel := range l.Entries {
+		if _, ok := local.Entries[rel]; !ok {
+			visit(rel)
+		}
+	}
+	for rel := range anc.m {
+		_, inL := local.Entries[rel]
+		if _, inR := l.Entries[rel]; !inL && !inR {
+			visit(rel)
 		}
 	}
 	// A delete runs only where nothing under it stays in the container; a
