@@ -76,7 +76,8 @@ func remoteRel(m *Resolved, name string) (string, bool) {
 
 // matchesRemote reports whether the container already has le. Permission bits
 // are compared loosely (group/other write may differ by the remote umask).
-func matchesRemote(m *Resolved, rel string, le *Entry, re remoteEntry, alg string) bool {
+// A file read to compare is counted on mt (nil: not counted).
+func matchesRemote(m *Resolved, rel string, le *Entry, re remoteEntry, alg string, mt *Meter) bool {
 	switch le.Type {
 	case TypeSymlink:
 		return le.Link == re.Link
@@ -101,6 +102,7 @@ func matchesRemote(m *Resolved, rel string, le *Entry, re remoteEntry, alg strin
 		return false
 	}
 	sum, err := hashWith(m.LocalPath(rel), h)
+	mt.hashed()
 	if err != nil || !bytes.Equal(sum, re.Sum) {
 		return false
 	}

@@ -66,7 +66,7 @@ func IndexOf(rs []syncstate.Entry) *Index {
 // ctime, size and mtime are all the same and its ctime is older than
 // trust (a file changed within a tick of being recorded could change again
 // unseen), else by hashing it when a's hash is known and the size is the same.
-func localSame(m *Resolved, rel string, a Entry, l *Entry, trust time.Time) bool {
+func localSame(m *Resolved, rel string, a Entry, l *Entry, trust time.Time, mt *Meter) bool {
 	if a.stale || a.Type != l.Type || a.Mode != l.Mode {
 		return false
 	}
@@ -87,6 +87,7 @@ func localSame(m *Resolved, rel string, a Entry, l *Entry, trust time.Time) bool
 		return false
 	}
 	sum, err := hashFile(m.LocalPath(rel))
+	mt.hashed()
 	if err != nil || *sum != *a.Sum {
 		return false
 	}
@@ -215,7 +216,7 @@ func ThreeWay(m *Resolved, local *LocalFiles, l *Listing, anc *Index, trust time
 				act = threeway.Send
 			}
 		} else {
-			lSame := hasL == hasA && (!hasL || localSame(m, rel, a, &le, trust))
+			lSame := hasL == hasA && (!hasL || localSame(m, rel, a, &le, trust, local.meter))
 			rSame := hasR == hasA && (!hasR || remoteSame(a, re, l.Alg))
 			act = threeway.Decide(hasA, hasL, hasR, lSame, rSame, listed(rel, isDir))
 		}
