@@ -1,6 +1,7 @@
-// A CPU profile of the running binary for the bench (test/bench), which
-// measures what each replica of a fan-out costs the client. Nothing happens
-// unless the environment names a file in cpuProfileEnv. Not for users.
+// A CPU profile of the whole run for the bench (test/bench), which
+// measures where a start's time goes and what each replica of a fan-out
+// costs the client. Nothing happens unless the
+// environment names a file in cpuProfileEnv. Not for users.
 
 package main
 
@@ -14,9 +15,9 @@ import (
 // startCPUProfile does nothing.
 const cpuProfileEnv = "LIVESYNC_CPU_PROFILE"
 
-// startCPUProfile begins a CPU profile when cpuProfileEnv is set; the
-// returned func writes it out. A failure is said on stderr and otherwise
-// ignored: the profile is the bench's concern, never the session's.
+// startCPUProfile profiles the process when cpuProfileEnv is set; the
+// returned func writes the profile. A failure is said on stderr and
+// otherwise ignored: the profile is the bench's concern, never the session's.
 func startCPUProfile() (stop func()) {
 	name := os.Getenv(cpuProfileEnv)
 	if name == "" {
@@ -24,7 +25,9 @@ func startCPUProfile() (stop func()) {
 	}
 	f, err := os.Create(name)
 	if err == nil {
-		err = pprof.StartCPUProfile(f)
+		if err = pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cpuprof: %s: %v\n", name, err)

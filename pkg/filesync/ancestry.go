@@ -90,15 +90,32 @@ func (e *Engine) listedIn(t Target, i int) func(rel string, isDir bool) bool {
 }
 
 // mapping returns mapping i's saved ancestor (this incarnation's) and
-// stat cache (another's), as indexes; nil where there is none.
-func (st Start) mapping(i int) (saved, cache *planner.Index) {
-	if i < len(st.Saved) && !st.Saved[i].IsZero() {
-		saved = planner.IndexOf(st.Saved[i])
+// stat cache (another's), encoded; zero where there is none.
+func (st Start) mapping(i int) (saved, cache syncstate.Mapping) {
+	if i < len(st.Saved) {
+		saved = st.Saved[i]
 	}
-	if i < len(st.Cache) && !st.Cache[i].IsZero() {
-		cache = planner.IndexOf(st.Cache[i])
+	if i < len(st.Cache) {
+		cache = st.Cache[i]
 	}
 	return saved, cache
+}
+
+// indexes builds the indexes of saved and cache (see mapping) on a
+// goroutine of its own, nil where there is none: for 100,000 records that
+// takes 0.2–0.35 s, which a start spends walking the local tree anyway.
+func indexes(saved, cache syncstate.Mapping) <-chan [2]*planner.Index {
+	c := make(chan [2]*planner.Index, 1)
+	go func() {
+		var x [2]*planner.Index
+		for i, rs := range []syncstate.Mapping{saved, cache} {
+			if !rs.IsZero() {
+				x[i] = planner.IndexOf(rs)
+			}
+		}
+		c <- x
+	}()
+	return c
 }
 
 // startEvent describes a mapping's start: which ancestor, why, and with

@@ -7,13 +7,23 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 )
 
-// Progress reports an initial sync under way, at most every progressEvery per target, so a
-// terminal can draw a progress bar. Bytes counts tar bytes sent; TotalBytes is the file content
-// to send (tar headers make Bytes run slightly past it).
+// Progress reports a long initial sync (one that has run startProgressAfter)
+// or a long batch's send (batchProgressAfter) under way, at most every
+// progressEvery per target, so a terminal can draw a progress line. Bytes
+// counts tar bytes sent; TotalBytes is the file content to send (tar headers
+// make Bytes run slightly past it).
 type Progress struct {
-	Target     Target
+	Target Target
+	// Start: an initial sync's, which also counts Listed (paths walked
+	// locally, and listed in the container once its listing is in) and
+	// Hashed (local files read to compare), as they go.
+	Start          bool
+	Listed, Hashed int
+	// Files is how many files the send holds (0 before it starts).
 	Files      int
 	Bytes      int64
 	TotalBytes int64
@@ -23,6 +33,52 @@ type Progress struct {
 func (Progress) event() {}
 
 const progressEvery = 200 * time.Millisecond
+
+// startProgressAfter is how long an initial sync runs before it reports its
+// progress: a start that converges sooner is said in one line.
+const startProgressAfter = 2 * time.Second
+
+// startMeter reports an initial sync's progress before its send: what it
+// listed and hashed so far (see planner.Meter).
+type startMeter struct {
+	planner.Meter
+	remote  atomic.Int64 // paths the container listed
+	sending atomic.Bool  // the send reports its own (progressExecutor)
+	clk     clock.PassiveClock
+	start   time.Time
+	target  Target
+	report  func(Progress)
+}
+
+// progress is what m counted so far.
+func (m *startMeter) progress() Progress {
+	return Progress{Target: m.target, Start: true, Listed: int(m.Walked.Load() + m.remote.Load()), Hashed: int(m.Hashed.Load()),
+		Elapsed: m.clk.Since(m.start)}
+}
+
+// tick reports m's progress once the start has run startProgressAfter and
+// until its send begins.
+func (m *startMeter) tick() {
+	if p := m.progress(); p.Elapsed >= startProgressAfter && !m.sending.Load() {
+		m.report(p)
+	}
+}
+
+// run ticks every progressEvery until done is closed. Real time, not the
+// engine's clock: a display's refresh, not part of what a test steps (tick
+// reads the engine's clock for what it reports).
+func (m *startMeter) run(done <-chan struct{}) {
+	t := time.NewTicker(progressEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			m.tick()
+		}
+	}
+}
 
 // progressExecutor counts the stdin bytes of the execs of one initial sync and reports them.
 type progressExecutor struct {

@@ -314,14 +314,18 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 		st = e.anc.Start(tg.Target)
 	}
 	trust := st.SavedAt.Add(-time.Second)
+	meter := &startMeter{clk: e.clk, start: start, target: tg.Target, report: func(p Progress) { e.rep.Report(p) }}
+	metered := make(chan struct{})
+	defer close(metered)
+	go meter.run(metered)
 	err := func() error {
 		for i, m := range e.maps {
-			saved, cache := st.mapping(i)
-			if e.cfg.Initial != planner.InitialUpload && saved != nil {
-				saved, cache = nil, saved // mirror and none: the local side decides
+			savedRecs, cacheRecs := st.mapping(i)
+			if e.cfg.Initial != planner.InitialUpload && !savedRecs.IsZero() {
+				savedRecs, cacheRecs = syncstate.Mapping{}, savedRecs // mirror and none: the local side decides
 			}
 			var early chan listed
-			if saved != nil && !e.cfg.DryRun {
+			if !savedRecs.IsZero() && !e.cfg.DryRun {
 				// A listing without hashes prints as it goes and needs no
 				// local sizes for its deadline: it runs while the local tree
 				// is walked.
@@ -336,7 +340,10 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 					early <- r
 				}()
 			}
-			local, warns, err := planner.LocalTree(m)
+			ixs := indexes(savedRecs, cacheRecs)
+			local, warns, err := planner.LocalTreeMeter(m, &meter.Meter)
+			x := <-ixs
+			saved, cache := x[0], x[1]
 			if err != nil {
 				if early != nil {
 					<-early
@@ -387,6 +394,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			}
 			if l != nil {
 				tg.gzip, tg.alg = l.Gzip, l.Alg
+				meter.remote.Add(int64(len(l.Entries)))
 			}
 			var (
 				p       *planner.Plan
@@ -422,8 +430,11 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 			planner.GuardInitial(m, p, idx, l)
 			e.hold(tg, i, p.Held)
 			if !p.Empty() || l == nil || !l.Exists || pf != nil {
-				pe := &progressExecutor{Executor: e.exec, clk: e.clk, start: start, report: func(p Progress) { e.rep.Report(p) },
-					base: Progress{Target: tg.Target, Files: len(p.Copies), TotalBytes: planner.PlanBytes(p)}}
+				base := meter.progress()
+				base.Files, base.TotalBytes = len(p.Copies), planner.PlanBytes(p)
+				meter.sending.Store(true)
+				pe := &progressExecutor{Executor: e.exec, clk: e.clk, start: start, after: startProgressAfter, report: func(p Progress) { e.rep.Report(p) },
+					base: base}
 				var res applyResult
 				if threeWay := saved != nil && l != nil; threeWay && e.guard != nil && !e.cfg.DryRun {
 					// Sync-back's preconditions against the saved ancestor: a
@@ -442,6 +453,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				} else {
 					res, err = e.applyPlan(ctx, pe, tg.Target, m, &sending{Plan: p}, planner.CompressInitial(l, p), pf)
 				}
+				meter.sending.Store(false)
 				if err != nil {
 					return err
 				}

@@ -190,7 +190,7 @@ func (x *Index) Reconcile(m *Resolved, l *Listing) {
 		if st.err != nil || !st.found || le.Type != re.Type || re.Type != e.Type {
 			continue
 		}
-		if matchesRemote(m, rel, &le, re, l.Alg) {
+		if matchesRemote(m, rel, &le, re, l.Alg, nil) {
 			x.Put(rel, le)
 		}
 	}

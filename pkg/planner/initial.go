@@ -43,6 +43,25 @@ type LocalFiles struct {
 	// entries, and the container's side of them and of everything under
 	// them is left alone.
 	Unreadable map[string]bool
+	// meter counts the start's work for its progress line (nil: nothing).
+	meter *Meter
+}
+
+// Meter counts a start's work on the local side as it goes, for its
+// progress line: the paths walked and the files read to compare with the
+// container or the saved ancestor. Read it from any goroutine.
+type Meter struct{ Walked, Hashed atomic.Int64 }
+
+func (mt *Meter) walked() {
+	if mt != nil {
+		mt.Walked.Add(1)
+	}
+}
+
+func (mt *Meter) hashed() {
+	if mt != nil {
+		mt.Hashed.Add(1)
+	}
 }
 
 // unreadableAt reports whether rel or a parent of it could not be read.
@@ -62,9 +81,13 @@ func (lf *LocalFiles) unreadableAt(rel string) bool {
 
 // LocalTree walks m's local root, pruning ignored paths. What cannot be read
 // is reported as a warning and left alone (see LocalFiles).
-func LocalTree(m *Resolved) (*LocalFiles, []error, error) {
+func LocalTree(m *Resolved) (*LocalFiles, []error, error) { return LocalTreeMeter(m, nil) }
+
+// LocalTreeMeter is LocalTree counting on mt (nil: nothing) as it walks,
+// and as Initial and ThreeWay later hash what it found.
+func LocalTreeMeter(m *Resolved, mt *Meter) (*LocalFiles, []error, error) {
 	pl := newPlanState(m, NewIndex())
-	lf := &LocalFiles{Entries: map[string]Entry{}, Unreadable: map[string]bool{}}
+	lf := &LocalFiles{Entries: map[string]Entry{}, Unreadable: map[string]bool{}, meter: mt}
 	var warns []error
 	var walk func(rel string)
 	walk = func(rel string) {
@@ -88,6 +111,7 @@ func LocalTree(m *Resolved) (*LocalFiles, []error, error) {
 			case !st.found || m.Ignored(child, st.e.Type == TypeDir):
 			default:
 				lf.Entries[child] = st.e
+				mt.walked()
 				if st.e.Type == TypeDir {
 					walk(child)
 				}
@@ -149,7 +173,7 @@ func InitialWith(m *Resolved, local *LocalFiles, l *Listing, mode InitialMode, t
 		if ok && le.Type == TypeFile {
 			le.Mode = localtree.KeepExec(le.Mode, re.Mode)
 		}
-		if ok && matchesRemote(m, rel, &le, re, l.Alg) {
+		if ok && matchesRemote(m, rel, &le, re, l.Alg, local.meter) {
 			idx.Put(rel, le)
 			continue
 		}

@@ -47,7 +47,7 @@ func ListRemote(ctx context.Context, ex remote.Executor, t remote.Target, m *Res
 
 // listingOf keeps what rl lists that belongs to m, by rel.
 func listingOf(rl *remote.Listing, m *Resolved) *Listing {
-	l := &Listing{Alg: rl.Alg, Gzip: rl.Gzip, Exists: rl.Exists, notDir: rl.NotDir, Entries: map[string]remoteEntry{}}
+	l := &Listing{Alg: rl.Alg, Gzip: rl.Gzip, Exists: rl.Exists, notDir: rl.NotDir, Entries: make(map[string]remoteEntry, len(rl.Names))}
 	for name, e := range rl.Names {
 		if rel, ok := remoteRel(m, name); ok {
 			l.Entries[rel] = e
@@ -76,7 +76,8 @@ func remoteRel(m *Resolved, name string) (string, bool) {
 
 // matchesRemote reports whether the container already has le. Permission bits
 // are compared loosely (group/other write may differ by the remote umask).
-func matchesRemote(m *Resolved, rel string, le *Entry, re remoteEntry, alg string) bool {
+// A file read to compare is counted on mt (nil: not counted).
+func matchesRemote(m *Resolved, rel string, le *Entry, re remoteEntry, alg string, mt *Meter) bool {
 	switch le.Type {
 	case TypeSymlink:
 		return le.Link == re.Link
@@ -101,6 +102,7 @@ func matchesRemote(m *Resolved, rel string, le *Entry, re remoteEntry, alg strin
 		return false
 	}
 	sum, err := hashWith(m.LocalPath(rel), h)
+	mt.hashed()
 	if err != nil || !bytes.Equal(sum, re.Sum) {
 		return false
 	}

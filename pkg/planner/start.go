@@ -71,7 +71,7 @@ func IndexOf(rs syncstate.Mapping) *Index {
 // ctime, size and mtime are all the same and its ctime is older than
 // trust (a file changed within a tick of being recorded could change again
 // unseen), else by hashing it when a's hash is known and the size is the same.
-func localSame(m *Resolved, rel string, a Entry, l *Entry, trust time.Time) bool {
+func localSame(m *Resolved, rel string, a Entry, l *Entry, trust time.Time, mt *Meter) bool {
 	if a.stale || a.Type != l.Type || a.Mode != l.Mode {
 		return false
 	}
@@ -92,6 +92,7 @@ func localSame(m *Resolved, rel string, a Entry, l *Entry, trust time.Time) bool
 		return false
 	}
 	sum, err := hashFile(m.LocalPath(rel))
+	mt.hashed()
 	if err != nil || *sum != *a.Sum {
 		return false
 	}
@@ -185,32 +186,24 @@ func ThreeWay(m *Resolved, local *LocalFiles, l *Listing, anc *Index, trust time
 	idx := NewIndex()
 	pl := newPlanState(m, idx)
 	decided := map[string]threeway.Action{}
-	rels := map[string]bool{}
-	for rel := range local.Entries {
-		rels[rel] = true
-	}
-	for rel := range l.Entries {
-		rels[rel] = true
-	}
-	for rel := range anc.all() {
-		rels[rel] = true
-	}
 	// keep holds the paths whose container side must stay: no delete of
 	// a directory above them may run; true where a type change must not
 	// remove them either (listed, or unreadable locally), false where the
 	// container merely created them.
 	keep := map[string]bool{}
 	var deletes, retyped []string
-	for rel := range rels {
+	// Every path either side or the ancestor holds, once: a set of their
+	// union would cost a start of 100,000 paths another map as large.
+	visit := func(rel string) {
 		if rel == "" && !m.File {
-			continue // the root is made by mkdir -p, never sent or deleted
+			return // the root is made by mkdir -p, never sent or deleted
 		}
 		a, hasA := anc.Get(rel)
 		le, hasL := local.Entries[rel]
 		re, hasR := l.Entries[rel]
 		isDir := hasL && le.Type == TypeDir || hasR && re.Type == TypeDir || hasA && a.Type == TypeDir
 		if !hasL && m.Ignored(rel, isDir) {
-			continue // never synced: the container's own
+			return // never synced: the container's own
 		}
 		if local.unreadableAt(rel) {
 			if hasA {
@@ -218,7 +211,7 @@ func ThreeWay(m *Resolved, local *LocalFiles, l *Listing, anc *Index, trust time
 				idx.Put(rel, a) // unknown: decided when it can be read
 			}
 			keep[rel] = true
-			continue
+			return
 		}
 		var act threeway.Action
 		if hasL && hasR && le.Type == TypeDir && re.Type == TypeDir {
@@ -228,7 +221,7 @@ func ThreeWay(m *Resolved, local *LocalFiles, l *Listing, anc *Index, trust time
 				act = threeway.Send
 			}
 		} else {
-			lSame := hasL == hasA && (!hasL || localSame(m, rel, a, &le, trust))
+			lSame := hasL == hasA && (!hasL || localSame(m, rel, a, &le, trust, local.meter))
 			rSame := hasR == hasA && (!hasR || remoteSame(a, re, l.Alg))
 			act = threeway.Decide(hasA, hasL, hasR, lSame, rSame, listed(rel, isDir))
 		}
@@ -243,11 +236,11 @@ func ThreeWay(m *Resolved, local *LocalFiles, l *Listing, anc *Index, trust time
 				retyped = append(retyped, rel) // deleted first, unless something under it stays
 			}
 			if le.Type == TypeFile && m.Unreadable.Holds(m.FS(), m.LocalPath(rel), rel) {
-				continue
+				return
 			}
 			if le.Type == TypeDir && hasR && re.Type == TypeDir && (re.Mode^le.Mode)&^0o022 == 0 {
 				idx.Put(rel, le) // already there as it is
-				continue
+				return
 			}
 			pl.copies[rel] = Copy{Rel: rel, Name: m.RemoteName(rel), Src: m.LocalPath(rel), Entry: le}
 		case threeway.Delete:
@@ -263,6 +256,20 @@ func ThreeWay(m *Resolved, local *LocalFiles, l *Listing, anc *Index, trust time
 			if _, ok := keep[rel]; !ok {
 				keep[rel] = false
 			}
+		}
+	}
+	for rel := range local.Entries {
+		visit(rel)
+	}
+	for rel := range l.Entries {
+		if _, ok := local.Entries[rel]; !ok {
+			visit(rel)
+		}
+	}
+	for rel := range anc.all() {
+		_, inL := local.Entries[rel]
+		if _, inR := l.Entries[rel]; !inL && !inR {
+			visit(rel)
 		}
 	}
 	// A delete runs only where nothing under it stays in the container; a

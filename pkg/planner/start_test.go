@@ -167,31 +167,41 @@ func TestLocalSameByStat(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"f": "content"})
 	m := testMapping(t, dir, "/app", nil)
-	tree, _, err := LocalTree(m)
+	mt := &Meter{}
+	tree, _, err := LocalTreeMeter(m, mt)
 	must(t, err)
+	if n := mt.Walked.Load(); n != 1 {
+		t.Errorf("walked %d, want 1", n)
+	}
 	le := tree.Entries["f"]
 	wrong := [32]byte{1} // not the file's hash: only a read would tell
 	a := le
 	a.Sum = &wrong
 	if le.Ino == 0 || le.CTime == 0 {
 		// A platform that does not say inode and ctime reads every file.
-		if l := le; localSame(m, "f", a, &l, time.Now().Add(time.Hour)) {
+		if l := le; localSame(m, "f", a, &l, time.Now().Add(time.Hour), mt) {
 			t.Error("without stat data, a file was trusted unread")
 		}
 		return
 	}
 	after := time.Unix(0, le.CTime).Add(2 * time.Second)
-	if l := le; !localSame(m, "f", a, &l, after) || l.Sum != &wrong {
+	if l := le; !localSame(m, "f", a, &l, after, mt) || l.Sum != &wrong {
 		t.Error("an unchanged file was read again")
 	}
-	if l := le; localSame(m, "f", a, &l, time.Unix(0, le.CTime)) {
+	if n := mt.Hashed.Load(); n != 0 {
+		t.Errorf("an unchanged file counted as read: %d", n)
+	}
+	if l := le; localSame(m, "f", a, &l, time.Unix(0, le.CTime), mt) {
 		t.Error("a record saved within its file's ctime tick was trusted")
+	}
+	if n := mt.Hashed.Load(); n != 1 {
+		t.Errorf("a file read again counted %d times, want 1", n)
 	}
 	must(t, os.Chmod(filepath.Join(dir, "f"), 0o600))
 	must(t, os.Chmod(filepath.Join(dir, "f"), le.Mode))
 	tree, _, err = LocalTree(m)
 	must(t, err)
-	if l := tree.Entries["f"]; localSame(m, "f", a, &l, time.Now().Add(time.Hour)) {
+	if l := tree.Entries["f"]; localSame(m, "f", a, &l, time.Now().Add(time.Hour), mt) {
 		t.Error("a file whose ctime changed was not read again")
 	}
 }

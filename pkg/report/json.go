@@ -30,6 +30,9 @@ type jsonEvent struct {
 	Entry     string         `json:"entry,omitempty"`
 	Target    *jsonTarget    `json:"target,omitempty"`
 	Files     *int           `json:"files,omitempty"`
+	Listed    *int           `json:"listed,omitempty"` // progress: paths listed so far
+	Hashed    *int           `json:"hashed,omitempty"` // progress: local files read to compare
+	Total     *int64         `json:"totalBytes,omitempty"`
 	Changed   *int           `json:"changed,omitempty"`
 	Deleted   *int           `json:"deleted,omitempty"`
 	Names     []string       `json:"names,omitempty"`

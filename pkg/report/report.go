@@ -24,6 +24,9 @@ type Printer struct {
 	// tty draws initial-sync progress on one self-overwriting line of errOut.
 	tty      bool
 	progress bool // a progress line is on screen
+	// progressAt is when (the event's Elapsed) each target's last progress
+	// event went out under -o json.
+	progressAt map[string]time.Duration
 	// colour colours the log lines' pod/container, one colour per pod, on a terminal.
 	colour bool
 
@@ -120,9 +123,7 @@ func (r *Printer) report(ev filesync.Event) {
 	case filesync.OnSync:
 		r.onSync(e)
 	case filesync.Progress:
-		if r.tty {
-			r.drawProgress(e)
-		}
+		r.progressed(e)
 	case filesync.Held:
 		r.held(e)
 	case filesync.Waiting:
@@ -173,6 +174,7 @@ func (r *Printer) watching(roots []string) {
 		r.writeJSON(r.out, jsonEvent{Type: "watching", Entry: r.entry, Paths: roots})
 		return
 	}
+	r.clearProgress()
 	r.endPrompt()
 	fmt.Fprintf(r.errOut, "%swatching %s; Ctrl-C to stop\n", r.prefix(), strings.Join(roots, ", "))
 }
@@ -184,6 +186,7 @@ func (r *Printer) Summary() {
 	if r.json {
 		return
 	}
+	r.clearProgress()
 	r.endPrompt()
 	fmt.Fprintf(r.errOut, "livesync: %s, %s, %s, %s sent, %s in %s\n",
 		plural(len(r.targets), "container", "containers"), plural(r.batches, "batch", "batches"), plural(r.files, "file", "files"), humanBytes(r.bytes), plural(r.errors, "error", "errors"), time.Since(r.started).Round(time.Second))

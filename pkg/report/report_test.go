@@ -25,7 +25,7 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	r.Report(filesync.TargetRemoved{Target: tg})
 	r.Refreshed("pinned")
 	r.Report(filesync.DryRun{Target: tg, Copy: []string{"/app/a"}, Delete: []string{"/app/b"}})
-	r.Report(filesync.Progress{Target: tg}) // drawn on terminals only
+	r.Report(filesync.Progress{Target: tg}) // a progress event, at most one a second
 	r.Report(filesync.Held{Target: tg, Mapping: planner.Mapping{Local: "/src", Remote: "/app"}, Reason: `local root "/src" is missing`,
 		Deleted: 120, Examples: []string{"/app/a", "/app/b"}, Hint: "nothing is deleted until it is back"})
 	r.Report(filesync.OnSync{Target: tg, ExitCode: 0, Duration: 120 * time.Millisecond, Output: "reloaded\n"})
@@ -33,7 +33,7 @@ func TestSyncReporterNDJSON(t *testing.T) {
 	r.Warn(errors.New("watching /src: out of inotify watches"))
 	r.Report(filesync.Recovered{Target: tg, Failures: 3, Duration: 12 * time.Second})
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "held", "on-sync", "on-sync", "error", "recovered"}
+	want := []string{"target-added", "initial-sync", "batch", "error", "target-removed", "refresh", "dry-run", "progress", "held", "on-sync", "on-sync", "error", "recovered"}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), out.String())
 	}
@@ -53,18 +53,18 @@ func TestSyncReporterNDJSON(t *testing.T) {
 		t.Errorf("batch = %v", b)
 	}
 	var rec map[string]any
-	_ = json.Unmarshal([]byte(lines[11]), &rec)
+	_ = json.Unmarshal([]byte(lines[12]), &rec)
 	if rec["failures"] != 3.0 || rec["durationMs"] != 12000.0 || rec["target"] == nil {
 		t.Errorf("recovered = %v", rec)
 	}
 	var h map[string]any
-	_ = json.Unmarshal([]byte(lines[7]), &h)
+	_ = json.Unmarshal([]byte(lines[8]), &h)
 	if h["deleted"] != 120.0 || h["reason"] != `local root "/src" is missing` || h["hint"] == nil || len(h["names"].([]any)) != 2 || h["target"] == nil {
 		t.Errorf("held = %v", h)
 	}
 	var ok, failed map[string]any
-	_ = json.Unmarshal([]byte(lines[8]), &ok)
-	_ = json.Unmarshal([]byte(lines[9]), &failed)
+	_ = json.Unmarshal([]byte(lines[9]), &ok)
+	_ = json.Unmarshal([]byte(lines[10]), &failed)
 	if ok["exitCode"] != 0.0 || ok["durationMs"] != 120.0 || ok["output"] != "reloaded\n" || ok["error"] != nil || ok["target"] == nil {
 		t.Errorf("on-sync = %v", ok)
 	}

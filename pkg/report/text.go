@@ -53,11 +53,56 @@ func listing(copies, deletes []string) string {
 	return b.String()
 }
 
-// drawProgress shows files, bytes, rate and ETA of an initial sync on one line.
+// jsonProgressEvery is how often at most a target's progress goes out as a
+// JSON event: a script needs no more, and 5 lines a second would bury the rest.
+const jsonProgressEvery = time.Second
+
+// progressed shows a long start's or send's progress: on one line of a
+// terminal, redrawn in place; under -o json as a progress event at most every
+// jsonProgressEvery per target (by the event's own clock, so a new start of
+// the target begins anew); elsewhere not at all.
+func (r *Printer) progressed(p filesync.Progress) {
+	if r.json {
+		k := p.Target.String()
+		if last, ok := r.progressAt[k]; ok && p.Elapsed >= last && p.Elapsed-last < jsonProgressEvery {
+			return
+		}
+		if r.progressAt == nil {
+			r.progressAt = map[string]time.Duration{}
+		}
+		r.progressAt[k] = p.Elapsed
+		ev := jsonEvent{Type: "progress", Target: toJSONTarget(p.Target), Files: &p.Files, Bytes: &p.Bytes, Total: &p.TotalBytes, Duration: ms(p.Elapsed)}
+		if p.Start {
+			ev.Listed, ev.Hashed = &p.Listed, &p.Hashed
+		}
+		r.emit(ev, "")
+		return
+	}
+	if r.tty {
+		r.drawProgress(p)
+	}
+}
+
+// drawProgress shows on one line what a start listed and hashed, and files,
+// bytes, rate and ETA of what it (or a batch) sends.
 func (r *Printer) drawProgress(p filesync.Progress) {
 	r.endPrompt()
-	rate := float64(p.Bytes) / p.Elapsed.Seconds()
-	line := fmt.Sprintf("syncing %s: %d files, %s/%s, %s/s", p.Target, p.Files, humanBytes(p.Bytes), humanBytes(p.TotalBytes), humanBytes(int64(rate)))
+	secs := p.Elapsed.Seconds()
+	line := "syncing " + p.Target.String() + ": "
+	if p.Start {
+		line += fmt.Sprintf("%d listed, %d hashed", p.Listed, p.Hashed)
+		if p.Files == 0 {
+			if secs > 0 {
+				line += fmt.Sprintf(", %.0f files/s", float64(p.Listed+p.Hashed)/secs)
+			}
+			fmt.Fprintf(r.errOut, "\r\033[K%s", line)
+			r.progress = true
+			return
+		}
+		line += ", sending "
+	}
+	rate := float64(p.Bytes) / secs
+	line += fmt.Sprintf("%d files, %s/%s, %s/s", p.Files, humanBytes(p.Bytes), humanBytes(p.TotalBytes), humanBytes(int64(rate)))
 	if p.TotalBytes > p.Bytes && rate > 0 {
 		line += fmt.Sprintf(", ETA %s", time.Duration(float64(p.TotalBytes-p.Bytes)/rate*float64(time.Second)).Round(time.Second))
 	}

@@ -155,6 +155,7 @@ func (b *bench) run(ctx context.Context, kubeconfig, kubectl, lcimage, registry,
 		{"sb", 1, "", false, []string{"syncback"}, false},
 		{"sbi", 1, "", false, []string{"syncback"}, true},
 		{"st", 1, "/app", false, []string{"state"}, false},
+		{"st100", 1, "/app", false, []string{"state"}, false},
 		{"bs", 1, "/bs", false, []string{"bigsave"}, false},
 		{"wt", waitReplicas, "", false, []string{"wait"}, false},
 	}

@@ -57,9 +57,9 @@ for c in find stat; do command -v $c >/dev/null 2>&1 || { echo "livesync: $c not
 printf 'LS2\0%s\0%s\0dir\0' "$h" "$z"
 if [ "${4:-}" = names ]; then
   c=$3; shift 4
-  [ $# -eq 0 ] || find "$@" -maxdepth 0 -type f -exec sh -c "$c" sh "$h" {} +
+  [ $# -eq 0 ] || LIVESYNC_REG=1 find "$@" -maxdepth 0 -type f -exec sh -c "$c" sh "$h" {} +
   printf 'END\0'; exit 0
 fi
-find "$start" -mindepth $min -type f -exec sh -c "$3" sh "$hc" {} +
+LIVESYNC_REG=1 find "$start" -mindepth $min -type f -exec sh -c "$3" sh "$hc" {} +
 find "$start" -mindepth $min ! -type f -exec sh -c "$3" sh "" {} +
 printf 'END\0'
