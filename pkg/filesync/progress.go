@@ -3,6 +3,7 @@ package filesync
 import (
 	"context"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,16 +97,34 @@ type progressExecutor struct {
 }
 
 func (p *progressExecutor) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if stdin != nil {
-		stdin = &countingReader{r: stdin, p: p}
+	if stdin == nil {
+		return p.Executor.Exec(ctx, t, argv, nil, stdout, stderr)
 	}
-	return p.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+	c := &countingReader{r: stdin, p: p}
+	defer c.close()
+	return p.Executor.Exec(ctx, t, argv, c, stdout, stderr)
 }
 
 type countingReader struct {
 	r    io.Reader
 	p    *progressExecutor
 	seen int64 // tar bytes counted so far, from a compressed archive
+
+	// An exec's stdin copy may outlive it (client-go's StreamWithContext
+	// does not wait for it), and its last Read return once the archive's
+	// pipe is closed: what it counts then was not sent, and a report then
+	// would come after the engine call that owns it returned. mu holds
+	// close back until a report under way is done.
+	mu     sync.Mutex
+	closed bool
+}
+
+// close ends c's counting and reporting; it returns once no report is
+// under way.
+func (c *countingReader) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 }
 
 // tarCounter is a compressed archive's reader: it counts the tar bytes
@@ -114,6 +133,11 @@ type tarCounter interface{ TarBytes() int64 }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return n, err
+	}
 	p := c.p
 	d := int64(n)
 	if tc, ok := c.r.(tarCounter); ok {
