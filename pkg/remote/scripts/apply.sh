@@ -215,6 +215,11 @@ nolink() { q=. r=${1#./}; while :; do q=$q/${r%%/*}; [ ! -L "$q" ] || return 1; 
 # a precondition is ("C<now>./name"), with c set, and the script ends with
 # status 8. Where the file system has no hard links, NEW is renamed over
 # the path instead.
+# same A B: whether A and B are one file. -ef is in every sh an image has
+# (busybox, dash, bash, mksh); where the test lacks it, it is false (swap
+# then leaves what it placed).
+# shellcheck disable=SC3013
+same() { [ "$1" -ef "$2" ] 2>/dev/null; }
 swap() {
   xp=./${2#*./} xl=
   xo=${xp%/*}/.livesync-old.$$
@@ -232,7 +237,7 @@ swap() {
     printf 'C%s%s\0' "$n" "$xp"; c=1
     if [ -z "$1" ]; then
       if [ -e "$xo" ] || [ -L "$xo" ]; then ln -- "$xo" "$xp" 2>/dev/null || [ -e "$xp" ] || [ -L "$xp" ] || mv -f -- "$xo" "$xp" || :; fi
-    elif [ -z "$xl" ] || [ "$xp" -ef "$1" ]; then
+    elif [ -z "$xl" ] || same "$xp" "$1"; then
       if [ -e "$xo" ] || [ -L "$xo" ]; then mv -f -- "$xo" "$xp" || :; else rm -f -- "$xp" || :; fi
     fi
   fi
