@@ -21,6 +21,7 @@ test: verify verify-docs test-unit test-windows krew-test e2e
 ## prints package lines, failures and skips, and fails on a skip not in hack/skips-allowed.txt
 test-unit:
 	hack/check-skips.sh -race -count=1 ./...
+	hack/check-skips.sh -count=1 -run 'Allocs|AllocatesLittle' ./pkg/planner ./pkg/remote ./pkg/tarstream
 	cd hack/localcluster/tools && ../../check-skips.sh -count=1 ./...
 
 ## test-windows: the Windows unit tests of the OS-dependent packages, as Windows binaries under
