@@ -73,6 +73,9 @@ func (p *sending) expectAt(rel string) []string {
 // returns their rels.
 func scriptArgsOf(m *planner.Resolved, p *sending, sent []planner.Copy) (a *remote.ApplyArgs, staged map[string]bool) {
 	a = planner.ScriptArgs(m, p.Plan)
+	if len(p.expect) == 0 {
+		return a, nil // no sync-back here: nothing to check again, nor to index per batch
+	}
 	whole, copied, deleted := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, c := range sent {
 		whole[c.Rel] = c.Type == planner.TypeFile
