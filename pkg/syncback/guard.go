@@ -27,12 +27,16 @@ import (
 // Other replicas are upload-only: they get the source's content whatever
 // they hold, so they are never checked.
 
-// mark is a local file as it was when a conflict was reported at it.
+// mark is a local file as it was when a conflict was reported at it. Its
+// inode and ctime (where the platform has them) tell a save that keeps the
+// size and mtime (a rename of a copy over it, cp -p, touch -r) from no save.
 type mark struct {
 	exists bool
 	mode   os.FileMode
 	size   int64
 	mtime  time.Time
+	ino    uint64
+	ctime  int64
 }
 
 // seen is what the container held at a conflict's path when it was
@@ -73,7 +77,8 @@ func markOf(name string) mark {
 	if err != nil {
 		return mark{}
 	}
-	return mark{exists: true, mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime()}
+	ino, ctime, _ := localtree.IdentityOf(fi)
+	return mark{exists: true, mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime(), ino: ino, ctime: ctime}
 }
 
 func conflictKey(t filesync.Target, i int, rel string) string {

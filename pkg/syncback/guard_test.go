@@ -481,6 +481,38 @@ func TestSaveKeepingStatAfterSyncBack(t *testing.T) {
 	}
 }
 
+// TestSaveKeepingStatAfterConflict: after a conflict, a local save that
+// keeps the file's bytes, size and mtime (another file with the same content
+// renamed over it, cp -p) is a save: it wins. The conflict's mark holds the
+// inode and ctime too. Before, it held mode, size and mtime only, the save
+// was taken for none, and the file was never sent (TestModel seed
+// 11282773897188738247, round 314: a local rename of gen/sub/d.txt over
+// lock.json with the bytes the conflict held; the container kept nothing).
+func TestSaveKeepingStatAfterConflict(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newRunning(t, &executor{Runner: *r}, Config{})
+			f.pass(t)
+			write(t, f.remote, "package-lock.json", "theirs 1", 0o644)
+			write(t, f.local, "package-lock.json", "mine 1", 0o644)
+			f.save(t, "package-lock.json")
+			if evs := f.rec.take(); len(evs) != 1 {
+				t.Fatalf("the conflict: %#v", evs)
+			}
+			p := f.path("package-lock.json")
+			fi, err := os.Lstat(p)
+			must(t, err)
+			write(t, f.local, "gen/copy.txt", "mine 1", 0o644)
+			must(t, os.Chtimes(f.path("gen/copy.txt"), fi.ModTime(), fi.ModTime()))
+			must(t, os.Rename(f.path("gen/copy.txt"), p))
+			f.save(t, "package-lock.json")
+			if got := read(t, f.remote, "package-lock.json"); got != "mine 1" {
+				t.Fatalf("the save after the conflict that kept size and mtime was not sent: the container holds %q; events %#v", got, f.rec.take())
+			}
+		})
+	}
+}
+
 // TestSaveWinsOverTheLatestReportedConflict: a conflict a pass reports
 // again with new container content moves the mark to that content, so the
 // next save wins over what was last reported (it met the first report's
