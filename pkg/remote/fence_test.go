@@ -178,11 +178,11 @@ func (l *linkedLoops) waitEnded(t *testing.T) {
 	}
 }
 
-// oneLoopLeft fails unless what the loops keep in TMPDIR (their stage
+// oneLoopLeft fails unless what the loops keep in tmp, their TMPDIR (stage
 // files and records) is one loop's: the replaced loop's went with it.
-func oneLoopLeft(t *testing.T) {
+func oneLoopLeft(t *testing.T, tmp string) {
 	t.Helper()
-	left, _ := filepath.Glob(filepath.Join(os.Getenv("TMPDIR"), "livesync-*"))
+	left, _ := filepath.Glob(filepath.Join(tmp, "livesync-*"))
 	pids := map[string]bool{}
 	for _, f := range left {
 		base := strings.TrimSuffix(filepath.Base(f), ".e")
@@ -210,7 +210,6 @@ func archiveOf(t *testing.T, name string, content []byte) *bytes.Buffer {
 func TestStreamFenceLateFrame(t *testing.T) {
 	for name, ex := range executors(t) {
 		t.Run(name, func(t *testing.T) {
-			t.Setenv("TMPDIR", t.TempDir())
 			l := newLinkedLoops(ex)
 			s, _ := newTestStreams(t, l)
 			root := t.TempDir()
@@ -239,7 +238,7 @@ func TestStreamFenceLateFrame(t *testing.T) {
 				t.Fatalf("a = %q, %v; want v2: a late frame of the replaced stream was applied", got, err)
 			}
 			sendFile(t, s, root, "b", "b") // the new stream goes on
-			oneLoopLeft(t)
+			oneLoopLeft(t, ex.Tmp)
 		})
 	}
 }
@@ -265,7 +264,6 @@ func (r refusing) Exec(ctx context.Context, t Target, argv []string, stdin io.Re
 func TestStreamFenceBeforeExecFallback(t *testing.T) {
 	for name, ex := range executors(t) {
 		t.Run(name, func(t *testing.T) {
-			t.Setenv("TMPDIR", t.TempDir())
 			l := newLinkedLoops(ex)
 			dials := new(atomic.Int32)
 			s, _ := newTestStreams(t, refusing{l, dials})
@@ -307,7 +305,6 @@ func TestStreamFenceBeforeExecFallback(t *testing.T) {
 func TestStreamCutFrameAppliesNothing(t *testing.T) {
 	for name, ex := range executors(t) {
 		t.Run(name, func(t *testing.T) {
-			t.Setenv("TMPDIR", t.TempDir())
 			l := newLinkedLoops(ex)
 			s, _ := newTestStreams(t, l)
 			root := t.TempDir()
@@ -329,7 +326,7 @@ func TestStreamCutFrameAppliesNothing(t *testing.T) {
 			}
 			// The loop's stage file went with it: its replacement removes it.
 			sendFile(t, s, root, "b", "b")
-			oneLoopLeft(t)
+			oneLoopLeft(t, ex.Tmp)
 		})
 	}
 }

@@ -36,8 +36,7 @@ func withStreams(t *testing.T) map[string]Executor {
 func TestStreamRunFrames(t *testing.T) {
 	for name, ex := range executors(t) {
 		t.Run(name, func(t *testing.T) {
-			tmp := t.TempDir()
-			t.Setenv("TMPDIR", tmp)
+			tmp := ex.Tmp // the loop's TMPDIR
 			s, c := newTestStreams(t, ex)
 			ctx := context.Background()
 			dir := t.TempDir()

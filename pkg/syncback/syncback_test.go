@@ -105,7 +105,7 @@ func (e *executor) Exec(ctx context.Context, _ filesync.Target, argv []string, s
 	}
 	if e.unshare {
 		argv = append([]string{"unshare", "-m", "--"}, argv...)
-		r := localexec.Runner{SysProcAttr: e.SysProcAttr}
+		r := localexec.Runner{SysProcAttr: e.SysProcAttr, Tmp: e.Tmp}
 		return r.Run(ctx, argv, stdin, stdout, stderr)
 	}
 	return e.Run(ctx, argv, stdin, stdout, stderr)

@@ -36,7 +36,19 @@ func Busybox(t testing.TB, without ...string) *Runner {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.Tmp = TempDir(t)
 	return r
+}
+
+// TempDir returns a directory of the test's for a Runner's Tmp, writable by
+// every user as /tmp is (tests run the remote side as nobody too).
+func TempDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // Variants returns the busybox and GNU (host) runners to run a test with,
@@ -46,7 +58,7 @@ func Variants(t testing.TB) map[string]*Runner {
 	if _, err := os.Stat("/bin/tar"); err != nil {
 		t.Skip("needs GNU tar at /bin/tar")
 	}
-	return map[string]*Runner{"busybox": Busybox(t), "gnu": {}}
+	return map[string]*Runner{"busybox": Busybox(t), "gnu": {Tmp: TempDir(t)}}
 }
 
 // Runner runs argv on this machine. With Bin set (see NewBusybox) PATH holds
@@ -57,6 +69,10 @@ type Runner struct {
 	// SysProcAttr, if set, is used for every command: tests run the remote
 	// side as a non-root user with it, as most containers do.
 	SysProcAttr *syscall.SysProcAttr
+	// Tmp, if set, is every command's TMPDIR: what the scripts stage there
+	// (a stream's frame and loop record, which a killed loop leaves) goes
+	// with the test's temp dirs instead of staying in this machine's /tmp.
+	Tmp string
 }
 
 // NewBusybox fills dir with links to busybox's applets, except those in
@@ -92,6 +108,9 @@ func NewBusybox(busybox, dir string, without ...string) (*Runner, error) {
 func (l *Runner) Run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	name := argv[0]
 	env := os.Environ()
+	if l.Tmp != "" {
+		env = append(env, "TMPDIR="+l.Tmp)
+	}
 	if l.Bin != "" {
 		name = filepath.Join(l.Bin, argv[0])
 		env = append(env, "PATH="+l.Bin)

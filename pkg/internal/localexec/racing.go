@@ -61,7 +61,7 @@ exit $s
 					}
 				}
 			}
-			out[name] = &Runner{Bin: bin}
+			out[name] = &Runner{Bin: bin, Tmp: TempDir(t)}
 			continue
 		}
 		bb, err := NewBusybox("/bin/busybox", t.TempDir(), "tar", "ln", "sha256sum")
@@ -73,6 +73,7 @@ exit $s
 				t.Fatal(err)
 			}
 		}
+		bb.Tmp = TempDir(t)
 		out[name] = bb
 	}
 	return out
