@@ -27,6 +27,13 @@ type sending struct {
 	// nor checks them again.
 	patched map[string]patched
 	expect  []precondition // sync-back's (see applyGuarded)
+	// unswap are the recoveries this apply begins with (see leftovers):
+	// rels, and their remote.UnswapArgs.
+	unswap, unswapArgs []string
+	// swapped are the files this try's places and takes replace or delete
+	// through apply.sh's swap, by rel, with their preconditions: what a
+	// kill may leave half done (see leftovers).
+	swapped map[string]string
 }
 
 // sent returns, by rel, the content each copy of p carried as far as it is
@@ -73,6 +80,7 @@ func (p *sending) expectAt(rel string) []string {
 // returns their rels.
 func scriptArgsOf(m *planner.Resolved, p *sending, sent []planner.Copy) (a *remote.ApplyArgs, staged map[string]bool) {
 	a = planner.ScriptArgs(m, p.Plan)
+	p.swapped = nil
 	if len(p.expect) == 0 {
 		return a, nil // no sync-back here: nothing to check again, nor to index per batch
 	}
@@ -111,7 +119,13 @@ func scriptArgsOf(m *planner.Resolved, p *sending, sent []planner.Copy) (a *remo
 		case deleted[pc.rel] && !copied[pc.rel]:
 			taken["./"+pc.rel] = true
 			a.Takes = append(a.Takes, remote.TakeArgs(pc.check))
+		default:
+			continue
 		}
+		if p.swapped == nil {
+			p.swapped = map[string]string{}
+		}
+		p.swapped[pc.rel] = pc.check
 	}
 	if len(taken) > 0 {
 		a.Deletes = slices.DeleteFunc(a.Deletes, func(d string) bool { return taken[d] })
@@ -194,6 +208,7 @@ func applyOnce(ctx context.Context, ex Executor, t Target, m *planner.Resolved, 
 	// After the patches: the preconditions of those applied were checked
 	// in their own execs.
 	args, staged := scriptArgsOf(m, p, sent)
+	args.Unswap = p.unswapArgs
 	args.Moves, args.Tar = moves, len(sent) > 0
 	args.Gz = o.Gzip && args.Tar
 	for _, a := range args.Split(remote.MaxArgBytes) {

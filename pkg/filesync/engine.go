@@ -102,6 +102,7 @@ type Engine struct {
 	guard      UploadGuard     // nil without sync-back
 	anc        Ancestry        // nil: no saved ancestors
 	sigs       sigCache        // what was sent of large files, for deltas (see findPatches)
+	left       leftovers       // what failed applies may have staged and left (see leftovers.go)
 
 	mu       sync.Mutex
 	targets  map[string]*target

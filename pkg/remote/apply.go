@@ -21,8 +21,11 @@ const MaxArgBytes = 32 << 10
 // ApplyArgs is what apply.sh gets for one batch, by step; its header says
 // what each step does. Paths are relative to Root, "./"-prefixed.
 type ApplyArgs struct {
-	Root    string      // the remote directory the script works in
-	File    string      // "./name": the one entry to write in Root (a file's sync); "" for all of Root
+	Root string // the remote directory the script works in
+	File string // "./name": the one entry to write in Root (a file's sync); "" for all of Root
+	// Unswap are recoveries from a batch killed mid-way (see UnswapArgs):
+	// before anything else, in the first exec.
+	Unswap  []string
 	Expect  []string    // preconditions (ExpectFile, ExpectAbsent): tested before anything else
 	Checks  []string    // "p./dir", "k./dir", "w./dir", parents first
 	Moves   [][2]string // what the container moves or copies itself (see MoveArgs), after the checks
@@ -44,7 +47,7 @@ type ApplyArgs struct {
 
 // Empty reports whether a has nothing to do.
 func (a *ApplyArgs) Empty() bool {
-	return len(a.Expect)+len(a.Checks)+len(a.Moves)+len(a.Patch)+len(a.Deletes)+len(a.Takes)+len(a.Rmdirs)+len(a.Places)+len(a.Chmods) == 0 && !a.Tar
+	return len(a.Unswap)+len(a.Expect)+len(a.Checks)+len(a.Moves)+len(a.Patch)+len(a.Deletes)+len(a.Takes)+len(a.Rmdirs)+len(a.Places)+len(a.Chmods) == 0 && !a.Tar
 }
 
 // Argv returns the exec's command line.
@@ -60,9 +63,10 @@ func (a *ApplyArgs) Argv() []string {
 	case a.Tar:
 		mode = "x"
 	}
-	out := make([]string, 0, 10+len(a.Expect)+len(a.Checks)+2*len(a.Moves)+len(a.Takes)+len(a.Rmdirs)+len(a.Places)+len(a.Chmods)+len(a.Deletes))
+	out := make([]string, 0, 10+len(a.Unswap)+len(a.Expect)+len(a.Checks)+2*len(a.Moves)+len(a.Takes)+len(a.Rmdirs)+len(a.Places)+len(a.Chmods)+len(a.Deletes))
 	out = append(out, "sh", "-c", applyScript, "livesync", a.Root, mode, a.File,
-		strconv.Itoa(len(a.Expect)+len(a.Checks)+2*len(a.Moves)+len(a.Patch)), strconv.Itoa(len(a.Takes)+len(a.Rmdirs)), strconv.Itoa(len(a.Places)+len(a.Chmods)))
+		strconv.Itoa(len(a.Unswap)+len(a.Expect)+len(a.Checks)+2*len(a.Moves)+len(a.Patch)), strconv.Itoa(len(a.Takes)+len(a.Rmdirs)), strconv.Itoa(len(a.Places)+len(a.Chmods)))
+	out = append(out, a.Unswap...)
 	out = append(out, a.Expect...)
 	out = append(out, a.Checks...)
 	for _, m := range a.Moves {
@@ -77,8 +81,8 @@ func (a *ApplyArgs) Argv() []string {
 }
 
 // Split cuts a into execs of at most max bytes of paths each, keeping the
-// order of the steps across them: preconditions, checks, deletes, rmdirs,
-// tar, chmods. A single longer path gets an exec of its own. Preconditions
+// order of the steps across them: recoveries, preconditions, checks,
+// deletes, rmdirs, tar, chmods. A single longer path gets an exec of its own. Preconditions
 // go first, so every one of them is tested before the first exec changes
 // anything.
 func (a *ApplyArgs) Split(max int) []*ApplyArgs {
@@ -95,6 +99,9 @@ func (a *ApplyArgs) Split(max int) []*ApplyArgs {
 		l := list(cur)
 		*l = append(*l, p)
 		size += len(p) + 1
+	}
+	for _, p := range a.Unswap {
+		add(func(a *ApplyArgs) *[]string { return &a.Unswap }, p)
 	}
 	for _, p := range a.Expect {
 		add(func(a *ApplyArgs) *[]string { return &a.Expect }, p)
@@ -187,8 +194,12 @@ func StagedName(name string) string {
 	return dir + ".livesync-new." + base
 }
 
-// CanStage reports whether name's StagedName fits in a directory entry.
-func CanStage(name string) bool { return len(".livesync-new.")+len(path.Base(name)) <= 255 }
+// CanStage reports whether name's StagedName fits in a directory entry,
+// and the name apply.sh renames what is there aside to
+// (".livesync-old.<name>.<pid>").
+func CanStage(name string) bool {
+	return len(".livesync-old.")+len(path.Base(name))+len(".4294967295") <= 255
+}
 
 // Guards reports whether check, a precondition (ExpectFile and the like),
 // can guard a take or a place: a file's, not a directory's (ExpectAtMost).
@@ -202,6 +213,13 @@ func Guards(check string) bool {
 // which fails where the container made anything at the path since. A path
 // that changed is left as the container holds it, and reported.
 func PlaceArgs(check string) string { return "S" + check }
+
+// UnswapArgs is apply.sh's recovery of the path check, a precondition
+// (ExpectFile and the like), names, from a batch that may have been killed
+// as it placed or took the file there (see PlaceArgs, TakeArgs): what it
+// renamed aside goes back where the path is missing, or where what it
+// linked in replaced a save that fails check; its staged file goes.
+func UnswapArgs(check string) string { return "U" + check }
 
 // TakeArgs is apply.sh's delete of the file check names: renamed aside and
 // checked against check first; one that changed goes back, unless the
@@ -326,6 +344,13 @@ func (e *ChangedError) Error() string {
 
 // Unwrap returns the classified exit, which is not transient.
 func (e *ChangedError) Unwrap() error { return e.Err }
+
+// IsChanged reports whether err is a precondition that failed before the
+// batch changed anything (a *ChangedError, not Applied).
+func IsChanged(err error) bool {
+	var ce *ChangedError
+	return errors.As(err, &ce) && !ce.Applied
+}
 
 // reportsIn parses apply.sh's stdout: the "R./dir\0" reports (directories
 // replaced, without "./") and the "C<now>./name\0" ones (preconditions that

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,5 +61,22 @@ func TestScriptArgsSplitPlaces(t *testing.T) {
 	argv := a.Argv()
 	if n := argv[8:10]; n[0] != "2" || n[1] != "3" {
 		t.Errorf("argv counts rmdirs %s, chmods %s; want 2 and 3", n[0], n[1])
+	}
+}
+
+// The recoveries of a killed batch lead the first exec, before its
+// preconditions, and count with the checks ($4).
+func TestScriptArgsSplitUnswap(t *testing.T) {
+	a := &ApplyArgs{Unswap: []string{"Ua./u1", "Ua./u2"}, Expect: []string{"a./n1"}, Deletes: []string{"./d1"}}
+	var got []string
+	for _, p := range a.Split(16) {
+		got = append(got, fmt.Sprintf("{%v %v %v}", p.Unswap, p.Expect, p.Deletes))
+	}
+	if s, want := strings.Join(got, " "), "{[Ua./u1 Ua./u2] [] []} {[] [a./n1] [./d1]}"; s != want {
+		t.Errorf("split = %s, want %s", s, want)
+	}
+	argv := a.Argv()
+	if argv[7] != "3" || !slices.Equal(argv[10:13], []string{"Ua./u1", "Ua./u2", "a./n1"}) {
+		t.Errorf("argv %q: want 3 checks, the recoveries first", argv[7:])
 	}
 }

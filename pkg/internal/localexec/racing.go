@@ -15,7 +15,9 @@ import (
 // the $RACE_AT-th run of $RACE_TOOL ("tar", "ln" or "sha256sum"; counted
 // in the file $RACE_COUNT.TOOL) writes $RACE_BODY to $RACE_TMP and renames
 // it over $RACE_FILE, as an editor or a build saves: right before tar or ln
-// runs, right after sha256sum ran. With RACE_TOOL unset the wrappers only
+// runs, right after sha256sum ran. With $RACE_KILL naming the tool, each of
+// its runs (or only the $RACE_KILL_AT-th) kills the script that ran it
+// instead (SIGKILL to its parent), as a cut stream or a killed exec ends it. With RACE_TOOL unset the wrappers only
 // count.
 func Racing(t testing.TB) map[string]*Runner {
 	t.Helper()
@@ -36,6 +38,7 @@ func Racing(t testing.TB) map[string]*Runner {
 			script := fmt.Sprintf(`#!/bin/sh
 c="$RACE_COUNT.%[1]s"; n=$(cat "$c" 2>/dev/null || echo 0); n=$((n+1)); [ -z "$RACE_COUNT" ] || echo "$n" >"$c"
 save() { printf '%%s' "$RACE_BODY" >"$RACE_TMP" && mv -f "$RACE_TMP" "$RACE_FILE"; }
+if [ "$RACE_KILL" = %[1]s ] && { [ -z "$RACE_KILL_AT" ] || [ "$n" = "$RACE_KILL_AT" ]; }; then kill -9 "$PPID"; exit 137; fi
 if [ "$RACE_TOOL" = %[1]s ] && [ "$n" = "$RACE_AT" ] && [ %[1]s != sha256sum ]; then save; fi
 %[2]s "$@"; s=$?
 if [ "$RACE_TOOL" = %[1]s ] && [ "$n" = "$RACE_AT" ] && [ %[1]s = sha256sum ]; then save; fi

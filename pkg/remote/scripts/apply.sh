@@ -33,7 +33,11 @@
 #     dst's new content at src (a rename, git mv, a moved directory, a
 #     copy), so it moves ("m") or copies ("c") it there instead of receiving
 #     it again; see step 2b.
-#     Preconditions lead the list (sync-back's, see ExpectFile), and all of
+#     Recoveries lead the list, "U" + a precondition: a batch killed in a
+#     place or a take of that path (a stream fenced, an exec cut) may have
+#     left its file staged and what was there renamed aside; each is ended
+#     first (see unswap), so nothing below ever finds the path missing.
+#     Preconditions follow (sync-back's, see ExpectFile), and all of
 #     them are tested before any other check: each names what the batch
 #     replaces or deletes and what the container must still hold there,
 #     the state the client last confirmed.
@@ -158,7 +162,7 @@ if [ -n "$file" ] && [ -d "$file" ] && [ ! -L "$file" ]; then echo "livesync: co
 # from the wire as before.
 if [ -z "${livesync_stage:-}" ] && [ "$nc" -gt 0 ] && { [ "$mode" = x ] || [ "$mode" = z ]; } && command -v cat >/dev/null 2>&1; then
   case ${1:-} in
-  h*|a*|n*|o*)
+  h*|a*|n*|o*|U*)
     st="${TMPDIR:-/tmp}/livesync-frame.$$"
     rm -f -- "$st" 2>/dev/null || :
     if (umask 077; set -C; : >"$st") 2>/dev/null; then
@@ -190,21 +194,56 @@ pre() {
 }
 hs=
 hashes() { if [ -z "$hs" ]; then if command -v sha256sum >/dev/null 2>&1; then hs=y; else hs=n; fi; fi; [ "$hs" = y ]; }
+# Every component of $1 ("./a/b") that exists is not a symlink.
+nolink() { q=. r=${1#./}; while :; do q=$q/${r%%/*}; [ ! -L "$q" ] || return 1; case $r in */*) r=${r#*/} ;; *) return 0 ;; esac; done; }
+# same A B: whether A and B are one file. -ef is in every sh an image has
+# (busybox, dash, bash, mksh); where the test lacks it, it is false (swap
+# then leaves what it placed).
+# shellcheck disable=SC3013
+same() { [ "$1" -ef "$2" ] 2>/dev/null; }
+# unswap TOKEN: ends what a batch killed mid-way (a stream fenced, an exec
+# cut) left of its place or take of the path TOKEN, its precondition,
+# names (see swap): what it had renamed aside goes back where the path is
+# missing; where the killed batch had linked its file in and what it took
+# aside fails TOKEN (a save that landed after its check), that goes back
+# too, as swap would have done; else it goes. The staged file goes.
+unswap() {
+  xp=./${1#*./}
+  nolink "${xp%/*}" || return 0
+  xn=${xp%/*}/.livesync-new.${xp##*/}
+  for xo in "${xp%/*}/.livesync-old.${xp##*/}".*; do
+    [ -e "$xo" ] || [ -L "$xo" ] || continue
+    if [ ! -e "$xp" ] && [ ! -L "$xp" ]; then
+      ln -- "$xo" "$xp" 2>/dev/null || [ -e "$xp" ] || [ -L "$xp" ] || mv -f -- "$xo" "$xp" || :
+    elif [ -f "$xn" ] && same "$xp" "$xn" && ! pre "$1" "$xo"; then
+      mv -f -- "$xo" "$xp" || :
+    fi
+    rm -f -- "$xo" 2>/dev/null || :
+  done
+  rm -f -- "$xn" 2>/dev/null || :
+}
+# 1c. The recoveries ("U" + a precondition) lead the list: before anything
+# is tested, the paths a killed batch left are as it found them, or as it
+# would have left them.
+i=0
+for a; do
+  [ $i -lt "$nc" ] || break
+  case $a in U*) unswap "${a#U}" ;; *) break ;; esac
+  i=$((i+1))
+done
 # 2. Preconditions first (sync-back's; see above), all of them.
 i=0 c=0
 for a; do
   [ $i -lt "$nc" ] || break
-  case $a in h*|a*|n*|o*) ;; *) break ;; esac
+  case $a in U*) i=$((i+1)); continue ;; h*|a*|n*|o*) ;; *) break ;; esac
   i=$((i+1)) p=./${a#*./}
   pre "$a" "$p" || { printf 'C%s%s\0' "$n" "$p"; c=1; }
 done
 [ $c = 0 ] || exit 5
-# Every component of $1 ("./a/b") that exists is not a symlink.
-nolink() { q=. r=${1#./}; while :; do q=$q/${r%%/*}; [ ! -L "$q" ] || return 1; case $r in */*) r=${r#*/} ;; *) return 0 ;; esac; done; }
 # swap NEW TOKEN: NEW, a file this script made in the directory of the path
 # TOKEN names ("" to delete it), replaces that path if it held what TOKEN,
 # a precondition, expects, and no write that lands meanwhile is lost. What
-# is there is renamed aside (.livesync-old.PID: one rename takes whatever
+# is there is renamed aside (.livesync-old.<name>.PID: one rename takes whatever
 # the latest save left) and NEW is linked in at once, which fails where
 # anything was made at the path since: that is newer, and stays. Only then
 # is what was taken aside checked, so that the path is missing for no
@@ -215,14 +254,9 @@ nolink() { q=. r=${1#./}; while :; do q=$q/${r%%/*}; [ ! -L "$q" ] || return 1; 
 # a precondition is ("C<now>./name"), with c set, and the script ends with
 # status 8. Where the file system has no hard links, NEW is renamed over
 # the path instead.
-# same A B: whether A and B are one file. -ef is in every sh an image has
-# (busybox, dash, bash, mksh); where the test lacks it, it is false (swap
-# then leaves what it placed).
-# shellcheck disable=SC3013
-same() { [ "$1" -ef "$2" ] 2>/dev/null; }
 swap() {
   xp=./${2#*./} xl=
-  xo=${xp%/*}/.livesync-old.$$
+  xo=${xp%/*}/.livesync-old.${xp##*/}.$$
   rm -f -- "$xo" 2>/dev/null || :
   if [ -e "$xp" ] || [ -L "$xp" ]; then mv -f -- "$xp" "$xo" || return; fi
   if [ -n "$1" ]; then
