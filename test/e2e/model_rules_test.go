@@ -58,6 +58,8 @@ func TestModelVerdict(t *testing.T) {
 		{"running: a local delete, then the container writes other bytes: they stay", running, false, pair{a, a}, []change{l(""), c(b)}, nil, pair{"", ""}, false},
 		{"running: a container delete, then a local copy of the same bytes over it: the delete stays there", running, false, pair{a, a}, []change{c(""), l(a)}, nil, pair{a, ""}, true},
 		{"running: the same, with deletes coming home: it comes home", running, true, pair{a, a}, []change{c(""), l(a)}, nil, pair{"", ""}, true},
+		{"running: a container delete that stayed there, then a local copy of the same bytes: it stays", running, false, pair{a, ""}, []change{l(a)}, nil, pair{a, ""}, true},
+		{"running: a container delete that stayed there, then a local write of other bytes: they go up", running, false, pair{a, ""}, []change{l(b)}, nil, pair{b, ""}, false},
 		{"running: a container delete, then a local write of other bytes: they go up", running, false, pair{a, a}, []change{c(""), l(b)}, nil, pair{b, ""}, false},
 		{"running: a conflict that names other versions", running, false, pair{a, a}, []change{l(b), c(x)}, []sessiontest.Event{conflict(b, y)}, pair{b, x}, false},
 		{"running: container then local, seen first: the local save wins", running, false, pair{a, a}, []change{c(b), l(x)}, []sessiontest.Event{syncedBack}, pair{x, x}, true},

@@ -1052,6 +1052,10 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 			// The local writes left it holding the bytes it held (a copy of the same content
 			// over it): by content the local side did not change, and the container's change
 			// stands (a delete stays in the container without --sync-back-deletes).
+		case last.side == 'L' && lastC == nil && lastL == prev.L && prev.R == "" && !m.deletes && cur == prev:
+			// The same, a round later: a container delete that stayed there, then local writes
+			// that left the file holding the bytes it held. Before, only the round of the
+			// delete allowed it (seeds 11282773897188738247 r314, 2447579629889017635 r209).
 		case last.side == 'C' && localChanged && lastR == prev.R && !diverged(prev) && cur == both(lastL):
 			// The container's writes left it holding what it held (a file renamed or copied
 			// back over the path with the same bytes): by content, which is what a check can
