@@ -715,13 +715,19 @@ func (m *model) stop() {
 // --- quiescent points ---------------------------------------------------------------------------
 
 // quiesce returns once a local marker written now is in the container and a container marker
-// written after that is home, its pass over (its synced-back event printed): the session has
-// sent every local change made before, and a sync-back pass that started after every container
-// change has run.
+// written after that is home, its pass over (its synced-back event printed), and then a second
+// local marker is in the container: the session has sent every local change made before, a
+// sync-back pass that started after every container change has run, and what that pass handed
+// the uploads as it ended has gone up. A pass that finds a conflict's container side gone has
+// the local file sent again (a modification wins over a deletion) after its synced-back event:
+// read at once, the container lacked it, and the upload landed in the next round, which had
+// not touched the path (TestModel seed 4, 300 steps, round 62, once the reads took
+// milliseconds, not the second a kubectl exec took).
 func (m *model) quiesce() {
 	m.quiesceLocal()
 	if m.key != keyOneWay { // else nothing comes home
 		m.quiesceRemote()
+		m.quiesceLocal()
 	}
 }
 
