@@ -332,9 +332,9 @@ done`)
 		return m.changes[p][len(m.changes[p])-1].sum
 	}
 	in := func(what, sum string) {
-		waitFor(m.t, what, 2*time.Minute, func() (bool, error) {
-			r := kexec(m.t, m.ns, m.pod, "sh", "-c", `sha256sum "/app/$1" 2>/dev/null`, "sh", p)
-			return r.code == 0 && strings.HasPrefix(r.stdout, sum), nil
+		m.waitFor(what, 2*time.Minute, func() bool {
+			r := m.exec(context.Background(), "sh", "-c", `sha256sum "/app/$1" 2>/dev/null`, "sh", p)
+			return r.code == 0 && strings.HasPrefix(r.stdout, sum)
 		})
 	}
 	first := wrote()
@@ -430,7 +430,7 @@ func (m *model) slowRemoverRound() {
 	m.begin()
 	lt, err := readLocalTree(m.local)
 	m.must(err)
-	rt, err := remoteHashTree(context.Background(), m.ns, m.pod, "app", "/app")
+	rt, err := m.hashTree(context.Background())
 	m.must(err)
 	from := m.pos()
 	if side == 'L' {
@@ -505,7 +505,7 @@ func (m *model) bulkMade(dir string, names []string) {
 func (m *model) bulkTrees() (tree, tree) {
 	lt, err := readLocalTree(m.local)
 	m.must(err)
-	rt, err := remoteHashTree(context.Background(), m.ns, m.pod, "app", "/app")
+	rt, err := m.hashTree(context.Background())
 	m.must(err)
 	return lt, rt
 }

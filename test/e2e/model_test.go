@@ -174,6 +174,7 @@ type model struct {
 	freezes, others, slowrms    int
 	ns, pod, local, stage       string
 	stateDir                    string // every session's: each starts from what the last one saved
+	agent                       *agent // runs the container's commands: see agentFor
 	sessions                    []*sessiontest.Session
 	printed                     []func() []sessiontest.Event // each session's events so far
 	running                     bool
@@ -183,6 +184,7 @@ type model struct {
 	began                       time.Time // when it began
 	log                         []string
 	round, ops, marks           int
+	spent                       map[string]time.Duration // wall time by phase: see timed
 	stops, restarts, cuts, errs int
 }
 
@@ -198,6 +200,8 @@ func (m *model) logf(format string, args ...any) {
 
 func (m *model) run() {
 	t := m.t
+	began := time.Now()
+	m.spent = map[string]time.Duration{}
 	m.deletes = m.rng.IntN(2) == 0
 	m.kind = syncBackImages[m.rng.IntN(len(syncBackImages))]
 	m.logf("seed %d: image %s, --sync-back-deletes %v, operations %s", m.seed, m.kind, m.deletes, m.kindsString())
@@ -245,6 +249,8 @@ func (m *model) run() {
 	m.stop()
 	t.Logf("TestModel: seed %d, %d operations in %d rounds (%d stopped, %d container restarts, %d cut streams, %d other keys, %d slow removers, %d frozen streams), %d conflicts reported; sync-back-deletes %v, image %s",
 		m.seed, m.ops, m.round, m.stops, m.restarts, m.cuts, m.others, m.slowrms, m.freezes, m.conflicts(), m.deletes, m.kind)
+	wall := time.Since(began)
+	t.Logf("TestModel: seed %d, %s in %d rounds, %.2f s a round: %s", m.seed, wall.Round(time.Second), m.round, wall.Seconds()/float64(m.round), m.spentString(wall))
 	if m.errs > 0 {
 		t.Fatalf("%d model violations (LIVESYNC_MODEL_KEEP_GOING=1 went on after each)", m.errs)
 	}
@@ -526,7 +532,7 @@ func (m *model) under(dir string) []string {
 // sh runs a script in the container; exit 3 says "nothing there, nothing done".
 func (m *model) sh(script string, args ...string) result {
 	m.t.Helper()
-	r := kexec(m.t, m.ns, m.pod, append([]string{"sh", "-c", "cd /app || exit 1\n" + script, "sh"}, args...)...)
+	r := m.exec(context.Background(), append([]string{"sh", "-c", "cd /app || exit 1\n" + script, "sh"}, args...)...)
 	if r.code != 0 && r.code != 3 {
 		m.t.Fatalf("in the container: %s\n%s", script, r)
 	}
@@ -630,6 +636,7 @@ echo "$n"`)
 // container that exits again and again is held back by the kubelet, CrashLoopBackOff).
 func (m *model) restartContainer() {
 	m.begin()
+	done := m.timed("container restarts")
 	m.restarts++
 	s := m.sessions[len(m.sessions)-1]
 	syncs := s.Count("initial-sync")
@@ -637,6 +644,7 @@ func (m *model) restartContainer() {
 	if m.restarts == 1 {
 		before := m.restartCount()
 		kexec(m.t, m.ns, m.pod, "sh", "-c", "kill 1") // the exec may end with its container: its result says nothing
+		m.dropAgent()                                 // it ended with its container
 		m.logf("container restarted (kill 1)")
 		waitFor(m.t, "the container to restart", 2*time.Minute, func() (bool, error) {
 			p, err := e.client.CoreV1().Pods(m.ns).Get(ctx, m.pod, metav1.GetOptions{})
@@ -649,6 +657,7 @@ func (m *model) restartContainer() {
 	} else {
 		old := m.pod
 		m.must(e.client.CoreV1().Pods(m.ns).Delete(ctx, old, metav1.DeleteOptions{}))
+		m.dropAgent() // its pod goes
 		waitFor(m.t, "the pod replaced", 2*time.Minute, func() (bool, error) {
 			list, err := e.client.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 			if err != nil || len(list.Items) != 1 || list.Items[0].Name == old {
@@ -661,6 +670,7 @@ func (m *model) restartContainer() {
 		m.logf("pod replaced: %s -> %s", old, m.pod)
 	}
 	s.WaitCount("initial-sync", syncs+1)
+	done()
 	m.check(restarted)
 }
 
@@ -674,6 +684,7 @@ func (m *model) restartCount() int32 {
 // the seed draws (exec, whose link is not measured fast, sends large files as deltas; see
 // TestSyncBigSaveDelta), and records the ancestor its start reports.
 func (m *model) start(key modelKey) {
+	defer m.timed("session starts and stops")()
 	m.key, m.transport = key, "stream"
 	if m.kinds["large"] && m.rng.IntN(3) == 0 {
 		m.transport = "exec"
@@ -693,6 +704,7 @@ func (m *model) start(key modelKey) {
 }
 
 func (m *model) stop() {
+	defer m.timed("session starts and stops")()
 	if m.running {
 		m.sessions[len(m.sessions)-1].Stop()
 		m.running = false
@@ -703,13 +715,19 @@ func (m *model) stop() {
 // --- quiescent points ---------------------------------------------------------------------------
 
 // quiesce returns once a local marker written now is in the container and a container marker
-// written after that is home, its pass over (its synced-back event printed): the session has
-// sent every local change made before, and a sync-back pass that started after every container
-// change has run.
+// written after that is home, its pass over (its synced-back event printed), and then a second
+// local marker is in the container: the session has sent every local change made before, a
+// sync-back pass that started after every container change has run, and what that pass handed
+// the uploads as it ended has gone up. A pass that finds a conflict's container side gone has
+// the local file sent again (a modification wins over a deletion) after its synced-back event:
+// read at once, the container lacked it, and the upload landed in the next round, which had
+// not touched the path (TestModel seed 4, 300 steps, round 62, once the reads took
+// milliseconds, not the second a kubectl exec took).
 func (m *model) quiesce() {
 	m.quiesceLocal()
 	if m.key != keyOneWay { // else nothing comes home
 		m.quiesceRemote()
+		m.quiesceLocal()
 	}
 }
 
@@ -719,7 +737,7 @@ func (m *model) quiesceLocal() {
 	n := strconv.Itoa(m.marks)
 	write(m.t, m.abs(modelLocalMark), n)
 	m.waitFor("the local marker in the container", time.Minute, func() bool {
-		r := kexec(m.t, m.ns, m.pod, "cat", "/app/"+modelLocalMark)
+		r := m.exec(context.Background(), "cat", "/app/"+modelLocalMark)
 		return r.code == 0 && r.stdout == n
 	})
 }
@@ -738,10 +756,11 @@ func (m *model) quiesceRemote() {
 	})
 }
 
-// waitFor is waitFor that fails with the session's last events.
+// waitFor is waitFor that fails with the session's last events. Its conditions are cheap (a
+// command of the agent, a local read), so it polls often: a round waits for two of them.
 func (m *model) waitFor(what string, timeout time.Duration, cond func() bool) {
 	m.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		return cond(), nil
 	})
 	if err != nil {
@@ -754,7 +773,10 @@ func (m *model) waitFor(what string, timeout time.Duration, cond func() bool) {
 // (a download cut short waits for the next full scan, 30 s), or fails with what differs.
 func (m *model) check(kind roundKind) {
 	m.t.Helper()
+	done := m.timed("quiescent points")
 	m.quiesce()
+	done()
+	defer m.timed("reading both trees")()
 	var last []string
 	var cur map[string]pair
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -820,7 +842,7 @@ func (m *model) observe(ctx context.Context) (map[string]pair, []string, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	rt, err := remoteHashTree(ctx, m.ns, m.pod, "app", "/app")
+	rt, err := m.hashTree(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
