@@ -36,6 +36,15 @@ type sending struct {
 	swapped map[string]string
 }
 
+// swap records that this try replaces or deletes rel through apply.sh's
+// swap, checked against check (see leftovers).
+func (p *sending) swap(rel, check string) {
+	if p.swapped == nil {
+		p.swapped = map[string]string{}
+	}
+	p.swapped[rel] = check
+}
+
 // sent returns, by rel, the content each copy of p carried as far as it is
 // known after an apply whose outcome is not: the archive's hashes of what it
 // sent whole, a patch's result, what a move or copy in the container held.
@@ -80,7 +89,6 @@ func (p *sending) expectAt(rel string) []string {
 // returns their rels.
 func scriptArgsOf(m *planner.Resolved, p *sending, sent []planner.Copy) (a *remote.ApplyArgs, staged map[string]bool) {
 	a = planner.ScriptArgs(m, p.Plan)
-	p.swapped = nil
 	if len(p.expect) == 0 {
 		return a, nil // no sync-back here: nothing to check again, nor to index per batch
 	}
@@ -122,10 +130,7 @@ func scriptArgsOf(m *planner.Resolved, p *sending, sent []planner.Copy) (a *remo
 		default:
 			continue
 		}
-		if p.swapped == nil {
-			p.swapped = map[string]string{}
-		}
-		p.swapped[pc.rel] = pc.check
+		p.swap(pc.rel, pc.check)
 	}
 	if len(taken) > 0 {
 		a.Deletes = slices.DeleteFunc(a.Deletes, func(d string) bool { return taken[d] })
@@ -200,6 +205,19 @@ func apply(ctx context.Context, ex Executor, t Target, m *planner.Resolved, p *s
 // applyOnce is apply's one try.
 func applyOnce(ctx context.Context, ex Executor, t Target, m *planner.Resolved, p *sending, o tarstream.Options) (applyResult, error) {
 	res := applyResult{deleted: len(p.Deletes)}
+	p.swapped = nil
+	unswap := p.unswapArgs
+	if len(unswap) > 0 && len(p.Patches) > 0 {
+		// The recoveries go first, before a patch's precondition is tested.
+		a := &remote.ApplyArgs{Root: string(m.RemoteDir()), Unswap: unswap}
+		if m.File {
+			a.File = "./" + m.RemoteName("")
+		}
+		if _, err := remote.Apply(ctx, ex, t, "recovering files", a, nil); err != nil {
+			return res, withMapping(err, t, m)
+		}
+		unswap = nil
+	}
 	moves, sent := planner.MoveArgs(m, p.Plan)
 	sent, err := applyPatches(ctx, ex, t, m, p, sent)
 	if err != nil {
@@ -208,7 +226,7 @@ func applyOnce(ctx context.Context, ex Executor, t Target, m *planner.Resolved, 
 	// After the patches: the preconditions of those applied were checked
 	// in their own execs.
 	args, staged := scriptArgsOf(m, p, sent)
-	args.Unswap = p.unswapArgs
+	args.Unswap = unswap
 	args.Moves, args.Tar = moves, len(sent) > 0
 	args.Gz = o.Gzip && args.Tar
 	for _, a := range args.Split(remote.MaxArgBytes) {

@@ -209,6 +209,9 @@ func applyPatches(ctx context.Context, ex Executor, t Target, m *planner.Resolve
 		}
 		a := &remote.ApplyArgs{Root: string(m.RemoteDir()), Expect: p.expectAt(c.Rel),
 			Patch: remote.PatchArgs("./"+c.Name, pt.old, pt.new, c.Mode, deltaBlock, pt.ops)}
+		if len(a.Expect) > 0 && remote.Guards(a.Expect[0]) {
+			p.swap(c.Rel, a.Expect[0]) // its result goes in through swap
+		}
 		if m.File {
 			a.File = "./" + m.RemoteName("")
 		}

@@ -489,3 +489,60 @@ func killedAfterLink(t *testing.T) {
 		})
 	}
 }
+
+// A try killed inside its swap, then retried at once in the same batch:
+// the retry begins with the recovery of what the killed try left (its own
+// swap renames aside under another name, and would find the path
+// missing), and nothing stays behind. Before, the retry's success counted
+// as the recovery: TestModel seed 5961522209981438596 round 217 found
+// gen/sub/.livesync-old.c.txt.2448 in the container.
+func TestKilledSwapRetriedAtOnce(t *testing.T) {
+	for name, r := range localexec.Racing(t) {
+		t.Run(name, func(t *testing.T) {
+			local, remoteDir := t.TempDir(), filepath.Join(t.TempDir(), "app")
+			writeTree(t, local, map[string]string{"data/conf.json": "v2 from local"})
+			writeTree(t, remoteDir, map[string]string{"data/conf.json": "v1"})
+			m := testMapping(t, local, remoteDir, nil)
+			fi, err := os.Stat(filepath.Join(local, "data", "conf.json"))
+			must(t, err)
+			e, _ := planner.EntryOf(fi)
+			v1 := sha256.Sum256([]byte("v1"))
+			p := &sending{
+				Plan:   &planner.Plan{Copies: []planner.Copy{{Rel: "data/conf.json", Name: "data/conf.json", Src: filepath.Join(local, "data", "conf.json"), Entry: e}}},
+				expect: []precondition{{"data/conf.json", remote.ExpectFile("./data/conf.json", &v1, 2, 0)}},
+			}
+			// The first ln kills the script (a stream cut, to the client),
+			// after it renamed data/conf.json aside; the retry runs at once.
+			tmp := t.TempDir()
+			t.Setenv("RACE_COUNT", filepath.Join(tmp, "count"))
+			t.Setenv("RACE_KILL", "ln")
+			t.Setenv("RACE_KILL_AT", "1")
+			eng := New(nil, Config{}, WithRetry(remote.RetryPolicy{Tries: 2}))
+			if _, err := eng.applyPlan(context.Background(), cutExecutor{&localExecutor{Runner: *r}}, testTarget, m, p, false, nil); err != nil {
+				t.Fatalf("the retry: %v", err)
+			}
+			got := readTree(t, remoteDir)
+			for name := range got {
+				if strings.Contains(name, ".livesync-") {
+					t.Errorf("left in the container: %s", name)
+				}
+			}
+			if got["data/conf.json"] != "file -rw-r--r-- v2 from local" {
+				t.Errorf("the container holds %q, want data/conf.json sent", got)
+			}
+		})
+	}
+}
+
+// cutExecutor reports a script killed by SIGKILL as a stream
+// cut short: what the client sees when a fence kills the loop under it.
+type cutExecutor struct{ Executor }
+
+func (c cutExecutor) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	err := c.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+	var ee remote.ExitError
+	if errors.As(err, &ee) && (ee.ExitStatus() == 137 || ee.ExitStatus() == -1) { // -1: os/exec's for a signal
+		return errors.New("the stream was cut: EOF")
+	}
+	return err
+}

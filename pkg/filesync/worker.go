@@ -514,27 +514,23 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *planne
 		res      applyResult
 		replaced []string
 	)
-	p.unswap, p.unswapArgs = e.left.take(t, m)
-	left := map[string]string{}
 	err := e.retry.Do(ctx, e.clk, func() (err error) {
+		// Each try begins with the recoveries of what the tries before it
+		// may have left, its own tries' too: a retry's swap renames aside
+		// under another name, and would find the path missing.
+		p.unswap, p.unswapArgs = e.left.take(t, m)
 		res, err = apply(ctx, ex, t, m, p, tarstream.Options{Gzip: gz, Owner: e.ownerOf(t)})
 		replaced = append(replaced, res.replaced...) // failed attempts' too
-		if err != nil && !remote.IsChanged(err) {
-			// It may have been killed in a swap (a precondition that failed
-			// ended it before anything changed).
-			maps.Copy(left, p.swapped)
+		if err == nil || remote.IsChanged(err) {
+			// Its recoveries ran first, and its own swaps ended (a
+			// precondition that failed ended it before anything changed).
+			e.left.done(t, m, p.unswap)
+		} else {
+			e.left.add(t, m, p.swapped) // it may have been killed in one
 		}
 		return err
 	})
 	res.replaced = replaced
-	if err == nil || remote.IsChanged(err) {
-		// Its recoveries ran first, and this try's swaps ended.
-		e.left.done(t, m, p.unswap)
-		for rel := range p.swapped {
-			delete(left, rel)
-		}
-	}
-	e.left.add(t, m, left)
 	if err == nil {
 		e.learnSigs(t, p.Plan, res.Result) // delta.go
 	}
