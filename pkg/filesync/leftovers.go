@@ -37,6 +37,9 @@ func leftoverKey(t Target, m *planner.Resolved) string {
 func (l *leftovers) take(t Target, m *planner.Resolved) (rels, args []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.m) == 0 {
+		return nil, nil // every batch asks: no key to build when nothing was left
+	}
 	set := l.m[leftoverKey(t, m)]
 	n := 0
 	for _, rel := range slices.Sorted(maps.Keys(set)) {

@@ -331,11 +331,7 @@ func TestLateContainerSaveIsKept(t *testing.T) {
 			if got["data/conf.json"] != "file -rw-r--r-- "+theirs || got["data/other.txt"] != "file -rw-r--r-- o2" {
 				t.Errorf("the container holds %q, want its own save kept and other.txt sent", got)
 			}
-			for name := range got {
-				if strings.Contains(name, ".livesync-") {
-					t.Errorf("left in the container: %s", name)
-				}
-			}
+			noToolFiles(t, got)
 			if c := g.take(); len(c) != 1 || c[0].Name != "./data/conf.json" || c[0].Now != hexSum([]byte(theirs)) {
 				t.Errorf("conflicts %+v, want the container's save at ./data/conf.json", c)
 			}
@@ -377,18 +373,7 @@ func TestKilledSwapIsRecovered(t *testing.T) {
 		for name, r := range localexec.Racing(t) {
 			t.Run(fmt.Sprintf("%s/deleted meanwhile %v", name, deleted), func(t *testing.T) {
 				g := &expectGuard{}
-				// One try: a killed exec is transient, and its retry would
-				// recover it before this test could look.
-				f := newWrappedFixture(t, Config{}, func(in Executor) Executor {
-					return &localExecutor{Runner: *r, Sandbox: in.(*localExecutor).Sandbox}
-				}, WithUploadGuard(g), WithRetry(remote.RetryPolicy{Tries: 1}))
-				writeTree(t, f.local, map[string]string{"data/conf.json": "v1", "data/other.txt": "o1"})
-				f.e.AddTarget(podTarget("web-1"))
-				f.run(t)
-				if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
-					t.Fatal(ev.Err)
-				}
-				remoteDir := f.remote("web-1")
+				f, remoteDir := killedFixture(t, r, g)
 				conf := filepath.Join(remoteDir, "data", "conf.json")
 
 				// Every ln kills the script that runs it: the one that links
@@ -415,11 +400,7 @@ func TestKilledSwapIsRecovered(t *testing.T) {
 					t.Fatalf("batch = %+v", b)
 				}
 				got := readTree(t, remoteDir)
-				for name := range got {
-					if strings.Contains(name, ".livesync-") {
-						t.Errorf("left in the container: %s", name)
-					}
-				}
+				noToolFiles(t, got)
 				if got["data/conf.json"] != want || got["data/other.txt"] != "file -rw-r--r-- o2" {
 					t.Errorf("the container holds %q, want data/conf.json %q and other.txt sent", got, want)
 				}
@@ -435,16 +416,7 @@ func killedAfterLink(t *testing.T) {
 	for name, r := range localexec.Racing(t) {
 		t.Run(name, func(t *testing.T) {
 			g := &expectGuard{}
-			f := newWrappedFixture(t, Config{}, func(in Executor) Executor {
-				return &localExecutor{Runner: *r, Sandbox: in.(*localExecutor).Sandbox}
-			}, WithUploadGuard(g), WithRetry(remote.RetryPolicy{Tries: 1}))
-			writeTree(t, f.local, map[string]string{"data/conf.json": "v1", "data/other.txt": "o1"})
-			f.e.AddTarget(podTarget("web-1"))
-			f.run(t)
-			if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
-				t.Fatal(ev.Err)
-			}
-			remoteDir := f.remote("web-1")
+			f, remoteDir := killedFixture(t, r, g)
 			conf := filepath.Join(remoteDir, "data", "conf.json")
 			theirs := "v1, then the container's own save"
 			tmp := t.TempDir()
@@ -475,11 +447,7 @@ func killedAfterLink(t *testing.T) {
 				t.Fatalf("batch = %+v", b)
 			}
 			got := readTree(t, remoteDir)
-			for name := range got {
-				if strings.Contains(name, ".livesync-") {
-					t.Errorf("left in the container: %s", name)
-				}
-			}
+			noToolFiles(t, got)
 			if got["data/conf.json"] != "file -rw-r--r-- "+theirs {
 				t.Errorf("the container holds %q, want the container's save at data/conf.json", got)
 			}
@@ -522,15 +490,41 @@ func TestKilledSwapRetriedAtOnce(t *testing.T) {
 				t.Fatalf("the retry: %v", err)
 			}
 			got := readTree(t, remoteDir)
-			for name := range got {
-				if strings.Contains(name, ".livesync-") {
-					t.Errorf("left in the container: %s", name)
-				}
-			}
+			noToolFiles(t, got)
 			if got["data/conf.json"] != "file -rw-r--r-- v2 from local" {
 				t.Errorf("the container holds %q, want data/conf.json sent", got)
 			}
 		})
+	}
+}
+
+// killedFixture is a running engine with g as its upload guard, the tools
+// of r in the container, data/conf.json and data/other.txt synced to
+// web-1, and one try per batch: a killed exec is transient, and a retry
+// would recover what it left before the test could look. It returns the
+// container's directory too.
+func killedFixture(t *testing.T, r *localexec.Runner, g UploadGuard) (*engineFixture, string) {
+	t.Helper()
+	f := newWrappedFixture(t, Config{}, func(in Executor) Executor {
+		return &localExecutor{Runner: *r, Sandbox: in.(*localExecutor).Sandbox}
+	}, WithUploadGuard(g), WithRetry(remote.RetryPolicy{Tries: 1}))
+	writeTree(t, f.local, map[string]string{"data/conf.json": "v1", "data/other.txt": "o1"})
+	f.e.AddTarget(podTarget("web-1"))
+	f.run(t)
+	if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+		t.Fatal(ev.Err)
+	}
+	return f, f.remote("web-1")
+}
+
+// noToolFiles fails for each of apply.sh's temp names (a staged file, one
+// renamed aside, a patch's) left in got, a readTree of the container.
+func noToolFiles(t *testing.T, got map[string]string) {
+	t.Helper()
+	for name := range got {
+		if strings.Contains(name, ".livesync-") {
+			t.Errorf("left in the container: %s", name)
+		}
 	}
 }
 

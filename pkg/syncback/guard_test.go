@@ -389,12 +389,7 @@ func TestSaveAfterConflictIsChecked(t *testing.T) {
 			}
 			f := newRunning(t, &executor{Runner: *r}, Config{})
 			f.pass(t)
-			write(t, f.remote, "package-lock.json", "theirs 1", 0o644)
-			write(t, f.local, "package-lock.json", "mine 1", 0o644)
-			f.save(t, "package-lock.json")
-			if evs := f.rec.take(); len(evs) != 1 {
-				t.Fatalf("first conflict: %#v", evs)
-			}
+			f.conflictOnLock(t)
 			// The container writes again after the conflict; the user saves.
 			write(t, f.remote, "package-lock.json", "theirs 2, written again", 0o644)
 			write(t, f.local, "package-lock.json", "mine 2", 0o644)
@@ -493,12 +488,7 @@ func TestSaveKeepingStatAfterConflict(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newRunning(t, &executor{Runner: *r}, Config{})
 			f.pass(t)
-			write(t, f.remote, "package-lock.json", "theirs 1", 0o644)
-			write(t, f.local, "package-lock.json", "mine 1", 0o644)
-			f.save(t, "package-lock.json")
-			if evs := f.rec.take(); len(evs) != 1 {
-				t.Fatalf("the conflict: %#v", evs)
-			}
+			f.conflictOnLock(t)
 			p := f.path("package-lock.json")
 			fi, err := os.Lstat(p)
 			must(t, err)
@@ -522,12 +512,7 @@ func TestSaveWinsOverTheLatestReportedConflict(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newRunning(t, &executor{Runner: *r}, Config{})
 			f.pass(t)
-			write(t, f.remote, "package-lock.json", "theirs 1", 0o644)
-			write(t, f.local, "package-lock.json", "mine 1", 0o644)
-			f.save(t, "package-lock.json")
-			if evs := f.rec.take(); len(evs) != 1 {
-				t.Fatalf("first conflict: %#v", evs)
-			}
+			f.conflictOnLock(t)
 			write(t, f.remote, "package-lock.json", "theirs 2, later", 0o644)
 			evs := f.pass(t)
 			if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.RemoteSum != sum("theirs 2, later") {
@@ -673,6 +658,19 @@ func TestRetryAfterLostAckIsChecked(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// conflictOnLock makes package-lock.json a conflict: the container writes
+// "theirs 1" there, then a local save of "mine 1" goes checked and is
+// reported, once.
+func (f *running) conflictOnLock(t *testing.T) {
+	t.Helper()
+	write(t, f.remote, "package-lock.json", "theirs 1", 0o644)
+	write(t, f.local, "package-lock.json", "mine 1", 0o644)
+	f.save(t, "package-lock.json")
+	if evs := f.rec.take(); len(evs) != 1 {
+		t.Fatalf("the conflict: %#v", evs)
 	}
 }
 
