@@ -44,6 +44,9 @@ type Listing struct {
 	// Unknown holds names that were found but not described: stat failed,
 	// or a FIFO, socket or device.
 	Unknown []string
+	// Whole holds the directories whose every entry an incremental scan
+	// listed (see ScanResult.Since); nil elsewhere.
+	Whole map[string]bool
 }
 
 // ListStatArgv is ListArgv hashing nothing: the listing names the Alg the
@@ -145,12 +148,34 @@ func parseListing(t *tokens) (*Listing, error) {
 			return nil, errors.New("listing output is truncated")
 		case tok == "END":
 			return l, nil
+		case tok == "V":
+			if err := l.parseWhole(t); err != nil {
+				return nil, err
+			}
+			continue
 		case tok != "C":
 			return nil, fmt.Errorf("unexpected token %q in listing output", tok)
 		}
 		if err := l.parseChunk(t); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// parseWhole reads the names of a scan's "V" record, up to its "".
+func (l *Listing) parseWhole(t *tokens) error {
+	for {
+		n, ok := t.next()
+		switch {
+		case !ok:
+			return errors.New("listing output is truncated")
+		case n == "":
+			return nil
+		}
+		if l.Whole == nil {
+			l.Whole = map[string]bool{}
+		}
+		l.Whole[n] = true
 	}
 }
 

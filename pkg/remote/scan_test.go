@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,6 +111,9 @@ func TestScanListsChangedDirWhole(t *testing.T) {
 			if !r.Since || !r.Complete || !slices.Equal(scanNames(r), []string{"./gen", "./gen/made.go", "./gen/new.go", "./gen/old.go"}) {
 				t.Fatalf("scan: %+v %q", r, scanNames(r))
 			}
+			if !maps.Equal(r.Whole, map[string]bool{"./gen": true}) {
+				t.Fatalf("directories listed whole: %v, want ./gen", r.Whole)
+			}
 			for n, c := range map[string]string{"./gen/old.go": "o", "./gen/new.go": "n2", "./gen/made.go": "m"} {
 				if sum := sha256.Sum256([]byte(c)); !bytes.Equal(r.Names[n].Sum, sum[:]) {
 					t.Errorf("%s: %+v, want its hash", n, r.Names[n])
@@ -132,9 +136,9 @@ func TestScanMissingRoot(t *testing.T) {
 }
 
 func TestParseScanTruncated(t *testing.T) {
-	full := "SB1\x00100\x00mnt:[1]\x00\x00LS2\x00sha256sum\x00\x00dir\x00END\x00OK\x00"
-	if _, err := ParseScan([]byte(full)); err != nil {
-		t.Fatalf("complete output: %v", err)
+	full := "SB1\x00100\x00mnt:[1]\x00newer\x00LS2\x00sha256sum\x00\x00dir\x00V\x00./gen\x00\x00END\x00OK\x00"
+	if r, err := ParseScan([]byte(full)); err != nil || !maps.Equal(r.Whole, map[string]bool{"./gen": true}) {
+		t.Fatalf("complete output: %+v %v", r, err)
 	}
 	// Every cut short of the last token is an error, never an empty listing.
 	for i := range len(full) - 1 {

@@ -572,7 +572,7 @@ func (p *mappingPass) entriesListed(rel string) bool {
 		name = "./" + rel
 	}
 	e, ok := p.res.Names[name]
-	return ok && e.Type == remote.TypeDir && e.MTime > p.since
+	return ok && e.Type == remote.TypeDir && p.res.Whole[name]
 }
 
 func mapsKeys(m map[string]bool) func(func(string) bool) {
@@ -705,14 +705,15 @@ func (p *mappingPass) goneLocally(rems map[string]remote.Entry) []string {
 		}
 		return out
 	}
-	for rel, e := range rems {
-		// Only a directory newer than the marker had its entries listed;
-		// a second's granularity leaves out, never adds, a borderline one.
-		if e.Type == remote.TypeDir && e.MTime > p.since {
+	for rel := range rems {
+		// Only a directory the walk found newer than the marker had its
+		// entries listed (scan.sh's "V"); one that changed after the walk
+		// passed it is listed with its new mtime, its entries not.
+		if p.entriesListed(rel) {
 			walk(rel, false)
 		}
 	}
-	if e, ok := p.res.Names["."]; ok && e.MTime > p.since {
+	if p.entriesListed("") {
 		walk("", false)
 	}
 	return out

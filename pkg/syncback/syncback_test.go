@@ -772,6 +772,62 @@ func TestScanSeesRewriteDuringScan(t *testing.T) {
 	}
 }
 
+// TestDirChangedBehindScanKeepsItsEntries: the scan's walk passes gen while
+// it is old (nothing of it is listed), then the container renames a save
+// over gen/a.txt, and the scan lists the root's entries (the root changed),
+// gen among them with its new mtime. Its entries were never listed: the
+// pass must not read their absence as deletes. TestModel seed
+// 4338312530518604372 round 163 lost the user's delete of gen/sub/c.txt to
+// it: the pass deleted gen/sub, gen/bulk1 and gen/a.txt locally, the next
+// brought them back, the container's c.txt with them.
+func TestDirChangedBehindScanKeepsItsEntries(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			ex := &executor{Runner: *r}
+			f := newFixture(t, ex, Config{Deletes: true}) // package-lock.json: the walk starts at the root
+			write(t, f.local, "gen/a.txt", "a", 0o644)
+			write(t, f.local, "gen/b.txt", "b", 0o644)
+			write(t, f.local, "gen/sub/c.txt", "c", 0o644)
+			f.initialSync(t)
+			old := time.Now().Add(-time.Hour)
+			for _, n := range []string{"gen/a.txt", "gen/b.txt", "gen/sub/c.txt", "gen/sub", "gen"} {
+				must(t, os.Chtimes(filepath.Join(f.remote, n), old, old))
+			}
+			f.pass(t) // a full one: the look-back starts here
+			// The root changes (a new file in it), so its entries are
+			// listed; gen is old when the walk passes it.
+			write(t, f.remote, "notes.txt", "n", 0o644)
+			save := filepath.Join(filepath.Dir(f.remote), ".save")
+			flag := filepath.Join(t.TempDir(), "saved")
+			ex.inScan = `[ -e '` + flag + `' ] || { : >'` + flag + `'; printf a2 >'` + save + `' && mv -f '` + save + `' '` + f.remote + `/gen/a.txt'; }`
+			evs := f.pass(t)
+			if _, err := os.Stat(flag); err != nil {
+				t.Fatalf("the save in the scan did not run: %v", err)
+			}
+			for _, ev := range evs {
+				if sb, ok := ev.(SyncedBack); ok && len(sb.Deleted) > 0 {
+					t.Fatalf("deleted locally what the container still has: %q", sb.Deleted)
+				}
+			}
+			for _, n := range []string{"gen/a.txt", "gen/b.txt", "gen/sub/c.txt"} {
+				if _, err := os.Stat(f.path(n)); err != nil {
+					t.Fatalf("local %s: %v", n, err)
+				}
+			}
+			ex.inScan = ""
+			f.pass(t)
+			if got := read(t, f.local, "gen/a.txt"); got != "a2" {
+				t.Fatalf("local gen/a.txt after the next pass: %q", got)
+			}
+			for n, want := range map[string]string{"gen/b.txt": "b", "gen/sub/c.txt": "c"} {
+				if got := read(t, f.local, n); got != want {
+					t.Fatalf("local %s: %q", n, got)
+				}
+			}
+		})
+	}
+}
+
 // TestDeleteDuringScanComesNextPass orders, on purpose, what made
 // TestSyncBackRules' "with --sync-back-deletes it does" fail once in CI: the
 // container's `rm gen/a.txt && printf newer > gen/b.txt` lands inside a scan,
