@@ -287,23 +287,52 @@ func (r *Runner) stateOf(t filesync.Target) *state {
 }
 
 // markConflict records the local file at rel as it is when the conflict is
-// first reported: the state a local save must change for the upload to go
-// with the check of what the container held. A pass that finds the
-// conflict again keeps the local mark, so a save that a pass sees before
-// its batch still wins; the container's side moves to what that pass
-// reported, which the save then wins over.
+// reported: the state a local save must change for the upload to go with
+// the check of what the container held. A pass that finds the conflict
+// again with what it showed in the container reports nothing (see
+// savedOver), so a save that a pass sees before its batch still wins. One
+// that finds the container changed since reports a new conflict: both
+// marks move, to what that pass reported and to the local file as it is,
+// so that a save wins over that only once it follows the report. Before,
+// the local mark stayed, and a save made before the container's change
+// replaced it in the next batch (TestModel seed 8259734817451128789 round
+// 60: the container's write of gen/sub/c.txt, made after the local save,
+// was reported as a conflict and then overwritten).
 func (r *Runner) markConflict(t filesync.Target, i int, rel, local string, rem seen) {
 	key := conflictKey(t, i, rel)
 	r.mu.Lock()
-	if c, ok := r.conflicts[key]; ok {
-		if rem.sum != nil || rem.absent || rem.stat {
-			c.remote = rem
-			r.conflicts[key] = c
-		}
-	} else {
+	if _, ok := r.conflicts[key]; !ok || rem.sum != nil || rem.absent || rem.stat {
 		r.conflicts[key] = conflicted{local: markOf(local), remote: rem}
 	}
 	r.mu.Unlock()
+}
+
+// savedOver reports whether rel is a conflict whose local side was saved
+// since it was reported (see Expect), and the container still holds what
+// the conflict showed: the save wins over that, and a pass that finds the
+// path before the save's batch has nothing new to report. Before, it
+// reported the saved side against the container's as a conflict, and the
+// batch then replaced the container's side as the earlier report said it
+// would (TestModel seed 14463975535576635018 round 21: a local delete after
+// a conflict was reported as a conflict that holds, then went).
+func (r *Runner) savedOver(t filesync.Target, i int, rel, local string, rem seen) bool {
+	r.mu.Lock()
+	c, ok := r.conflicts[conflictKey(t, i, rel)]
+	r.mu.Unlock()
+	return ok && markOf(local) != c.local && c.remote.same(rem)
+}
+
+// same reports whether s and o say the container holds the same.
+func (s seen) same(o seen) bool {
+	switch {
+	case s.sum != nil || o.sum != nil:
+		return s.sum != nil && o.sum != nil && *s.sum == *o.sum
+	case s.absent || o.absent:
+		return s.absent == o.absent
+	case s.stat || o.stat:
+		return s.stat == o.stat && s.size == o.size && s.mtime == o.mtime
+	}
+	return false // neither known (a directory's): nothing to tell them by
 }
 
 // settle forgets the conflict at rel: both sides hold the same again.

@@ -527,6 +527,79 @@ func TestSaveWinsOverTheLatestReportedConflict(t *testing.T) {
 	}
 }
 
+// TestSaveAfterConflictSeenByAPassFirst: after a conflict, the user saves
+// (a write, or a delete) and a pass runs before the save's batch. The save
+// wins over what the conflict showed, so the pass has nothing to report:
+// before, it reported the saved side against the container's as a conflict
+// that would hold, and the batch then replaced the container's side anyway
+// (TestModel seed 14463975535576635018 round 21: a local delete reported as
+// a conflict with the container's file, which the next batch deleted).
+func TestSaveAfterConflictSeenByAPassFirst(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		for _, del := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/delete=%v", name, del), func(t *testing.T) {
+				f := newRunning(t, &executor{Runner: *r}, Config{Deletes: true})
+				f.pass(t)
+				f.conflictOnLock(t)
+				if del {
+					must(t, os.Remove(f.path("package-lock.json")))
+				} else {
+					write(t, f.local, "package-lock.json", "merged", 0o644)
+				}
+				if evs := f.pass(t); len(evs) != 0 {
+					t.Fatalf("the pass before the save's batch reported %#v; the save wins, nothing to report", evs)
+				}
+				f.save(t, "package-lock.json")
+				_, err := os.Lstat(filepath.Join(f.remote, "package-lock.json"))
+				switch {
+				case del && !errors.Is(err, os.ErrNotExist):
+					t.Fatalf("the local delete after the conflict did not win: %v; events %#v", err, f.rec.take())
+				case !del:
+					if got := read(t, f.remote, "package-lock.json"); got != "merged" {
+						t.Fatalf("the save after the conflict did not win: the container holds %q; events %#v", got, f.rec.take())
+					}
+				}
+				if evs := f.rec.take(); len(evs) != 0 {
+					t.Fatalf("events after the save: %#v", evs)
+				}
+			})
+		}
+	}
+}
+
+// TestContainerChangeAfterSaveIsAConflictAgain: after a conflict the user
+// saves, and the container writes the file again before the save's batch;
+// a pass reports that as a conflict. The pending save was made before the
+// container's write, so it must not replace it: the batch leaves the path,
+// and only a save after the report wins. Before, the conflict's local mark
+// stayed at the first report, and the batch replaced the container's later
+// write (TestModel seed 8259734817451128789 round 60).
+func TestContainerChangeAfterSaveIsAConflictAgain(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newRunning(t, &executor{Runner: *r}, Config{})
+			f.pass(t)
+			f.conflictOnLock(t)
+			write(t, f.local, "package-lock.json", "mine 2", 0o644)
+			write(t, f.remote, "package-lock.json", "theirs 2, after the save", 0o644)
+			evs := f.pass(t)
+			if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.LocalSum != sum("mine 2") || c.RemoteSum != sum("theirs 2, after the save") {
+				t.Fatalf("the pass's conflict: %#v", evs)
+			}
+			f.save(t, "package-lock.json")
+			if got := read(t, f.remote, "package-lock.json"); got != "theirs 2, after the save" {
+				t.Fatalf("the save made before the container's write replaced it: the container holds %q", got)
+			}
+			f.rec.take()
+			write(t, f.local, "package-lock.json", "merged", 0o644)
+			f.save(t, "package-lock.json")
+			if got := read(t, f.remote, "package-lock.json"); got != "merged" {
+				t.Fatalf("the save after the report did not win: the container holds %q; events %#v", got, f.rec.take())
+			}
+		})
+	}
+}
+
 // A conflict whose container side is then deleted is over: the local edit
 // wins over the delete, as it does when an upload finds the file gone (see
 // Changed), and goes up at the next pass, checked against nothing being

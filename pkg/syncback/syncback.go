@@ -893,6 +893,9 @@ func (r *Runner) conflict(st *state, t filesync.Target, i int, rel, local string
 // conflictSeen is conflict with all that was seen of the container's side
 // (see seen).
 func (r *Runner) conflictSeen(st *state, t filesync.Target, i int, rel, local string, lsum *[32]byte, rem seen) {
+	if r.savedOver(t, i, rel, local, rem) {
+		return
+	}
 	r.markConflict(t, i, rel, local, rem)
 	ev := Conflicted{Target: t, Path: local, LocalSum: hexSum(lsum), RemoteSum: hexSum(rem.sum)}
 	r.once(st, rel, "conflict "+ev.LocalSum+" "+ev.RemoteSum, ev)
