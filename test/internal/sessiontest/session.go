@@ -198,6 +198,15 @@ func (s *Session) read(out io.Reader) {
 		s.mu.Unlock()
 	}
 	s.exitErr = s.cmd.Wait()
+	// LIVESYNC_SESSION_LOG=DIR keeps each session's events and stderr in DIR once it ends, for a
+	// long run whose failure prints only the last events (TestModel).
+	if dir := os.Getenv("LIVESYNC_SESSION_LOG"); dir != "" {
+		f, err := os.CreateTemp(dir, "session-*.log")
+		if err == nil {
+			_, _ = io.WriteString(f, s.Dump())
+			_ = f.Close()
+		}
+	}
 	close(s.exited)
 }
 
