@@ -514,10 +514,7 @@ func TestSaveWinsOverTheLatestReportedConflict(t *testing.T) {
 			f.pass(t)
 			f.conflictOnLock(t)
 			write(t, f.remote, "package-lock.json", "theirs 2, later", 0o644)
-			evs := f.pass(t)
-			if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.RemoteSum != sum("theirs 2, later") {
-				t.Fatalf("the pass's conflict: %#v", evs)
-			}
+			f.passConflict(t, "", "theirs 2, later")
 			write(t, f.local, "package-lock.json", "merged", 0o644)
 			f.save(t, "package-lock.json")
 			if got := read(t, f.remote, "package-lock.json"); got != "merged" {
@@ -582,10 +579,7 @@ func TestContainerChangeAfterSaveIsAConflictAgain(t *testing.T) {
 			f.conflictOnLock(t)
 			write(t, f.local, "package-lock.json", "mine 2", 0o644)
 			write(t, f.remote, "package-lock.json", "theirs 2, after the save", 0o644)
-			evs := f.pass(t)
-			if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.LocalSum != sum("mine 2") || c.RemoteSum != sum("theirs 2, after the save") {
-				t.Fatalf("the pass's conflict: %#v", evs)
-			}
+			f.passConflict(t, "mine 2", "theirs 2, after the save")
 			f.save(t, "package-lock.json")
 			if got := read(t, f.remote, "package-lock.json"); got != "theirs 2, after the save" {
 				t.Fatalf("the save made before the container's write replaced it: the container holds %q", got)
@@ -744,6 +738,17 @@ func (f *running) conflictOnLock(t *testing.T) {
 	f.save(t, "package-lock.json")
 	if evs := f.rec.take(); len(evs) != 1 {
 		t.Fatalf("the conflict: %#v", evs)
+	}
+}
+
+// passConflict runs a pass and checks that it reports one conflict, at
+// package-lock.json, with the container holding remote (and the local side
+// local, unless that is "").
+func (f *running) passConflict(t *testing.T, local, remote string) {
+	t.Helper()
+	evs := f.pass(t)
+	if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.Path != f.path("package-lock.json") || c.RemoteSum != sum(remote) || local != "" && c.LocalSum != sum(local) {
+		t.Fatalf("the pass's conflict: %#v", evs)
 	}
 }
 
