@@ -281,7 +281,7 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 			}
 		}
 		p, err := planner.ChangesWith(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty,
-			planner.Opts{Kept: held.kept, Again: held.again, Early: tg.earlyNew[i], Burst: tg.deleted[i].Ongoing(e.clk.Now())})
+			planner.Opts{Kept: held.kept, Again: held.again, Early: tg.earlyNew[i], Burst: tg.deleted[i].Ongoing(e.clk.Now()), Skip: e.skips(tg, i, m)})
 		if err != nil {
 			r.err = err
 			return r

@@ -128,6 +128,24 @@ type UploadGuard interface {
 	Changed(u Upload, now remote.Changed)
 }
 
+// Skipper is an UploadGuard that can tell, before a plan is guarded, the
+// deletes its Expect would skip (see planner.Opts.Skip).
+type Skipper interface {
+	// Skips reports whether the batch leaves the delete of rel (local, its
+	// local path) under mapping i in t out.
+	Skips(t Target, mapping int, rel, local string) bool
+}
+
+// skips returns the planner's Skip for mapping i in tg, nil where the guard
+// skips nothing.
+func (e *Engine) skips(tg *target, i int, m *planner.Resolved) func(string) bool {
+	s, ok := e.guard.(Skipper)
+	if !ok || m.File {
+		return nil
+	}
+	return func(rel string) bool { return s.Skips(tg.Target, i, rel, m.LocalPath(rel)) }
+}
+
 // WithUploadGuard sets the engine's UploadGuard.
 func WithUploadGuard(g UploadGuard) Option { return func(e *Engine) { e.guard = g } }
 

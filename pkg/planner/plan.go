@@ -167,6 +167,13 @@ type Opts struct {
 	// Burst is the delete burst under way, nil if none: the guard judges
 	// the burst, not the batch (see DeleteBurst).
 	Burst *DeleteBurst
+	// Skip, where set, names the deletes the batch will leave out whatever
+	// is decided here (sync-back's conflicts that no local save followed):
+	// not the batch's, so the mass-delete guard neither counts nor holds
+	// them. Before, such a delete planned within a burst was held with it,
+	// and a hold stops sync-back's passes (TestModel seed
+	// 1229838384427958497 round 168).
+	Skip func(rel string) bool
 }
 
 // ChangesWith is Changes in a target, with what it holds and sent ahead (see
@@ -204,6 +211,9 @@ func ChangesWith(m *Resolved, idx *Index, hints []string, rescan bool, o Opts) (
 	}
 	p := pl.finish()
 	p.keep(o.Kept)
+	if o.Skip != nil {
+		p.Deletes = slices.DeleteFunc(p.Deletes, o.Skip)
+	}
 	// Entries whose delete the guard does not count: those that copies
 	// ahead of the batch or the burst's batches added (they were not there
 	// before it), and those the batch writes again elsewhere (see

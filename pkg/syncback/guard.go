@@ -148,6 +148,18 @@ func (r *Runner) Expect(u filesync.Upload) (check string, skip bool) {
 	return "", false
 }
 
+// Skips reports whether Expect skips the delete of rel: a conflict that no
+// local save has followed (filesync.Skipper).
+func (r *Runner) Skips(t filesync.Target, i int, rel, local string) bool {
+	if !r.IsSource(t) {
+		return false
+	}
+	r.mu.Lock()
+	c, ok := r.conflicts[conflictKey(t, i, rel)]
+	r.mu.Unlock()
+	return ok && markOf(local) == c.local
+}
+
 // Changed reports the conflict at u, which the batch left alone; a
 // directory that holds more than the index knows of is looked at by the
 // next pass first (see checkDirs).

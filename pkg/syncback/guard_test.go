@@ -594,6 +594,60 @@ func TestContainerChangeAfterSaveIsAConflictAgain(t *testing.T) {
 	}
 }
 
+// TestConflictDeleteIsNotHeldWithABurst: a local delete of a file the
+// container changed is a conflict, left out of every batch until a local
+// save follows. Planned again in a burst of deletes that passed the
+// mass-delete line, it was held with the burst, and a hold stops sync-back's
+// passes: nothing came home (TestModel seed 1229838384427958497 round 168:
+// gen/a.txt's delete, a conflict since round 165, held after a slow remover's
+// 50 deletes). It is not the batch's: neither counted nor held.
+func TestConflictDeleteIsNotHeldWithABurst(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newRunning(t, &executor{Runner: *r}, Config{})
+			var lib []string
+			for i := range 96 { // 101 entries in all
+				rel := fmt.Sprintf("lib/f%03d", i)
+				write(t, f.local, rel, "l", 0o644)
+				lib = append(lib, rel)
+			}
+			f.save(t, lib...)
+			f.pass(t)
+			// The conflict: the container changes the lockfile, the local
+			// side deletes it, and a pass sees both.
+			write(t, f.remote, "package-lock.json", "theirs", 0o644)
+			must(t, os.Remove(f.path("package-lock.json")))
+			f.passConflict(t, "", "theirs")
+			// A burst: 50 deletes go, the next 5 pass the line (more than
+			// 50, and more than half of the 101 entries) and are held; made
+			// again locally, they are decided again and nothing is held.
+			for _, rel := range lib[:55] {
+				must(t, os.Remove(f.path(rel)))
+			}
+			if b := f.save(t, lib[:50]...); b.Deleted != 50 {
+				t.Fatalf("the burst's first batch: %+v", b)
+			}
+			f.save(t, lib[50:55]...)
+			if err := f.runner.Pass(context.Background()); !errors.Is(err, filesync.ErrNotSynced) {
+				t.Fatalf("a pass while 5 deletes are held: %v, want ErrNotSynced", err)
+			}
+			for _, rel := range lib[50:55] {
+				write(t, f.local, rel, "l", 0o644)
+			}
+			f.save(t, lib[50:55]...)
+			f.pass(t)
+			// The lockfile is planned again within the burst.
+			f.save(t, "package-lock.json")
+			if err := f.runner.Pass(context.Background()); err != nil {
+				t.Fatalf("a pass after the conflict's delete was planned within the burst: %v (held with it)", err)
+			}
+			if got := read(t, f.remote, "package-lock.json"); got != "theirs" {
+				t.Fatalf("the container's lockfile: %q", got)
+			}
+		})
+	}
+}
+
 // A conflict whose container side is then deleted is over: the local edit
 // wins over the delete, as it does when an upload finds the file gone (see
 // Changed), and goes up at the next pass, checked against nothing being
