@@ -396,7 +396,7 @@ func (r *Runner) pass(v *filesync.Visit, st *state) error {
 			return ErrRestarted
 		}
 		if res.Exists {
-			p := &mappingPass{r: r, v: v, st: st, i: i, root: root, ignored: ignored, res: res, since: since, started: started, out: &out}
+			p := &mappingPass{r: r, v: v, st: st, i: i, root: root, ignored: ignored, res: res, started: started, out: &out}
 			if err := p.run(); err != nil {
 				return err
 			}
@@ -429,7 +429,6 @@ type mappingPass struct {
 	root    string
 	ignored func(string, bool) bool
 	res     *remote.ScanResult
-	since   int64
 	started time.Time // when its scan began
 	out     *SyncedBack
 	cut     bool // a download was cut short: what it did not bring waits
