@@ -319,6 +319,16 @@ func (r *Runner) markConflict(t filesync.Target, i int, rel, local string, rem s
 	r.mu.Unlock()
 }
 
+// savedSince reports whether rel is a conflict whose local side (local) was
+// saved since it was reported: what Expect sends, checked against what the
+// conflict showed.
+func (r *Runner) savedSince(t filesync.Target, i int, rel, local string) bool {
+	r.mu.Lock()
+	c, ok := r.conflicts[conflictKey(t, i, rel)]
+	r.mu.Unlock()
+	return ok && markOf(local) != c.local
+}
+
 // savedOver reports whether rel is a conflict whose local side was saved
 // since it was reported (see Expect), and the container still holds what
 // the conflict showed: the save wins over that, and a pass that finds the

@@ -648,6 +648,49 @@ func TestConflictDeleteIsNotHeldWithABurst(t *testing.T) {
 	}
 }
 
+// TestRevertAfterConflictIsASave: after a conflict the user saves the file
+// back to the bytes both sides last agreed on (a revert, a copy of the old
+// version), and a pass runs before the save's batch. By content the local
+// side equals the ancestor, yet it is the save after the conflict: it wins
+// over what the conflict showed, and a container change made since is a
+// conflict again; the pass never downloads over it. Before, the pass took
+// the local side for unchanged and downloaded the container's file over the
+// user's save (TestModel seed 5161543048578407081 round 135).
+func TestRevertAfterConflictIsASave(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		for _, later := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/container-changed-again=%v", name, later), func(t *testing.T) {
+				f := newRunning(t, &executor{Runner: *r}, Config{})
+				f.pass(t)
+				f.conflictOnLock(t) // mine 1 | theirs 1, over v1
+				if later {
+					write(t, f.remote, "package-lock.json", "theirs 2", 0o644)
+				}
+				write(t, f.local, "package-lock.json", "v1", 0o644)
+				if later {
+					f.passConflict(t, "v1", "theirs 2")
+				} else if evs := f.pass(t); len(evs) != 0 {
+					t.Fatalf("the pass before the revert's batch: %#v", evs)
+				}
+				if got := read(t, f.local, "package-lock.json"); got != "v1" {
+					t.Fatalf("the pass replaced the local save after the conflict: local %q", got)
+				}
+				f.save(t, "package-lock.json")
+				want := "v1"
+				if later {
+					want = "theirs 2"
+				}
+				if got := read(t, f.remote, "package-lock.json"); got != want {
+					t.Fatalf("the container holds %q, want %q", got, want)
+				}
+				if got := read(t, f.local, "package-lock.json"); got != "v1" {
+					t.Fatalf("local %q after the batch", got)
+				}
+			})
+		}
+	}
+}
+
 // A conflict whose container side is then deleted is over: the local edit
 // wins over the delete, as it does when an upload finds the file gone (see
 // Changed), and goes up at the next pass, checked against nothing being

@@ -483,6 +483,9 @@ func (p *mappingPass) run() error {
 			d.local.Mode = localtree.KeepExec(d.local.Mode, known.Mode)
 		}
 		d.action = Decide(d.anc, d.local, d.rem, p.r.cfg.Deletes)
+		if (d.action == Download || d.action == DeleteLocal) && p.r.savedSince(p.v.Target, p.i, rel, p.local(rel)) {
+			p.savedBack(d)
+		}
 		if d.rem.Unhashed && p.res.Since {
 			// Written while this scan ran, its mtime is most likely past
 			// the next look-back, which hashes it; a full scan makes sure.
@@ -530,6 +533,25 @@ func (p *mappingPass) run() error {
 		}
 	}
 	return nil
+}
+
+// savedBack decides d, a path in conflict whose local side was saved since
+// with the ancestor's bytes (a revert, a copy of the old version), which
+// Decide took for an unchanged local side to replace. It is the save that
+// wins over the conflict: against a container change made since, a
+// conflict again; else it goes up, checked against what the conflict
+// showed, so the ancestor is forgotten (by content the planner would send
+// nothing) and the path planned again. Before, the pass downloaded the
+// container's file over the user's save (TestModel seed
+// 5161543048578407081 round 135).
+func (p *mappingPass) savedBack(d *decision) {
+	if d.rem.Present && !p.r.savedOver(p.v.Target, p.i, d.rel, p.local(d.rel), seen{sum: d.rem.Sum}) {
+		d.action = Conflict
+		return
+	}
+	d.action = Keep
+	p.v.Forget(p.i, d.rel)
+	p.v.Replan(p.i, d.rel)
 }
 
 // conflictsGone ends the conflicts of this mapping whose container side a
