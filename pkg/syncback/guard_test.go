@@ -2,6 +2,7 @@ package syncback
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -688,6 +689,36 @@ func TestRevertAfterConflictIsASave(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestConflictMarkIsTheFileThePassSaw: a conflict's local mark is the file
+// the pass decided on, not the one there when it records the conflict: a
+// save that lands in between is a save after the conflict. Before, the mark
+// was read afresh, took the save in, and the next pass found the local side
+// unsaved and, holding the ancestor's bytes, downloaded over it (TestModel
+// seed 5161543048578407081 round 135). A pass that finds the conflict again
+// with the same container side keeps the mark.
+func TestConflictMarkIsTheFileThePassSaw(t *testing.T) {
+	r, err := New(Config{Globs: []string{"gen/**"}}, &recorder{}, clocktesting.NewFakeClock(time.Unix(1e9, 0)))
+	must(t, err)
+	r.Add(src, time.Unix(1, 0), "mnt:[1]")
+	dir := t.TempDir()
+	name := filepath.Join(dir, "a.txt")
+	write(t, dir, "a.txt", "mine 1", 0o644)
+	seenByPass := localSide(name)
+	write(t, dir, "a.tmp", "v1", 0o644) // the save, between the pass's read and its mark
+	must(t, os.Rename(filepath.Join(dir, "a.tmp"), name))
+	theirs := sha256.Sum256([]byte("theirs 1"))
+	st := r.stateOf(src)
+	r.conflictSeen(st, src, 0, "gen/a.txt", name, markSide(name, seenByPass), seenByPass.Sum, seen{sum: &theirs})
+	if !r.savedSince(src, 0, "gen/a.txt", name) {
+		t.Fatal("the save made while the pass recorded the conflict is not a save after it")
+	}
+	// Found again with the same container side: the mark stays.
+	r.markConflict(src, 0, "gen/a.txt", markOf(name), seen{sum: &theirs})
+	if !r.savedSince(src, 0, "gen/a.txt", name) {
+		t.Fatal("a pass that found the conflict again took the save into its mark")
 	}
 }
 

@@ -518,7 +518,7 @@ func (p *mappingPass) run() error {
 		case Record:
 			p.record(d.rel, d.local)
 		case Conflict:
-			p.conflict(d.rel, d.local.Sum, d.rem.Sum)
+			p.conflict(d.rel, d.local, d.rem.Sum)
 		case Refuse:
 			p.once(d.rel, "refused", Failed{Target: p.v.Target, Path: p.local(d.rel),
 				Err: fmt.Errorf("%q is a symlink in the container: symlinks never come back", d.rel)})
@@ -900,24 +900,21 @@ func (p *mappingPass) record(rel string, local Side) {
 	p.v.Record(p.i, rel, e)
 }
 
-func (p *mappingPass) conflict(rel string, local, rem *[32]byte) {
-	p.r.conflict(p.st, p.v.Target, p.i, rel, p.local(rel), local, rem, false)
+// conflict reports the conflict at rel with the local side as the pass
+// decided on it (see markSide).
+func (p *mappingPass) conflict(rel string, local Side, rem *[32]byte) {
+	p.r.conflictSeen(p.st, p.v.Target, p.i, rel, p.local(rel), markSide(p.local(rel), local), local.Sum, seen{sum: rem})
 }
 
-// conflict reports the conflict at rel (local, its local path) once, and
-// marks it: both sides stay until the next local save, which wins over
-// what the container held then (rsum, or nothing when absent; see seen).
-func (r *Runner) conflict(st *state, t filesync.Target, i int, rel, local string, lsum, rsum *[32]byte, absent bool) {
-	r.conflictSeen(st, t, i, rel, local, lsum, seen{sum: rsum, absent: absent})
-}
-
-// conflictSeen is conflict with all that was seen of the container's side
-// (see seen).
-func (r *Runner) conflictSeen(st *state, t filesync.Target, i int, rel, local string, lsum *[32]byte, rem seen) {
+// conflictSeen reports the conflict at rel (local, its local path; lm, the
+// local file the conflict was found with) once, and marks it: both sides
+// stay until the next local save, which wins over what the container held
+// then (rem; see seen).
+func (r *Runner) conflictSeen(st *state, t filesync.Target, i int, rel, local string, lm mark, lsum *[32]byte, rem seen) {
 	if r.savedOver(t, i, rel, local, rem) {
 		return
 	}
-	r.markConflict(t, i, rel, local, rem)
+	r.markConflict(t, i, rel, lm, rem)
 	ev := Conflicted{Target: t, Path: local, LocalSum: hexSum(lsum), RemoteSum: hexSum(rem.sum)}
 	r.once(st, rel, "conflict "+ev.LocalSum+" "+ev.RemoteSum, ev)
 }
@@ -935,7 +932,7 @@ func (r *Runner) once(st *state, key, what string, ev Event) {
 
 func (p *mappingPass) failed(d *decision, err error) {
 	if errors.Is(err, localtree.ErrChanged) {
-		p.conflict(d.rel, localSide(p.local(d.rel)).Sum, d.rem.Sum)
+		p.conflict(d.rel, localSide(p.local(d.rel)), d.rem.Sum)
 		return
 	}
 	p.once(d.rel, err.Error(), Failed{Target: p.v.Target, Path: p.local(d.rel), Err: err})
