@@ -722,6 +722,45 @@ func TestConflictMarkIsTheFileThePassSaw(t *testing.T) {
 	}
 }
 
+// TestDeleteAfterConflictWins: after a conflict the user deletes the local
+// file, and a pass runs before the delete's batch; the delete is the save
+// that wins over what the conflict showed: the container's file goes, never
+// comes home. Both where the two sides had made the file each on its own
+// (no ancestor: a plan had nothing to delete) and over an ancestor. Before,
+// the first was left for good (TestModel seed 9939091864643390162 round 46).
+func TestDeleteAfterConflictWins(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		for _, fresh := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/no-ancestor=%v", name, fresh), func(t *testing.T) {
+				f := newRunning(t, &executor{Runner: *r}, Config{})
+				f.pass(t)
+				rel := "package-lock.json"
+				if fresh {
+					rel = "gen/x.txt"
+					write(t, f.remote, rel, "theirs 1", 0o644)
+					write(t, f.local, rel, "mine 1", 0o644)
+					if evs := f.pass(t); len(evs) != 1 {
+						t.Fatalf("the conflict: %#v", evs)
+					}
+				} else {
+					f.conflictOnLock(t)
+				}
+				must(t, os.Remove(f.path(rel)))
+				if evs := f.pass(t); len(evs) != 0 {
+					t.Fatalf("the pass before the delete's batch: %#v", evs)
+				}
+				if _, err := os.Lstat(f.path(rel)); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("the container's file came home over the local delete: %v", err)
+				}
+				f.save(t, rel)
+				if _, err := os.Lstat(filepath.Join(f.remote, rel)); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("the local delete after the conflict did not win: %v", err)
+				}
+			})
+		}
+	}
+}
+
 // A conflict whose container side is then deleted is over: the local edit
 // wins over the delete, as it does when an upload finds the file gone (see
 // Changed), and goes up at the next pass, checked against nothing being

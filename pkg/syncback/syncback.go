@@ -536,21 +536,28 @@ func (p *mappingPass) run() error {
 }
 
 // savedBack decides d, a path in conflict whose local side was saved since
-// with the ancestor's bytes (a revert, a copy of the old version), which
-// Decide took for an unchanged local side to replace. It is the save that
-// wins over the conflict: against a container change made since, a
-// conflict again; else it goes up, checked against what the conflict
-// showed, so the ancestor is forgotten (by content the planner would send
-// nothing) and the path planned again. Before, the pass downloaded the
-// container's file over the user's save (TestModel seed
-// 5161543048578407081 round 135).
+// in a way Decide took for an unchanged local side to replace: the
+// ancestor's bytes put back (a revert, a copy of the old version), or a
+// delete where the ancestor is nothing or the container changed it. It is
+// the save that wins over the conflict: against a container change made
+// since, a conflict again; else it goes up, checked against what the
+// conflict showed, and the path is planned again with an ancestor that
+// makes the planner send it: none for a file (by content it would send
+// nothing), the container's file for a delete (with none it would delete
+// nothing). Before, the pass downloaded the container's file over the
+// user's save, or left it to a plan that never came (TestModel seeds
+// 5161543048578407081 round 135, 9939091864643390162 round 46).
 func (p *mappingPass) savedBack(d *decision) {
 	if d.rem.Present && !p.r.savedOver(p.v.Target, p.i, d.rel, p.local(d.rel), seen{sum: d.rem.Sum}) {
 		d.action = Conflict
 		return
 	}
 	d.action = Keep
-	p.v.Forget(p.i, d.rel)
+	if d.local.Present || !d.rem.Present {
+		p.v.Forget(p.i, d.rel)
+	} else {
+		p.v.Record(p.i, d.rel, planner.Entry{Type: d.rem.Type, Mode: d.rem.Mode, Size: d.rem.Size, MTime: time.Unix(d.rem.MTime, 0), Sum: d.rem.Sum, Link: d.rem.Link})
+	}
 	p.v.Replan(p.i, d.rel)
 }
 
