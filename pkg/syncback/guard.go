@@ -340,14 +340,18 @@ func (r *Runner) markConflict(t filesync.Target, i int, rel string, lm mark, rem
 	r.mu.Unlock()
 }
 
-// savedSince reports whether rel is a conflict whose local side (local) was
-// saved since it was reported: what Expect sends, checked against what the
-// conflict showed.
-func (r *Runner) savedSince(t filesync.Target, i int, rel, local string) bool {
+// inConflict reports whether rel is a conflict (standing, until the next
+// local save), or one whose local side (local) was saved since it was
+// marked: what Expect sends, checked against what the conflict showed.
+func (r *Runner) inConflict(t filesync.Target, i int, rel, local string) (standing, saved bool) {
 	r.mu.Lock()
 	c, ok := r.conflicts[conflictKey(t, i, rel)]
 	r.mu.Unlock()
-	return ok && markOf(local) != c.local
+	if !ok {
+		return false, false
+	}
+	saved = markOf(local) != c.local
+	return !saved, saved
 }
 
 // savedOver reports whether rel is a conflict whose local side was saved

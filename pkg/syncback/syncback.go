@@ -483,8 +483,19 @@ func (p *mappingPass) run() error {
 			d.local.Mode = localtree.KeepExec(d.local.Mode, known.Mode)
 		}
 		d.action = Decide(d.anc, d.local, d.rem, p.r.cfg.Deletes)
-		if (d.action == Download || d.action == DeleteLocal) && p.r.savedSince(p.v.Target, p.i, rel, p.local(rel)) {
-			p.savedBack(d)
+		if d.action == Download || d.action == DeleteLocal {
+			switch standing, saved := p.r.inConflict(p.v.Target, p.i, rel, p.local(rel)); {
+			case saved:
+				p.savedBack(d)
+			case standing:
+				// Both sides stay until the next local save, whatever the
+				// ancestor says: a conflict found again with a new container
+				// side marks the local file as it is, and where that holds
+				// the ancestor's bytes, Decide took it for unchanged and
+				// downloaded over it (TestModel seed 5161543048578407081
+				// round 135: the save that put back the ancestor's bytes).
+				d.action = Conflict
+			}
 		}
 		if d.rem.Unhashed && p.res.Since {
 			// Written while this scan ran, its mtime is most likely past
