@@ -217,7 +217,7 @@ if [ $((n + 0)) -ge `+strconv.Itoa(modelLarge/2)+` ]; then
 else
 	`+save+` || exit 1; echo whole
 fi
-sha256sum "$1"`, p, hdr, how, off)
+`+hashAfterSwap, p, hdr, how, off)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if len(lines) != 2 || len(lines[1]) < 16 {
 		m.t.Fatalf("container large write %s: %s", p, r)
@@ -249,6 +249,14 @@ func (m *model) localCopy(from, to string, keepTime bool) {
 	m.logf("local copy %s -> %s (%s, %d bytes, keeping mtime %v)", from, to, sum16(c), len(c), keepTime)
 }
 
+// hashAfterSwap prints the sha256 of "$1", a file the container just wrote. A batch that
+// replaces the path swaps it (apply.sh's swap): for as long as ln takes to start, nothing is
+// there, and then the container's write again or the batch's file, whichever the check kept;
+// so a read that finds nothing tries again (seed 17324401297069201770 round 200: a cp -p, then
+// sha256sum: No such file or directory).
+const hashAfterSwap = `for i in 1 2 3 4 5 6 7 8 9 10; do sha256sum "$1" 2>/dev/null && exit 0; [ ! -e "$1" ] || break; sleep 0.05 2>/dev/null || usleep 50000; done
+sha256sum "$1"`
+
 func (m *model) remoteCopy(from, to string, keepTime bool) {
 	if from == to {
 		m.remoteWrite(from, true)
@@ -261,7 +269,7 @@ func (m *model) remoteCopy(from, to string, keepTime bool) {
 	r := m.sh(`[ -f "$1" ] || exit 3
 set -- "$2" "$1"
 `+mkParent+`e=$(`+cp+` "$2" "$1" 2>&1) || { `+vanished+` }
-sha256sum "$1"`, from, to)
+`+hashAfterSwap, from, to)
 	if r.code == 3 {
 		m.logf("container copy %s -> %s: absent, nothing done", from, to)
 		return

@@ -582,7 +582,7 @@ func (m *model) remoteRename(from, to string) {
 	r := m.sh(`[ -f "$1" ] || exit 3
 set -- "$2" "$1"
 `+mkParent+`e=$(mv -f "$2" "$1" 2>&1) || { `+vanished+` }
-sha256sum "$1"`, from, to)
+`+hashAfterSwap, from, to)
 	if r.code == 3 {
 		m.logf("container rename %s -> %s: absent, nothing done", from, to)
 		return
