@@ -174,10 +174,8 @@ func (r *Runner) Skips(t filesync.Target, i int, rel, local string) bool {
 	if !r.IsSource(t) {
 		return false
 	}
-	r.mu.Lock()
-	c, ok := r.conflicts[conflictKey(t, i, rel)]
-	r.mu.Unlock()
-	return ok && markOf(local) == c.local
+	standing, _ := r.inConflict(t, i, rel, local)
+	return standing
 }
 
 // Changed reports the conflict at u, which the batch left alone; a
