@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/streaming/pkg/httpstream"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 )
 
 // pod is a pod running container app (containerID id) created at second created.
@@ -287,14 +289,6 @@ func (c *fakeConn) Close() error                       { c.once.Do(func() { clos
 func (c *fakeConn) CloseChan() <-chan bool             { return c.closed }
 func (c *fakeConn) SetIdleTimeout(time.Duration)       {}
 func (c *fakeConn) RemoveStreams(...httpstream.Stream) {}
-func (c *fakeConn) isClosed() bool {
-	select {
-	case <-c.closed:
-		return true
-	default:
-		return false
-	}
-}
 
 type fakeStream struct {
 	net.Conn
@@ -384,9 +378,9 @@ func TestConnectionsFollowThePod(t *testing.T) {
 	d.mu.Lock()
 	first := d.conns[0]
 	d.mu.Unlock()
-	if !first.isClosed() {
-		t.Fatal("the connection to the old pod is still open")
-	}
+	// The close runs in the background once the last stream on it ends (closeConn): wait for
+	// it rather than sample it.
+	testwait.Result(t, first.closed, "closing the connection to the old pod")
 
 	// The port is released when Serve ends.
 	cancel()
