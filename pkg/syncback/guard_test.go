@@ -807,6 +807,53 @@ func TestConflictThenContainerDeleteLocalWins(t *testing.T) {
 	}
 }
 
+// A conflict whose container side then goes back to the ancestor's bytes
+// (the app rewrote it, a move put the old file back) is over: the local side
+// is the one change, and goes up with the next batch, checked against the
+// ancestor. Before, the conflict stood with nothing to end it but a local
+// save: a local delete stayed unsent and the container's file stayed, and no
+// conflict line named that pair (TestModel seed 16631844840823768410 round
+// 362).
+func TestConflictThenContainerRevertLocalWins(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		for _, del := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/local-delete=%v", name, del), func(t *testing.T) {
+				f := newRunning(t, &executor{Runner: *r}, Config{})
+				f.pass(t)
+				rel := "package-lock.json"
+				write(t, f.remote, rel, "theirs 1", 0o644)
+				if del {
+					must(t, os.Remove(f.path(rel)))
+				} else {
+					write(t, f.local, rel, "mine 1", 0o644)
+				}
+				f.save(t, rel)
+				if evs := f.rec.take(); len(evs) != 1 {
+					t.Fatalf("the conflict: %#v", evs)
+				}
+				write(t, f.remote, rel, "v1", 0o644) // the ancestor's bytes
+				if evs := f.pass(t); len(evs) != 0 {
+					t.Fatalf("the pass after the container went back: %#v", evs)
+				}
+				f.save(t, "src/main.go")
+				_, err := os.Lstat(filepath.Join(f.remote, rel))
+				switch {
+				case del && !errors.Is(err, os.ErrNotExist):
+					t.Errorf("the local delete did not go up: %v", err)
+				case !del && read(t, f.remote, rel) != "mine 1":
+					t.Errorf("the container holds %q, want the local edit", read(t, f.remote, rel))
+				}
+				if _, err := os.Lstat(f.path(rel)); del != errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the local side changed: %v", err)
+				}
+				if evs := f.pass(t); len(evs) != 0 {
+					t.Errorf("the pass after: %#v", evs)
+				}
+			})
+		}
+	}
+}
+
 // A conflict's file that an incremental scan does not list (its directory
 // did not change) is not gone: the ancestor stays, and a conflict of a
 // local delete against a container edit stays a conflict. Taking it for

@@ -483,6 +483,18 @@ func (p *mappingPass) run() error {
 			d.local.Mode = localtree.KeepExec(d.local.Mode, known.Mode)
 		}
 		d.action = Decide(d.anc, d.local, d.rem, p.r.cfg.Deletes)
+		if !d.anc.Unknown && !d.rem.Unhashed && same(d.rem, d.anc) && p.r.backToAncestor(p.v.Target, p.i, rel, seen{sum: d.rem.Sum}) {
+			// A conflict whose container side went back to the ancestor's
+			// since it was found is over: the local side is the one change,
+			// and goes up checked against the ancestor, as a container
+			// delete ends one (see conflictsGone). Before, it stood: the
+			// local side stayed skipped and the container's file stayed,
+			// with no conflict line naming the pair (TestModel seed
+			// 16631844840823768410 round 362: a local delete against a
+			// container edit, then the container moved the old file back).
+			delete(p.st.reported, rel)
+			p.v.Replan(p.i, rel)
+		}
 		if d.action == Download || d.action == DeleteLocal {
 			switch standing, saved := p.r.inConflict(p.v.Target, p.i, rel, p.local(rel)); {
 			case saved:
