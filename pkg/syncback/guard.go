@@ -367,19 +367,13 @@ func (r *Runner) savedOver(t filesync.Target, i int, rel, local string, rem seen
 	return ok && markOf(local) != c.local && c.remote.same(rem)
 }
 
-// backToAncestor ends the conflict at rel if the container side (rem, the
-// ancestor's content) is not the one the conflict showed: the container went
-// back to what both sides last agreed on. It reports whether it did.
-func (r *Runner) backToAncestor(t filesync.Target, i int, rel string, rem seen) bool {
-	key := conflictKey(t, i, rel)
+// movedSince reports whether rel is a conflict whose container side (rem)
+// is not the one it showed.
+func (r *Runner) movedSince(t filesync.Target, i int, rel string, rem seen) bool {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := r.conflicts[key]
-	if !ok || c.remote.same(rem) {
-		return false
-	}
-	delete(r.conflicts, key)
-	return true
+	c, ok := r.conflicts[conflictKey(t, i, rel)]
+	r.mu.Unlock()
+	return ok && !c.remote.same(rem)
 }
 
 // same reports whether s and o say the container holds the same.

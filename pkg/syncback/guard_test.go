@@ -808,13 +808,13 @@ func TestConflictThenContainerDeleteLocalWins(t *testing.T) {
 }
 
 // A conflict whose container side then goes back to the ancestor's bytes
-// (the app rewrote it, a move put the old file back) is over: the local side
-// is the one change, and goes up with the next batch, checked against the
-// ancestor. Before, the conflict stood with nothing to end it but a local
-// save: a local delete stayed unsent and the container's file stayed, and no
-// conflict line named that pair (TestModel seed 16631844840823768410 round
-// 362).
-func TestConflictThenContainerRevertLocalWins(t *testing.T) {
+// (the app rewrote it, a move put the old file back) is a conflict again,
+// with the new pair: the container's change came after the local one. Both
+// sides stay; the next local save wins over it. Before, nothing named the
+// pair: the local side stayed unsent and the container's file stayed, with
+// the last conflict line naming a container side long gone (TestModel seed
+// 16631844840823768410 round 362).
+func TestConflictThenContainerRevertIsAConflictAgain(t *testing.T) {
 	for name, r := range localexec.Variants(t) {
 		for _, del := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/local-delete=%v", name, del), func(t *testing.T) {
@@ -822,29 +822,34 @@ func TestConflictThenContainerRevertLocalWins(t *testing.T) {
 				f.pass(t)
 				rel := "package-lock.json"
 				write(t, f.remote, rel, "theirs 1", 0o644)
+				mine := "mine 1"
 				if del {
 					must(t, os.Remove(f.path(rel)))
+					mine = ""
 				} else {
-					write(t, f.local, rel, "mine 1", 0o644)
+					write(t, f.local, rel, mine, 0o644)
 				}
 				f.save(t, rel)
 				if evs := f.rec.take(); len(evs) != 1 {
 					t.Fatalf("the conflict: %#v", evs)
 				}
 				write(t, f.remote, rel, "v1", 0o644) // the ancestor's bytes
+				f.passConflict(t, mine, "v1")
 				if evs := f.pass(t); len(evs) != 0 {
-					t.Fatalf("the pass after the container went back: %#v", evs)
+					t.Fatalf("the pass after the new conflict: %#v", evs)
 				}
 				f.save(t, "src/main.go")
-				_, err := os.Lstat(filepath.Join(f.remote, rel))
-				switch {
-				case del && !errors.Is(err, os.ErrNotExist):
-					t.Errorf("the local delete did not go up: %v", err)
-				case !del && read(t, f.remote, rel) != "mine 1":
-					t.Errorf("the container holds %q, want the local edit", read(t, f.remote, rel))
+				if got := read(t, f.remote, rel); got != "v1" {
+					t.Errorf("the container holds %q after an unrelated batch, want its own v1", got)
 				}
 				if _, err := os.Lstat(f.path(rel)); del != errors.Is(err, os.ErrNotExist) {
 					t.Errorf("the local side changed: %v", err)
+				}
+				// The next local save wins.
+				write(t, f.local, rel, "mine 2", 0o644)
+				f.save(t, rel)
+				if got := read(t, f.remote, rel); got != "mine 2" {
+					t.Errorf("the container holds %q after the local save, want mine 2", got)
 				}
 				if evs := f.pass(t); len(evs) != 0 {
 					t.Errorf("the pass after: %#v", evs)
@@ -969,7 +974,10 @@ func (f *running) conflictOnLock(t *testing.T) {
 func (f *running) passConflict(t *testing.T, local, remote string) {
 	t.Helper()
 	evs := f.pass(t)
-	if c, ok := evs[0].(Conflicted); len(evs) != 1 || !ok || c.Path != f.path("package-lock.json") || c.RemoteSum != sum(remote) || local != "" && c.LocalSum != sum(local) {
+	if len(evs) != 1 {
+		t.Fatalf("the pass's conflict: %#v", evs)
+	}
+	if c, ok := evs[0].(Conflicted); !ok || c.Path != f.path("package-lock.json") || c.RemoteSum != sum(remote) || local != "" && c.LocalSum != sum(local) {
 		t.Fatalf("the pass's conflict: %#v", evs)
 	}
 }

@@ -483,31 +483,29 @@ func (p *mappingPass) run() error {
 			d.local.Mode = localtree.KeepExec(d.local.Mode, known.Mode)
 		}
 		d.action = Decide(d.anc, d.local, d.rem, p.r.cfg.Deletes)
-		if !d.anc.Unknown && !d.rem.Unhashed && same(d.rem, d.anc) && p.r.backToAncestor(p.v.Target, p.i, rel, seen{sum: d.rem.Sum}) {
-			// A conflict whose container side went back to the ancestor's
-			// since it was found is over: the local side is the one change,
-			// and goes up checked against the ancestor, as a container
-			// delete ends one (see conflictsGone). Before, it stood: the
-			// local side stayed skipped and the container's file stayed,
-			// with no conflict line naming the pair (TestModel seed
-			// 16631844840823768410 round 362: a local delete against a
-			// container edit, then the container moved the old file back).
-			delete(p.st.reported, rel)
-			p.v.Replan(p.i, rel)
-		}
-		if d.action == Download || d.action == DeleteLocal {
-			switch standing, saved := p.r.inConflict(p.v.Target, p.i, rel, p.local(rel)); {
-			case saved:
-				p.savedBack(d)
-			case standing:
-				// Both sides stay until the next local save, whatever the
-				// ancestor says: a conflict found again with a new container
-				// side marks the local file as it is, and where that holds
-				// the ancestor's bytes, Decide took it for unchanged and
-				// downloaded over it (TestModel seed 5161543048578407081
-				// round 135: the save that put back the ancestor's bytes).
+		switch standing, saved := p.r.inConflict(p.v.Target, p.i, rel, p.local(rel)); {
+		case d.action != Download && d.action != DeleteLocal:
+			if standing && d.action == Keep && !d.anc.Unknown && !d.rem.Unhashed && d.rem.Present && same(d.rem, d.anc) && p.r.movedSince(p.v.Target, p.i, rel, seen{sum: d.rem.Sum}) {
+				// The container put back the ancestor's bytes after the
+				// conflict (the app rewrote the file as it was, a move put
+				// the old one back): a change made after the local one, so a
+				// conflict again, with the new pair. Before, nothing named
+				// it: the local side stayed skipped, the container's file
+				// stayed (TestModel seed 16631844840823768410 round 362: a
+				// local delete against a container edit, then the container
+				// moved the old file back).
 				d.action = Conflict
 			}
+		case saved:
+			p.savedBack(d)
+		case standing:
+			// Both sides stay until the next local save, whatever the
+			// ancestor says: a conflict found again with a new container
+			// side marks the local file as it is, and where that holds
+			// the ancestor's bytes, Decide took it for unchanged and
+			// downloaded over it (TestModel seed 5161543048578407081
+			// round 135: the save that put back the ancestor's bytes).
+			d.action = Conflict
 		}
 		if d.rem.Unhashed && p.res.Since {
 			// Written while this scan ran, its mtime is most likely past
