@@ -214,6 +214,10 @@ func TestKeeperFailedSaveWarns(t *testing.T) {
 	t1 := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "c1"}
 	k := newTestKeeper(t, cfg, w, ns)
 	k.add(t1)
+	// As a session does before its first save: the start waits for the
+	// load, which reads where the directory goes next (before, the load
+	// raced the directory and sometimes warned of it as a bad state file).
+	k.Start(t1)
 	// Where the file goes stands a directory that cannot be replaced nor removed.
 	if err := os.MkdirAll(filepath.Join(k.store.Path(k.key), "x"), 0o700); err != nil {
 		t.Fatal(err)
