@@ -38,3 +38,17 @@ func Waiters(t testing.TB, fc *clocktesting.FakeClock, n int) {
 		runtime.Gosched()
 	}
 }
+
+// Until yields until cond holds, failing the test if it does not within
+// Timeout: for what the code under test settles in the background (a dead
+// stream forgotten after its caller had its error).
+func Until(t testing.TB, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(Timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, Timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
