@@ -27,6 +27,17 @@ type sending struct {
 	// nor checks them again.
 	patched map[string]patched
 	expect  []precondition // sync-back's (see applyGuarded)
+	// tried holds what each try of the plan whose outcome the container
+	// never told carried (see sent), in order; carried, by rel, every sum
+	// in it. Where widen (the container hashes with sha256sum), the next
+	// try's preconditions pass on those too: the container may hold what an
+	// earlier try sent, the local side's own bytes, and a local save made
+	// between the tries goes over them. Before, the retry reported them as
+	// a container change, a conflict, and the save stayed home (TestModel
+	// seeds 3756678103747597156 round 369, 7010222998496574562 round 428).
+	tried   []map[string]*[32]byte
+	carried map[string][]*[32]byte
+	widen   bool
 	// unswap are the recoveries this apply begins with (see leftovers):
 	// rels, and their remote.UnswapArgs.
 	unswap, unswapArgs []string
@@ -63,6 +74,29 @@ func (p *sending) sent(res applyResult) map[string]*[32]byte {
 	return out
 }
 
+// unacked records what a try whose outcome the container never told (a
+// stream cut, a lost ack) carried (see tried).
+func (p *sending) unacked(res applyResult) {
+	s := p.sent(res)
+	p.tried = append(p.tried, s)
+	if p.carried == nil {
+		p.carried = map[string][]*[32]byte{}
+	}
+	for rel, sum := range s {
+		if sum != nil && !slices.ContainsFunc(p.carried[rel], func(c *[32]byte) bool { return *c == *sum }) {
+			p.carried[rel] = append(p.carried[rel], sum)
+		}
+	}
+}
+
+// checkOf returns pc's check as this try makes it (see tried).
+func (p *sending) checkOf(pc precondition) string {
+	if c := p.carried[pc.rel]; p.widen && len(c) > 0 {
+		return remote.WidenExpect(pc.check, c)
+	}
+	return pc.check
+}
+
 // precondition is apply.sh's check (remote.ExpectFile and the like) of
 // what the container must hold at rel before the plan replaces or deletes
 // it.
@@ -72,7 +106,7 @@ type precondition struct{ rel, check string }
 func (p *sending) expectAt(rel string) []string {
 	for _, pc := range p.expect {
 		if pc.rel == rel {
-			return []string{pc.check}
+			return []string{p.checkOf(pc)}
 		}
 	}
 	return nil
@@ -112,25 +146,26 @@ func scriptArgsOf(m *planner.Resolved, p *sending, sent []planner.Copy) (a *remo
 		if _, done := p.patched[pc.rel]; done {
 			continue
 		}
-		a.Expect = append(a.Expect, pc.check)
-		if m.File || !remote.Guards(pc.check) {
+		check := p.checkOf(pc)
+		a.Expect = append(a.Expect, check)
+		if m.File || !remote.Guards(check) {
 			continue
 		}
 		switch {
-		case whole[pc.rel] && remote.CanStage(pc.rel) && len(pc.check) < room:
+		case whole[pc.rel] && remote.CanStage(pc.rel) && len(check) < room:
 			if staged == nil {
 				staged = map[string]bool{}
 			}
 			staged[pc.rel] = true
-			a.Places = append(a.Places, remote.PlaceArgs(pc.check))
-			room -= len(pc.check) + 2
+			a.Places = append(a.Places, remote.PlaceArgs(check))
+			room -= len(check) + 2
 		case deleted[pc.rel] && !copied[pc.rel]:
 			taken["./"+pc.rel] = true
-			a.Takes = append(a.Takes, remote.TakeArgs(pc.check))
+			a.Takes = append(a.Takes, remote.TakeArgs(check))
 		default:
 			continue
 		}
-		p.swap(pc.rel, pc.check)
+		p.swap(pc.rel, check)
 	}
 	if len(taken) > 0 {
 		a.Deletes = slices.DeleteFunc(a.Deletes, func(d string) bool { return taken[d] })

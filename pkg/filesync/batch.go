@@ -359,14 +359,21 @@ func (e *Engine) applyBatchPlan(tg *target, i int, m *planner.Resolved, p *plann
 		return nil
 	}
 	planner.FindMoves(m, tg.idx[i], p, tg.alg)
-	s := &sending{Plan: p}
+	s := &sending{Plan: p, widen: tg.alg == "sha256sum"}
 	e.findPatches(tg, i, m, s)
 	res, err := e.applyGuarded(tg, i, m, s)
 	if err != nil {
 		// Not confirmed: the container may have applied all of it, some of
 		// it or none (a lost ack, a tar error after the deletes ran). See
-		// Index.
-		if tg.idx[i].Unconfirm(p, s.sent(res)) >= relistMin {
+		// Index. It may hold what any try carried.
+		n := 0
+		for _, sent := range s.tried {
+			n = max(n, tg.idx[i].Unconfirm(p, sent))
+		}
+		if len(s.tried) == 0 {
+			n = tg.idx[i].Unconfirm(p, s.sent(res))
+		}
+		if n >= relistMin {
 			if tg.relist == nil {
 				tg.relist = map[int]bool{}
 			}

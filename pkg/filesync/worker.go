@@ -449,7 +449,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 							}
 						}
 					}
-					res, err = e.applyGuardedOn(tg, saved, i, m, &sending{Plan: p})
+					res, err = e.applyGuardedOn(tg, saved, i, m, &sending{Plan: p, widen: tg.alg == "sha256sum"})
 				} else {
 					res, err = e.applyPlan(ctx, pe, tg.Target, m, &sending{Plan: p}, planner.CompressInitial(l, p), pf)
 				}
@@ -527,6 +527,7 @@ func (e *Engine) applyPlan(ctx context.Context, ex Executor, t Target, m *planne
 			e.left.done(t, m, p.unswap)
 		} else {
 			e.left.add(t, m, p.swapped) // it may have been killed in one
+			p.unacked(res)              // it may have landed (see sending.tried)
 		}
 		return err
 	})

@@ -302,3 +302,22 @@ func TestApplyExpectOneOf(t *testing.T) {
 		})
 	}
 }
+
+// WidenExpect adds what unacknowledged tries carried to a check that names
+// contents by hash, and leaves alone those that can't (no sum, a
+// directory's count).
+func TestWidenExpect(t *testing.T) {
+	s1, s2 := sha256.Sum256([]byte("1")), sha256.Sum256([]byte("2"))
+	for _, tt := range []struct{ check, want string }{
+		{ExpectFile("./a b", &s1, 1, 5), ExpectOneOf("./a b", []*[32]byte{&s1, &s2})},
+		{ExpectAbsent("./a"), ExpectOneOf("./a", []*[32]byte{nil, &s2})},
+		{ExpectOneOf("./a", []*[32]byte{nil, &s1}), ExpectOneOf("./a", []*[32]byte{nil, &s1, &s2})},
+		{ExpectOneOf("./a", []*[32]byte{&s2}), ExpectOneOf("./a", []*[32]byte{&s2})},
+		{ExpectFile("./a", nil, 1, 5), ExpectFile("./a", nil, 1, 5)},
+		{ExpectAtMost("./d", 3), ExpectAtMost("./d", 3)},
+	} {
+		if got := WidenExpect(tt.check, []*[32]byte{&s2}); got != tt.want {
+			t.Errorf("WidenExpect(%q) = %q, want %q", tt.check, got, tt.want)
+		}
+	}
+}
