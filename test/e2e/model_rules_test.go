@@ -34,6 +34,7 @@ func TestModelVerdict(t *testing.T) {
 	l := func(sum string) change { return change{side: 'L', sum: sum, at: at} }
 	c := func(sum string) change { return change{side: 'C', sum: sum, at: at} }
 	before := sessiontest.Event{Type: "batch"}
+	heldBack := sessiontest.Event{Type: "error", Error: "held 1 deletes from the container: with the 80 deleted just before, more than 50 and more than half of the 120 listed"}
 
 	for _, tc := range []struct {
 		name    string
@@ -90,6 +91,9 @@ func TestModelVerdict(t *testing.T) {
 		{"stopped: a container delete without --sync-back-deletes stays there", stopped, false, pair{a, a}, []change{c("")}, nil, pair{a, ""}, true},
 		{"stopped: a container delete against a local conflicting version: the modification wins", stopped, true, pair{a, b}, []change{c("")}, nil, pair{a, a}, true},
 		{"stopped: a container delete of what the local side also held must come home", stopped, true, pair{a, a}, []change{c("")}, nil, pair{a, a}, false},
+		{"stopped: the same, held by sync-back's guard with a burst: it stays", stopped, true, pair{a, a}, []change{c("")}, []sessiontest.Event{heldBack}, pair{a, ""}, true},
+		{"running: a container delete held by sync-back's guard with a burst stays", running, true, pair{a, a}, []change{c("")}, []sessiontest.Event{heldBack}, pair{a, ""}, true},
+		{"running: a container delete with no hold must come home", running, true, pair{a, a}, []change{c("")}, []sessiontest.Event{{Type: "error", Error: "scanning: exec stream closed"}}, pair{a, ""}, false},
 		{"stopped: a local delete against the container's conflicting version: the modification wins", stopped, false, pair{a, b}, []change{l("")}, nil, pair{b, b}, true},
 		{"stopped: with it, it comes home", stopped, true, pair{a, a}, []change{c("")}, nil, pair{"", ""}, true},
 
