@@ -823,9 +823,11 @@ func (p *mappingPass) guardDeletes(ds []*decision, remoteListed int) {
 		return
 	}
 	p.keepBurst(b)
+	var names []string
 	for _, d := range ds {
 		if d.action == DeleteLocal {
 			d.action = Keep
+			names = append(names, p.local(d.rel))
 			if !p.r.cfg.DryRun {
 				if p.st.heldDels[p.i] == nil {
 					p.st.heldDels[p.i] = map[string]bool{}
@@ -841,7 +843,19 @@ func (p *mappingPass) guardDeletes(ds []*decision, remoteListed int) {
 	case b.deleted > 0:
 		why = fmt.Errorf("held %d deletes from the container: with the %d deleted just before, more than %d and more than half of the %d listed", n, b.deleted, massDeleteMin, b.before)
 	}
+	why = fmt.Errorf("%w; held: %s", why, heldNames(names))
 	p.once("", why.Error(), Failed{Target: p.v.Target, Err: why})
+}
+
+// heldNames names the first few of names (sorted), and how many more: what
+// a hold line shows of the files it keeps.
+func heldNames(names []string) string {
+	slices.Sort(names)
+	const show = 3
+	if len(names) <= show {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:show], ", "), len(names)-show)
 }
 
 // keepBurst keeps b as the mapping's burst under way (nil: none), except

@@ -906,6 +906,10 @@ func testDeletesHeldAcrossPasses(t *testing.T, r *localexec.Runner) {
 	if gone != 80 {
 		t.Fatalf("%d deleted locally, want the 80 before the burst passed the line", gone)
 	}
+	// The line names what it keeps: the first few, and how many more.
+	if msg, want := held[0].Err.Error(), "; held: "+filepath.Join(f.local, "gen", "f080")+", "; !strings.Contains(msg, want) || !strings.HasSuffix(msg, " and 37 more") {
+		t.Errorf("the hold line %q names none of the held files, or not how many more", msg)
+	}
 	// The next full scan, long after: what was held stays held, though 40
 	// deletes alone are no mass delete.
 	clk.Step(DefaultFullEvery)
