@@ -21,6 +21,11 @@ type pending struct {
 	// coalesce.Options.PeekEvery): their copies may go ahead; the batch brings them
 	// again, with all that may delete.
 	early map[string]struct{}
+	// first is when the first change of the batches merged here arrived
+	// (coalesce.Batch.First; zero: none): the delete guard judges a burst
+	// by when its changes came, not by when a loaded machine got to plan
+	// them (see syncBatch).
+	first time.Time
 }
 
 func (p *pending) add(rel string) {
@@ -38,6 +43,18 @@ func (p *pending) merge(q pending) {
 	for rel := range q.early {
 		p.addEarly(rel)
 	}
+	if !q.first.IsZero() && (p.first.IsZero() || q.first.Before(p.first)) {
+		p.first = q.first
+	}
+}
+
+// judgedAt is when the delete guard judges p's deletes, now at the latest:
+// when its first change came (see first).
+func (p *pending) judgedAt(now time.Time) time.Time {
+	if !p.first.IsZero() && p.first.Before(now) {
+		return p.first
+	}
+	return now
 }
 
 func (p *pending) addEarly(rel string) {
@@ -159,6 +176,9 @@ func (e *Engine) routePath(p string, add func(i int, rel string)) {
 // route splits a batch by mapping.
 func (e *Engine) route(b *coalesce.Batch) []pending {
 	due := make([]pending, len(e.maps))
+	for i := range due {
+		due[i].first = b.First
+	}
 	for p := range b.Paths {
 		e.routePath(p, func(i int, rel string) { due[i].add(rel) })
 	}
@@ -280,8 +300,16 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 				return r
 			}
 		}
+		// A burst is judged by when the batch's changes came: a batch planned
+		// late (a loaded machine, a slow apply before it) must not cut a
+		// remover's deletes into two bursts that each stay under the line
+		// (TestModel seeds 10244155657300434128 round 34,
+		// 15620430712571607237 round 33: 80 of 149 deletes, 14 in one batch
+		// and the rest 4.8 s later, none held).
+		judged := due[i].judgedAt(e.clk.Now())
+		burst := tg.deleted[i].Ongoing(judged)
 		p, err := planner.ChangesWith(m, tg.idx[i], due[i].sorted(), due[i].rescan || dirty,
-			planner.Opts{Kept: held.kept, Again: held.again, Early: tg.earlyNew[i], Burst: tg.deleted[i].Ongoing(e.clk.Now()), Skip: e.skips(tg, i, m)})
+			planner.Opts{Kept: held.kept, Again: held.again, Early: tg.earlyNew[i], Burst: burst, Skip: e.skips(tg, i, m)})
 		if err != nil {
 			r.err = err
 			return r
@@ -292,7 +320,7 @@ func (e *Engine) syncBatch(tg *target, due []pending, dirty bool) unitResult {
 		if r.err = e.applyBatchPlan(tg, i, m, p, &r, &changed); r.err != nil {
 			return r
 		}
-		tg.ranDeletes(i, e.clk.Now(), p)
+		tg.ranDeletes(i, burst, e.clk.Now(), p)
 	}
 	r.names = changed[:min(len(changed), 5)]
 	if len(changed) > 0 {
@@ -418,10 +446,12 @@ func (e *Engine) relist(tg *target, i int, m *planner.Resolved) error {
 	return nil
 }
 
-// ranDeletes records mapping i's batch plan p, once applied, in tg's
-// delete burst (see planner.DeleteBurst).
-func (tg *target) ranDeletes(i int, now time.Time, p *planner.Plan) {
-	b := tg.deleted[i].Ongoing(now).Ran(now, p)
+// ranDeletes records mapping i's batch plan p, once applied at now, in
+// burst, tg's delete burst as the plan was judged with (see
+// planner.DeleteBurst): an apply that took longer than the gap does not end
+// it.
+func (tg *target) ranDeletes(i int, burst *planner.DeleteBurst, now time.Time, p *planner.Plan) {
+	b := burst.Ran(now, p)
 	if b == nil {
 		delete(tg.deleted, i)
 		return

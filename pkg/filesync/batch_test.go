@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // newBatchTarget returns an engine with one mapping of local into remote, and
@@ -102,6 +104,54 @@ func treeOf(t *testing.T, entries map[string]string) map[string]string {
 	dir := t.TempDir()
 	writeTree(t, dir, entries)
 	return readTree(t, dir)
+}
+
+// A remover's deletes cut into two batches are one burst when the second
+// batch's first change came less than DeleteBurstGap after the first batch's
+// deletes ran, however late a loaded machine plans it: 40 + 40 of 100 is
+// held. One whose first change came later is judged on its own. Before, the
+// gap ran to the plan, and a burst planned late went through unheld
+// (TestModel seeds 10244155657300434128 round 34, 15620430712571607237
+// round 33).
+func TestSyncBatchBurstByWhenChangesCame(t *testing.T) {
+	for _, tc := range []struct {
+		after time.Duration // the second batch's first change, after the first batch
+		held  bool
+	}{{500 * time.Millisecond, true}, {planner.DeleteBurstGap + 500*time.Millisecond, false}} {
+		t.Run(tc.after.String(), func(t *testing.T) {
+			local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app")
+			src := map[string]string{}
+			for i := range 100 {
+				src[fmt.Sprintf("src/f%03d", i)] = "s"
+			}
+			writeTree(t, local, src)
+			e, tg := newBatchTarget(t, local, remote)
+			fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
+			e.clk = fc
+			remove := func(from int) pending {
+				b := pending{first: fc.Now()}
+				for i := from; i < from+40; i++ {
+					rel := fmt.Sprintf("src/f%03d", i)
+					must(t, os.Remove(filepath.Join(local, rel)))
+					b.add(rel)
+				}
+				return b
+			}
+			if r := e.syncBatch(tg, []pending{remove(0)}, false); r.err != nil || r.deleted != 40 || tg.holding() {
+				t.Fatalf("the first 40 = %+v, holding %v", r, tg.holding())
+			}
+			fc.Step(tc.after)
+			second := remove(40)
+			fc.Step(3 * planner.DeleteBurstGap) // planned long after its changes came
+			r := e.syncBatch(tg, []pending{second}, false)
+			if r.err != nil || tg.holding() != tc.held || (r.deleted == 0) != tc.held {
+				t.Fatalf("the next 40 = %+v, holding %v; want held %v", r, tg.holding(), tc.held)
+			}
+			if _, err := os.Lstat(filepath.Join(remote, "src", "f079")); tc.held && err != nil {
+				t.Errorf("src/f079 went with the burst: %v", err)
+			}
+		})
+	}
 }
 
 // TestSyncBatchGuardIgnoresHowTheBatchWasCut: a batch that deletes 60 files

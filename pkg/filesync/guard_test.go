@@ -333,8 +333,10 @@ func TestDeleteBurstLeavesOutWhatItAdded(t *testing.T) {
 	if b := f.burstBatch(t); b.Deleted != 1 || len(eventsOf[Held](f.rec)) != 0 {
 		t.Fatalf("the tool's files gone: batch %+v, held %+v", b, eventsOf[Held](f.rec))
 	}
-	// The burst's last delete that counted was two batches ago,
-	// planner.DeleteBurstGap before this one.
+	// The burst's last delete that counted was two batches ago: this
+	// batch's change comes more than planner.DeleteBurstGap after it, and
+	// less after the tool's deletes (which would have kept it going).
+	f.fc.Step(planner.DeleteBurstGap - coalesce.DefaultCap + 500*time.Millisecond)
 	must(t, os.RemoveAll(filepath.Join(f.local, "gen")))
 	if b := f.burstBatch(t); b.Deleted != 1 || len(eventsOf[Held](f.rec)) != 0 {
 		t.Fatalf("second half: batch %+v, held %+v", b, eventsOf[Held](f.rec))
