@@ -24,6 +24,19 @@ func newBatchTarget(t *testing.T, local, remote string) (*Engine, *target) {
 	return e, tg
 }
 
+// srcTarget is newBatchTarget over n files named by format, synced.
+func srcTarget(t *testing.T, n int, format string) (local, remote string, e *Engine, tg *target) {
+	t.Helper()
+	local, remote = t.TempDir(), filepath.Join(t.TempDir(), "app")
+	src := map[string]string{}
+	for i := range n {
+		src[fmt.Sprintf(format, i)] = "s"
+	}
+	writeTree(t, local, src)
+	e, tg = newBatchTarget(t, local, remote)
+	return local, remote, e, tg
+}
+
 // TestSyncBatchEarlyCopiesOnly: early rels (a peek at a batch still open)
 // send their copies only; what deletes, or a copy that needs a delete first,
 // waits for the batch itself.
@@ -119,13 +132,7 @@ func TestSyncBatchBurstByWhenChangesCame(t *testing.T) {
 		held  bool
 	}{{500 * time.Millisecond, true}, {planner.DeleteBurstGap + 500*time.Millisecond, false}} {
 		t.Run(tc.after.String(), func(t *testing.T) {
-			local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app")
-			src := map[string]string{}
-			for i := range 100 {
-				src[fmt.Sprintf("src/f%03d", i)] = "s"
-			}
-			writeTree(t, local, src)
-			e, tg := newBatchTarget(t, local, remote)
+			local, remote, e, tg := srcTarget(t, 100, "src/f%03d")
 			fc := clocktesting.NewFakeClock(time.Unix(1000, 0))
 			e.clk = fc
 			remove := func(from int) pending {
@@ -160,13 +167,7 @@ func TestSyncBatchBurstByWhenChangesCame(t *testing.T) {
 func TestSyncBatchGuardIgnoresHowTheBatchWasCut(t *testing.T) {
 	for _, peek := range []bool{false, true} {
 		t.Run(fmt.Sprintf("peek=%v", peek), func(t *testing.T) {
-			local, remote := t.TempDir(), filepath.Join(t.TempDir(), "app")
-			src := map[string]string{}
-			for i := range 60 {
-				src[fmt.Sprintf("src/f%02d", i)] = "s"
-			}
-			writeTree(t, local, src)
-			e, tg := newBatchTarget(t, local, remote)
+			local, remote, e, tg := srcTarget(t, 60, "src/f%02d")
 
 			must(t, os.RemoveAll(filepath.Join(local, "src")))
 			var rels []string
