@@ -28,16 +28,14 @@ type sending struct {
 	patched map[string]patched
 	expect  []precondition // sync-back's (see applyGuarded)
 	// tried holds what each try of the plan whose outcome the container
-	// never told carried (see sent), in order; carried, by rel, every sum
-	// in it. Where widen (the container hashes with sha256sum), the next
+	// never told carried (see sent), in order. Where widen (the container hashes with sha256sum), the next
 	// try's preconditions pass on those too: the container may hold what an
 	// earlier try sent, the local side's own bytes, and a local save made
 	// between the tries goes over them. Before, the retry reported them as
 	// a container change, a conflict, and the save stayed home (TestModel
 	// seeds 3756678103747597156 round 369, 7010222998496574562 round 428).
-	tried   []map[string]*[32]byte
-	carried map[string][]*[32]byte
-	widen   bool
+	tried []map[string]*[32]byte
+	widen bool
 	// unswap are the recoveries this apply begins with (see leftovers):
 	// rels, and their remote.UnswapArgs.
 	unswap, unswapArgs []string
@@ -76,25 +74,20 @@ func (p *sending) sent(res applyResult) map[string]*[32]byte {
 
 // unacked records what a try whose outcome the container never told (a
 // stream cut, a lost ack) carried (see tried).
-func (p *sending) unacked(res applyResult) {
-	s := p.sent(res)
-	p.tried = append(p.tried, s)
-	if p.carried == nil {
-		p.carried = map[string][]*[32]byte{}
-	}
-	for rel, sum := range s {
-		if sum != nil && !slices.ContainsFunc(p.carried[rel], func(c *[32]byte) bool { return *c == *sum }) {
-			p.carried[rel] = append(p.carried[rel], sum)
-		}
-	}
-}
+func (p *sending) unacked(res applyResult) { p.tried = append(p.tried, p.sent(res)) }
 
 // checkOf returns pc's check as this try makes it (see tried).
 func (p *sending) checkOf(pc precondition) string {
-	if c := p.carried[pc.rel]; p.widen && len(c) > 0 {
-		return remote.WidenExpect(pc.check, c)
+	if !p.widen {
+		return pc.check
 	}
-	return pc.check
+	var sums []*[32]byte
+	for _, s := range p.tried {
+		if sum := s[pc.rel]; sum != nil {
+			sums = append(sums, sum) // WidenExpect leaves out repeats
+		}
+	}
+	return remote.WidenExpect(pc.check, sums)
 }
 
 // precondition is apply.sh's check (remote.ExpectFile and the like) of
