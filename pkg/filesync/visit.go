@@ -47,6 +47,12 @@ func (v *Visit) Generation(i int) uint64 { return v.tg.idx[i].Gen() }
 // (a file that came back from it): no plan sends it back there.
 func (v *Visit) Record(i int, rel string, e planner.Entry) { v.tg.idx[i].Put(rel, e) }
 
+// Gone records whether the target no longer holds rel (and what is under
+// it) under mapping i, as a complete scan of it found, while the entry stays as the
+// ancestor (a container delete that does not come home): the mass-delete
+// guard weighs only what the target holds (see planner.Index.Gone).
+func (v *Visit) Gone(i int, rel string, gone bool) { v.tg.idx[i].Gone(rel, gone) }
+
 // Forget records that neither side holds rel, or anything under it.
 func (v *Visit) Forget(i int, rel string) { v.tg.idx[i].DeleteTree(rel) }
 

@@ -218,10 +218,12 @@ func ChangesWith(m *Resolved, idx *Index, hints []string, rescan bool, o Opts) (
 	// ahead of the batch or the burst's batches added (they were not there
 	// before it), and those the batch writes again elsewhere (see
 	// movedAway). What the target held is counted as before the burst.
-	total := idx.Len()
+	// Nor are entries the container is known to have deleted (Index.Gone):
+	// the guard weighs what the container holds.
+	total := idx.Present()
 	uncounted := movedAway(idx, p, o.Early)
 	for rel := range o.Early {
-		if _, ok := idx.Get(rel); ok {
+		if _, ok := idx.Get(rel); ok && !idx.gone[rel] {
 			uncounted[rel] = true
 			total--
 		}
@@ -235,11 +237,15 @@ func ChangesWith(m *Resolved, idx *Index, hints []string, rescan bool, o Opts) (
 		// What the batch writes again where the burst deleted is back.
 		total, pl.prior = b.before, b.Entries-b.givenBack(freshCopies(idx, p))
 	}
-	size := idx.CountTree
+	size := idx.presentTree
 	if len(uncounted) > 0 {
-		// under counts, per path, the uncounted entries at or under it.
+		// under counts, per path, the uncounted entries at or under it
+		// (that presentTree counts).
 		under := map[string]int{}
 		for rel := range uncounted {
+			if idx.gone[rel] {
+				continue
+			}
 			for a := rel; ; a = localtree.ParentRel(a) {
 				under[a]++
 				if a == "" {
@@ -247,7 +253,7 @@ func ChangesWith(m *Resolved, idx *Index, hints []string, rescan bool, o Opts) (
 				}
 			}
 		}
-		size = func(rel string) int { return idx.CountTree(rel) - under[rel] }
+		size = func(rel string) int { return idx.presentTree(rel) - under[rel] }
 	}
 	pl.guard(p, total, size, "restart with --initial=mirror --allow-mass-delete")
 	p.before, p.fresh = total, freshCopies(idx, p)

@@ -314,6 +314,60 @@ func TestPlanHoldsDeletes(t *testing.T) {
 	}
 }
 
+// TestPlanGuardWeighsWhatTheContainerHolds: entries the container deleted
+// while the local side keeps them (Index.Gone: a container delete that does
+// not come home) are not what the container holds. Counted, 80 of them let a
+// local delete of 80 of the 153 entries the container held go with no hold
+// (TestModel seed 15620430712571607237 round 33).
+func TestPlanGuardWeighsWhatTheContainerHolds(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		rm         string
+		rewrite    int // kept/ entries written again (Put) after they were gone
+		wantHeld   bool
+		wantReason string
+	}{
+		{name: "a local delete of most of what the container holds", rm: "many", wantHeld: true, wantReason: "half of the 66 entries"},
+		{name: "what was written again counts again", rm: "many", rewrite: 40, wantHeld: true, wantReason: "half of the 106 entries"},
+		{name: "what the container deleted is no mass delete", rm: "kept"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "src")
+			writeTree(t, dir, map[string]string{"a": "a", "d/x": "x", "keep": "k", "sub/": ""})
+			for i := range 60 {
+				writeTree(t, dir, map[string]string{fmt.Sprintf("many/f%03d", i): ""})
+			}
+			for i := range 80 {
+				writeTree(t, dir, map[string]string{fmt.Sprintf("kept/f%03d", i): ""})
+			}
+			m := testMapping(t, dir, "/app", nil)
+			idx := syncedIndex(t, m)
+			idx.Gone("kept", true)
+			idx.Gone("not-an-entry", true)
+			for i := range tt.rewrite {
+				rel := fmt.Sprintf("kept/f%03d", i)
+				e, _ := idx.Get(rel)
+				idx.Put(rel, e)
+			}
+			if got, want := idx.Present(), 147-81+tt.rewrite; got != want {
+				t.Fatalf("Present() = %d of %d entries, want %d", got, idx.Len(), want)
+			}
+			must(t, os.RemoveAll(filepath.Join(dir, tt.rm)))
+			p, err := Changes(m, idx, []string{tt.rm}, false)
+			must(t, err)
+			if (p.Held != nil) != tt.wantHeld {
+				t.Fatalf("deleting %s: held %+v, deletes %q; want held %v", tt.rm, p.Held, p.Deletes, tt.wantHeld)
+			}
+			if p.Held != nil && !strings.Contains(p.Held.Reason, tt.wantReason) {
+				t.Errorf("reason %q, want %q", p.Held.Reason, tt.wantReason)
+			}
+			if p.Held == nil && !slices.Equal(p.Deletes, []string{tt.rm}) {
+				t.Errorf("deletes %q, want %q", p.Deletes, tt.rm)
+			}
+		})
+	}
+}
+
 // lstatGoneFS says the root is missing to Lstat only: a root that vanished
 // while planned and was back (with content) when the deletes were checked.
 type lstatGoneFS struct {

@@ -649,6 +649,47 @@ func TestConflictDeleteIsNotHeldWithABurst(t *testing.T) {
 	}
 }
 
+// TestContainerDeletesKeptLocallyAreNotWeighed: what the container deleted
+// and the local side keeps (no --sync-back-deletes) is not what the
+// container holds, and the upload guard weighs a local delete against what
+// it holds. Before, the index's entries for them counted: a local delete of
+// 80 of the 153 entries the container held went with no hold, 80 it had
+// deleted itself making the total 232 (TestModel seed 15620430712571607237
+// round 33).
+func TestContainerDeletesKeptLocallyAreNotWeighed(t *testing.T) {
+	for name, r := range localexec.Variants(t) {
+		t.Run(name, func(t *testing.T) {
+			f := newRunning(t, &executor{Runner: *r}, Config{})
+			var old, lib []string
+			for i := range 80 {
+				old = append(old, fmt.Sprintf("gen/old/f%03d", i))
+				write(t, f.local, old[i], "o", 0o644)
+			}
+			for i := range 60 {
+				lib = append(lib, fmt.Sprintf("lib/f%03d", i))
+				write(t, f.local, lib[i], "l", 0o644)
+			}
+			f.save(t, append(old, lib...)...)
+			f.pass(t)
+			must(t, os.RemoveAll(filepath.Join(f.remote, "gen", "old")))
+			if evs := f.pass(t); len(evs) != 0 {
+				t.Fatalf("the pass after the container's delete: %#v", evs)
+			}
+			if _, err := os.Lstat(f.path(old[0])); err != nil {
+				t.Fatalf("the container's delete came home without deletes: %v", err)
+			}
+			// 61 of the 67 entries the container holds: held.
+			must(t, os.RemoveAll(f.path("lib")))
+			if b := f.save(t, "lib"); b.Deleted != 0 {
+				t.Fatalf("a local delete of 61 of the 67 entries the container holds: %+v, want held", b)
+			}
+			if got := read(t, f.remote, lib[0]); got != "l" {
+				t.Fatalf("the container's %s: %q", lib[0], got)
+			}
+		})
+	}
+}
+
 // TestRevertAfterConflictIsASave: after a conflict the user saves the file
 // back to the bytes both sides last agreed on (a revert, a copy of the old
 // version), and a pass runs before the save's batch. By content the local

@@ -459,9 +459,16 @@ func (p *mappingPass) run() error {
 			cands[rel] = true
 		}
 	}
-	if p.r.cfg.Deletes && p.res.Complete {
+	for rel := range rems {
+		p.v.Gone(p.i, rel, false)
+	}
+	if p.res.Complete {
 		for _, rel := range p.goneLocally(rems) {
-			if !localtree.InGit(rel) { // a local .GIT is .git on some disks: never touched
+			// What the container deleted and the local side keeps
+			// (without deletes, or held) is no longer the container's:
+			// the upload guard does not weigh it (see planner.Index.Gone).
+			p.v.Gone(p.i, rel, true)
+			if p.r.cfg.Deletes && !localtree.InGit(rel) { // a local .GIT is .git on some disks: never touched
 				cands[rel] = true
 			}
 		}
