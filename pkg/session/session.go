@@ -220,6 +220,9 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	defer stopTracking()
 	incs := &incarnations{ctx: tctx, ex: d.Executor, got: map[string]string{}}
 	keep := newKeeper(cfg, d, w, containers, incs.of)
+	if keep != nil && back != nil {
+		keep.conflicts = back
+	}
 	if keep != nil {
 		opts = append(opts, filesync.WithAncestry(keep))
 		kctx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))

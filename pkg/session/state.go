@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -121,6 +122,17 @@ type keeper struct {
 	// off: a session of an overlapping key wrote into this session's
 	// containers while it ran; nothing more is saved or started from.
 	off bool
+	// conflicts are sync-back's standing conflicts, saved with each half
+	// and made to stand again by a start from it; nil without sync-back.
+	conflicts conflictKeeper
+	targets   map[string]filesync.Target // live targets by targetKey
+}
+
+// conflictKeeper is what the keeper saves of sync-back's conflicts, and
+// gives back at a start (syncback.Runner).
+type conflictKeeper interface {
+	Standing(t filesync.Target) []syncstate.Conflict
+	Restore(t filesync.Target, cs []syncstate.Conflict)
 }
 
 // newKeeper loads the saved state for the session, forgetting it first
@@ -146,6 +158,7 @@ func newKeeperWith(cfg Config, cluster string, w *workload.Workload, containers 
 		store: &syncstate.Store{Dir: cfg.State.Dir}, key: stateKey(cfg, cluster, w, containers), clk: clock.RealClock{},
 		inc: inc, warn: warn, dryRun: cfg.Sync.DryRun, cluster: cluster,
 		live: map[string]string{}, halves: map[string]syncstate.Half{}, gone: map[string]syncstate.Half{}, kick: make(chan struct{}, 1),
+		targets: map[string]filesync.Target{},
 	}
 	for _, m := range cfg.Sync.Mappings {
 		if inTree(string(m.Local), cfg.State.Dir) {
@@ -290,6 +303,7 @@ func (k *keeper) add(t filesync.Target) {
 	s := stamp(t, k.inc(t))
 	k.mu.Lock()
 	k.live[targetKey(t)] = s
+	k.targets[targetKey(t)] = t
 	k.mu.Unlock()
 }
 
@@ -297,6 +311,7 @@ func (k *keeper) add(t filesync.Target) {
 func (k *keeper) remove(t filesync.Target) {
 	k.mu.Lock()
 	delete(k.live, targetKey(t))
+	delete(k.targets, targetKey(t))
 	if h, ok := k.halves[targetKey(t)]; ok {
 		delete(k.halves, targetKey(t))
 		k.dirty = true
@@ -332,6 +347,9 @@ func (k *keeper) Start(t filesync.Target) filesync.Start {
 		k.mu.Unlock()
 	}
 	if ok {
+		if k.conflicts != nil {
+			k.conflicts.Restore(t, h.Conflicts)
+		}
 		st.From, st.Saved, st.SavedAt = filesync.StartSaved, h.Mappings, h.Saved
 		st.Why = fmt.Sprintf("saved by this container (%s) at %s", shortID(t.ContainerID), h.Saved.Format(time.RFC3339))
 		return st
@@ -395,7 +413,11 @@ func (k *keeper) Confirmed(t filesync.Target, ms []syncstate.Mapping) {
 				delete(k.halves, key) // the container before a restart: never an ancestor again
 			}
 		}
-		k.halves[targetKey(t)] = syncstate.Half{Stamp: s, Name: t.String(), Saved: k.clk.Now(), Mappings: ms}
+		h := syncstate.Half{Stamp: s, Name: t.String(), Saved: k.clk.Now(), Mappings: ms}
+		if k.conflicts != nil {
+			h.Conflicts = k.conflicts.Standing(t)
+		}
+		k.halves[targetKey(t)] = h
 		k.dirty = true
 	}
 	k.mu.Unlock()
@@ -424,9 +446,20 @@ func (k *keeper) run(ctx context.Context) {
 	}
 }
 
-// flush writes the live targets' halves when they changed.
+// flush writes the live targets' halves when they changed: their indexes,
+// or the conflicts standing there.
 func (k *keeper) flush() {
 	k.mu.Lock()
+	if k.conflicts != nil {
+		for key, h := range k.halves {
+			if t, ok := k.targets[key]; ok {
+				if cs := k.conflicts.Standing(t); !reflect.DeepEqual(cs, h.Conflicts) {
+					h.Conflicts = cs
+					k.halves[key], k.dirty = h, true
+				}
+			}
+		}
+	}
 	if !k.dirty {
 		k.mu.Unlock()
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -149,6 +150,64 @@ func TestKeeperStartAndSave(t *testing.T) {
 		t.Fatalf("damaged: %+v", st)
 	}
 	if len(w.got) != 1 {
+		t.Errorf("warnings: %v", w.got)
+	}
+}
+
+// fakeConflicts is sync-back's side of the keeper's conflicts.
+type fakeConflicts struct {
+	standing map[string][]syncstate.Conflict
+	restored map[string][]syncstate.Conflict
+}
+
+func (f *fakeConflicts) Standing(t filesync.Target) []syncstate.Conflict {
+	return f.standing[targetKey(t)]
+}
+func (f *fakeConflicts) Restore(t filesync.Target, cs []syncstate.Conflict) {
+	f.restored[targetKey(t)] = cs
+}
+
+// The conflicts standing at a container are saved with its half, those that
+// came after its index last changed too (the last save asks again), and a
+// start of the same container from it makes them stand again; another
+// incarnation's are not its.
+func TestKeeperSavesStandingConflicts(t *testing.T) {
+	cfg := stateConfig(t, t.TempDir())
+	w := &warnings{}
+	ns := map[string]string{"containerd://c1": "mnt:[1]", "containerd://c2": "mnt:[2]"}
+	t1 := filesync.Target{Namespace: "ns", Pod: "web-1", Container: "app", ContainerID: "containerd://c1"}
+	c1 := syncstate.Conflict{Path: "gen/a.txt", Remote: syncstate.ConflictSide{Absent: true}}
+	c2 := syncstate.Conflict{Path: "gen/b.txt", Exists: true, Size: 3, Remote: syncstate.ConflictSide{Sum: make([]byte, 32)}}
+	fc := &fakeConflicts{standing: map[string][]syncstate.Conflict{targetKey(t1): {c1}}, restored: map[string][]syncstate.Conflict{}}
+
+	k := newTestKeeper(t, cfg, w, ns)
+	k.conflicts = fc
+	k.add(t1)
+	k.Start(t1)
+	k.Confirmed(t1, []syncstate.Mapping{syncstate.MappingOf([]syncstate.Entry{{Path: "a", Type: 1, Size: 1}})})
+	fc.standing[targetKey(t1)] = []syncstate.Conflict{c1, c2} // a conflict with no index change
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	k.run(ctx) // ended: one flush
+
+	fc2 := &fakeConflicts{restored: map[string][]syncstate.Conflict{}}
+	k = newTestKeeper(t, cfg, w, ns)
+	k.conflicts = fc2
+	k.add(t1)
+	if st := k.Start(t1); st.From != filesync.StartSaved {
+		t.Fatalf("same container: %+v", st)
+	}
+	if got := fc2.restored[targetKey(t1)]; !reflect.DeepEqual(got, []syncstate.Conflict{c1, c2}) {
+		t.Fatalf("restored %+v, want %+v", got, []syncstate.Conflict{c1, c2})
+	}
+	t2 := t1
+	t2.ContainerID = "containerd://c2"
+	k.add(t2)
+	k.Start(t2)
+	if got, ok := fc2.restored[targetKey(t2)]; ok {
+		t.Errorf("another incarnation was given %+v", got)
+	}
+	if len(w.got) != 0 {
 		t.Errorf("warnings: %v", w.got)
 	}
 }

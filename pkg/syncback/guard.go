@@ -1,6 +1,8 @@
 package syncback
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
 	"io/fs"
 	"maps"
@@ -13,6 +15,7 @@ import (
 	"github.com/livesync-dev/kubectl-livesync/pkg/filesync"
 	"github.com/livesync-dev/kubectl-livesync/pkg/localtree"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
+	"github.com/livesync-dev/kubectl-livesync/pkg/syncstate"
 )
 
 // The upload side of the three-way rules (Runner is the engine's
@@ -387,6 +390,71 @@ func (s seen) same(o seen) bool {
 		return s.stat == o.stat && s.size == o.size && s.mtime == o.mtime
 	}
 	return false // neither known (a directory's): nothing to tell them by
+}
+
+// Standing returns the conflicts that stand at t, sorted, for the saved
+// state (see syncstate.Conflict): a start from it makes them stand again
+// (Restore). Before, a stop forgot them, and a start decided the path by
+// the saved ancestor alone: a container that put the ancestor's bytes back
+// while the session was stopped lost its side to the local delete of the
+// conflict (TestModel seed 3631759567890288979 round 513).
+func (r *Runner) Standing(t filesync.Target) []syncstate.Conflict {
+	prefix := conflictKey(t, 0, "")
+	prefix = prefix[:len(prefix)-len("0\x00")]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []syncstate.Conflict
+	for key, c := range r.conflicts {
+		rest, ok := strings.CutPrefix(key, prefix)
+		if !ok {
+			continue
+		}
+		is, rel, _ := strings.Cut(rest, "\x00")
+		i, err := strconv.Atoi(is)
+		if err != nil {
+			continue
+		}
+		sc := syncstate.Conflict{Mapping: i, Path: rel, Exists: c.local.exists, Mode: uint32(c.local.mode), Size: c.local.size,
+			Ino: c.local.ino, CTime: c.local.ctime,
+			Remote: syncstate.ConflictSide{Absent: c.remote.absent, Stat: c.remote.stat, Size: c.remote.size, MTime: c.remote.mtime}}
+		if c.local.exists {
+			sc.MTime = c.local.mtime.UnixNano()
+		}
+		if c.remote.sum != nil {
+			sc.Remote.Sum = bytes.Clone(c.remote.sum[:])
+		}
+		out = append(out, sc)
+	}
+	slices.SortFunc(out, func(a, b syncstate.Conflict) int {
+		return cmp.Or(cmp.Compare(a.Mapping, b.Mapping), strings.Compare(a.Path, b.Path))
+	})
+	return out
+}
+
+// Restore makes cs, the conflicts that stood at t's container when the
+// state its start uses was saved (see Standing), stand again: until the
+// next local save, and a container side other than the one it showed is a
+// change made after it. One found in this session already is newer.
+func (r *Runner) Restore(t filesync.Target, cs []syncstate.Conflict) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, sc := range cs {
+		if !localtree.ValidRel(sc.Path) || sc.Path == "" {
+			continue
+		}
+		key := conflictKey(t, sc.Mapping, sc.Path)
+		if _, ok := r.conflicts[key]; ok {
+			continue
+		}
+		c := conflicted{remote: seen{absent: sc.Remote.Absent, stat: sc.Remote.Stat, size: sc.Remote.Size, mtime: sc.Remote.MTime}}
+		if sc.Exists {
+			c.local = mark{exists: true, mode: fs.FileMode(sc.Mode), size: sc.Size, mtime: time.Unix(0, sc.MTime), ino: sc.Ino, ctime: sc.CTime}
+		}
+		if len(sc.Remote.Sum) == len(seen{}.sum) {
+			c.remote.sum = (*[32]byte)(bytes.Clone(sc.Remote.Sum))
+		}
+		r.conflicts[key] = c
+	}
 }
 
 // settle forgets the conflict at rel: both sides hold the same again.

@@ -176,3 +176,85 @@ func TestStartMovedMtimeIsNoChange(t *testing.T) {
 		})
 	}
 }
+
+// A conflict that stood when the session stopped stands at the next start
+// from the saved state (Standing, Restore; pkg/session saves them with the
+// ancestor): the container putting the ancestor's bytes back while stopped
+// is a change made after it, a conflict again, not the local delete's to
+// replace; a container side that did not move keeps both sides; a local
+// save made while stopped is the answer to it. Before, a
+// stop forgot the conflict and the start sent the local delete over the
+// container's file (TestModel seed 3631759567890288979 round 513).
+func TestStartKeepsAStandingConflict(t *testing.T) {
+	for _, tt := range []struct {
+		name                  string
+		edit                  bool // the conflict's local side is an edit, not a delete
+		stopped               func(t *testing.T, f *fixture)
+		wantLocal, wantRemote string // "" for absent
+		wantConflict          bool
+	}{
+		{name: "the container puts the ancestor back", stopped: func(t *testing.T, f *fixture) {
+			write(t, f.remote, "gen/g.txt", "ancestor", 0o644)
+		}, wantRemote: "ancestor", wantConflict: true},
+		{name: "nothing moves", stopped: func(t *testing.T, f *fixture) {}, wantRemote: "theirs", wantConflict: true},
+		{name: "a local edit, nothing moves", edit: true, stopped: func(t *testing.T, f *fixture) {}, wantLocal: "edited", wantRemote: "theirs", wantConflict: true},
+		{name: "a local edit, the container puts the ancestor back", edit: true, stopped: func(t *testing.T, f *fixture) {
+			write(t, f.remote, "gen/g.txt", "ancestor", 0o644)
+		}, wantLocal: "edited", wantRemote: "ancestor", wantConflict: true},
+		// The save is the answer to the conflict: not reported again, and
+		// planned again (savedBack) to go with the next batch, checked
+		// against what the conflict showed (TestSaveAfterConflictIsChecked).
+		{name: "a local save", stopped: func(t *testing.T, f *fixture) {
+			write(t, f.local, "gen/g.txt", "mine", 0o644)
+		}, wantLocal: "mine", wantRemote: "theirs"},
+		{name: "a local save and the container moves", stopped: func(t *testing.T, f *fixture) {
+			write(t, f.local, "gen/g.txt", "mine", 0o644)
+			write(t, f.remote, "gen/g.txt", "ancestor", 0o644)
+		}, wantLocal: "mine", wantRemote: "ancestor", wantConflict: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			anc := &memAncestry{}
+			f := &fixture{local: t.TempDir(), remote: filepath.Join(t.TempDir(), "app"), ex: &executor{}}
+			write(t, f.local, "package-lock.json", "v1", 0o644)
+			write(t, f.local, "gen/g.txt", "ancestor", 0o644)
+			f.start(t, Config{}, filesync.WithAncestry(anc))
+			f.initialSync(t)
+			f.pass(t)
+			// The conflict: the container edits, the local side deletes.
+			write(t, f.remote, "gen/g.txt", "theirs", 0o644)
+			if tt.edit {
+				write(t, f.local, "gen/g.txt", "edited", 0o644)
+			} else {
+				must(t, os.Remove(filepath.Join(f.local, "gen/g.txt")))
+			}
+			if evs := f.pass(t); len(evs) != 1 {
+				t.Fatalf("the conflict's pass: %v", evs)
+			}
+			cs := f.runner.Standing(src)
+			if len(cs) != 1 || cs[0].Path != "gen/g.txt" || cs[0].Exists != tt.edit || len(cs[0].Remote.Sum) != 32 {
+				t.Fatalf("standing conflicts %+v, want gen/g.txt's", cs)
+			}
+
+			tt.stopped(t, f)
+			f.start(t, Config{}, filesync.WithAncestry(anc))
+			f.runner.Restore(src, cs)
+			f.initialSync(t)
+			evs := f.pass(t)
+			for root, want := range map[string]string{f.local: tt.wantLocal, f.remote: tt.wantRemote} {
+				b, err := os.ReadFile(filepath.Join(root, "gen/g.txt"))
+				if got := string(b); got != want || (want == "") != os.IsNotExist(err) {
+					t.Errorf("%s/gen/g.txt = %q (%v), want %q", root, got, err, want)
+				}
+			}
+			var conflicts int
+			for _, ev := range evs {
+				if c, ok := ev.(Conflicted); ok && c.Path == filepath.Join(f.local, "gen/g.txt") {
+					conflicts++
+				}
+			}
+			if (conflicts > 0) != tt.wantConflict {
+				t.Errorf("a conflict at gen/g.txt: %v, want %v; events %v", conflicts > 0, tt.wantConflict, evs)
+			}
+		})
+	}
+}

@@ -15,7 +15,9 @@ import (
 	"time"
 )
 
-// The file format. Version 2 streams: each field as a varint or a
+// The file format. Version 3 is version 2 with each half's standing
+// conflicts after its mappings (see Conflict); versions 2 and 1 are still
+// read, without conflicts. Version 2 streams: each field as a varint or a
 // length-prefixed string, each path as the length it shares with the path
 // before it and the rest, and a sha256 of everything before it at the end,
 // so that neither Save nor Load holds the file in memory: version 1 (a
@@ -24,7 +26,8 @@ import (
 // still read.
 const (
 	magicV1 = "kubectl-livesync state v1\n"
-	magic   = "kubectl-livesync state v2\n"
+	magicV2 = "kubectl-livesync state v2\n"
+	magic   = "kubectl-livesync state v3\n"
 )
 
 // Bounds of what decode believes of a damaged file before its checksum
@@ -38,6 +41,14 @@ const (
 const (
 	flagSum     = 1 << iota // 32 bytes of Sum follow
 	flagUnknown             // Entry.Unknown
+)
+
+// Conflict flags of version 3.
+const (
+	conflictExists = 1 << iota // Conflict.Exists
+	conflictSum                // 32 bytes of Remote.Sum follow
+	conflictAbsent             // Remote.Absent
+	conflictStat               // Remote.Size and Remote.MTime follow
 )
 
 // encoder writes version 2 a buffer at a time, to the file and the hash,
@@ -123,8 +134,18 @@ func (e *encoder) time(t time.Time) {
 // as it passes max bytes. A mapping's entries are written as they are held
 // (see Mapping).
 func encode(w io.Writer, snap *Snapshot, max int64) (int64, error) {
+	return encodeVersion(w, snap, max, true)
+}
+
+// encodeVersion is encode, in version 3 or (tests of what older versions
+// wrote) version 2, which has no conflicts.
+func encodeVersion(w io.Writer, snap *Snapshot, max int64, v3 bool) (int64, error) {
 	e := &encoder{w: w, h: sha256.New(), buf: make([]byte, 0, 1<<16), max: max}
-	e.write([]byte(magic))
+	if v3 {
+		e.write([]byte(magic))
+	} else {
+		e.write([]byte(magicV2))
+	}
 	e.string(snap.Key)
 	e.time(snap.Saved)
 	e.uvarint(uint64(len(snap.Halves)))
@@ -142,6 +163,12 @@ func encode(w io.Writer, snap *Snapshot, max int64) (int64, error) {
 				return e.n, e.err
 			}
 		}
+		if v3 {
+			e.uvarint(uint64(len(hf.Conflicts)))
+			for _, c := range hf.Conflicts {
+				e.conflict(c)
+			}
+		}
 	}
 	e.flush()
 	if e.err == nil && e.room(sha256.Size) {
@@ -149,6 +176,38 @@ func encode(w io.Writer, snap *Snapshot, max int64) (int64, error) {
 		_, e.err = e.w.Write(e.buf)
 	}
 	return e.n, e.err
+}
+
+// conflict writes c (version 3).
+func (e *encoder) conflict(c Conflict) {
+	var flags byte
+	if c.Exists {
+		flags |= conflictExists
+	}
+	if len(c.Remote.Sum) == sha256.Size {
+		flags |= conflictSum
+	}
+	if c.Remote.Absent {
+		flags |= conflictAbsent
+	}
+	if c.Remote.Stat {
+		flags |= conflictStat
+	}
+	e.uvarint(uint64(c.Mapping))
+	e.string(c.Path)
+	e.write([]byte{flags})
+	e.uvarint(uint64(c.Mode))
+	e.varint(c.Size)
+	e.varint(c.MTime)
+	e.uvarint(c.Ino)
+	e.varint(c.CTime)
+	if flags&conflictSum != 0 {
+		e.write(c.Remote.Sum)
+	}
+	if c.Remote.Stat {
+		e.varint(c.Remote.Size)
+		e.varint(c.Remote.MTime)
+	}
 }
 
 // reader is a buffered reader that hashes what was consumed of it, a
@@ -319,8 +378,35 @@ func (d *decoder) entry(path *[]byte, r *Entry, sum *[sha256.Size]byte) bool {
 	return d.err == nil
 }
 
-// decodeV2 reads a version 2 body from r, whose hash has summed the magic.
-func decodeV2(r *reader) (*Snapshot, error) {
+// conflict reads one conflict (version 3).
+func (d *decoder) conflict() Conflict {
+	var c Conflict
+	c.Mapping = int(d.uvarint())
+	c.Path = d.string()
+	flags := d.byte()
+	c.Exists = flags&conflictExists != 0
+	c.Mode = uint32(d.uvarint())
+	c.Size = d.varint()
+	c.MTime = d.varint()
+	c.Ino = d.uvarint()
+	c.CTime = d.varint()
+	if flags&conflictSum != 0 {
+		c.Remote.Sum = make([]byte, sha256.Size)
+		d.r.full(c.Remote.Sum)
+		d.fail(d.r.err)
+	}
+	c.Remote.Absent = flags&conflictAbsent != 0
+	if flags&conflictStat != 0 {
+		c.Remote.Stat = true
+		c.Remote.Size = d.varint()
+		c.Remote.MTime = d.varint()
+	}
+	return c
+}
+
+// decodeV2 reads a version 2 body from r, whose hash has summed the magic;
+// with v3, a version 3 body (conflicts after each half's mappings).
+func decodeV2(r *reader, v3 bool) (*Snapshot, error) {
 	d := &decoder{r: r}
 	snap := &Snapshot{Key: d.string(), Saved: d.time()}
 	nh, room := d.count()
@@ -351,6 +437,16 @@ func decodeV2(r *reader) (*Snapshot, error) {
 			}
 			hf.Mappings = append(hf.Mappings, b.Mapping())
 		}
+		if v3 {
+			nc, room := d.count()
+			hf.Conflicts = make([]Conflict, 0, room)
+			for range nc {
+				if d.err != nil {
+					break
+				}
+				hf.Conflicts = append(hf.Conflicts, d.conflict())
+			}
+		}
 		snap.Halves = append(snap.Halves, hf)
 	}
 	if d.err != nil {
@@ -377,8 +473,8 @@ func decode(r io.Reader, limit int64) (*Snapshot, error) {
 		return nil, errors.New("not a state file of this version")
 	}
 	switch string(head) {
-	case magic:
-		snap, err := decodeV2(rd)
+	case magic, magicV2:
+		snap, err := decodeV2(rd, string(head) == magic)
 		if lr.N <= 0 {
 			return nil, errors.New("larger than its bound")
 		}

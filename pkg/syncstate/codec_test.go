@@ -26,7 +26,14 @@ func fullSnap() *Snapshot {
 		Key:   "a=\"b\"\n",
 		Saved: time.Unix(1_800_000_000, 17),
 		Halves: []Half{
-			{Stamp: "cid/mnt:[1]", Name: "ns/p/c", Saved: time.Unix(100, 0), Mappings: mappings(es, nil, []Entry{{Path: "x", Type: 1}})},
+			{Stamp: "cid/mnt:[1]", Name: "ns/p/c", Saved: time.Unix(100, 0), Mappings: mappings(es, nil, []Entry{{Path: "x", Type: 1}}),
+				Conflicts: []Conflict{
+					{Mapping: 0, Path: "dir/a.txt", Exists: true, Mode: 0o644, Size: 3, MTime: 1_700_000_000_123_456_789, Ino: 1 << 63, CTime: -1,
+						Remote: ConflictSide{Sum: sum[:]}},
+					{Mapping: 2, Path: "x", Remote: ConflictSide{Absent: true}},
+					{Mapping: 2, Path: "y/ü", Exists: true, Remote: ConflictSide{Stat: true, Size: 1 << 40, MTime: -7}},
+					{Mapping: 0, Path: "dir"},
+				}},
 			{Stamp: "", Name: "", Mappings: nil},
 		},
 	}
@@ -52,6 +59,9 @@ func sameSnap(t *testing.T, got, want *Snapshot) {
 		g := got.Halves[i]
 		if g.Stamp != h.Stamp || g.Name != h.Name || !g.Saved.Equal(h.Saved) || len(g.Mappings) != len(h.Mappings) {
 			t.Fatalf("half %d: got %+v, want %+v", i, g, h)
+		}
+		if (len(g.Conflicts) != 0 || len(h.Conflicts) != 0) && !reflect.DeepEqual(g.Conflicts, h.Conflicts) {
+			t.Fatalf("half %d's conflicts:\n got %+v\nwant %+v", i, g.Conflicts, h.Conflicts)
 		}
 		for j, m := range h.Mappings {
 			es, ges := m.Entries(), g.Mappings[j].Entries()
@@ -128,6 +138,9 @@ func TestLoadVersion1(t *testing.T) {
 	if got == nil {
 		t.Fatalf("version 1 not read: %s", note)
 	}
+	for i := range want.Halves {
+		want.Halves[i].Conflicts = nil // version 1 had none
+	}
 	sameSnap(t, got, want)
 	v1[len(v1)-3] ^= 1
 	if err := os.WriteFile(s.Path(k), v1, 0o600); err != nil {
@@ -136,6 +149,29 @@ func TestLoadVersion1(t *testing.T) {
 	if got, _ := s.Load(k); got != nil {
 		t.Fatal("a damaged version 1 file was read")
 	}
+}
+
+// A state saved by version 2 is still read, without conflicts.
+func TestLoadVersion2(t *testing.T) {
+	s := &Store{Dir: t.TempDir()}
+	k := testKey("/src")
+	want := fullSnap()
+	want.Key = k.String()
+	var b bytes.Buffer
+	if _, err := encodeVersion(&b, want, 1<<20, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.Path(k), b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, note := s.Load(k)
+	if got == nil {
+		t.Fatalf("version 2 not read: %s", note)
+	}
+	for i := range want.Halves {
+		want.Halves[i].Conflicts = nil
+	}
+	sameSnap(t, got, want)
 }
 
 // Save streams: a snapshot over the bound fails with ErrTooLarge before it

@@ -90,12 +90,41 @@ type Entry struct {
 
 // Half is one container's part of a snapshot: the entries it confirmed,
 // per mapping, stamped with the incarnation of the container that confirmed
-// them.
+// them, and the conflicts that stood there.
 type Half struct {
-	Stamp    string // the container's incarnation (see pkg/session)
-	Name     string // which container, for notes ("ns/pod/container")
-	Saved    time.Time
-	Mappings []Mapping
+	Stamp     string // the container's incarnation (see pkg/session)
+	Name      string // which container, for notes ("ns/pod/container")
+	Saved     time.Time
+	Mappings  []Mapping
+	Conflicts []Conflict
+}
+
+// Conflict is a conflict that stood at a path when the state was saved
+// (pkg/syncback): the local file as it was when the conflict was reported,
+// and what the container held. A start from the state keeps it standing
+// until the next local save, and takes a container side other than this
+// one for a change made after it.
+type Conflict struct {
+	Mapping int
+	Path    string
+	// The local file when the conflict was reported: whether it existed,
+	// and its stat data (mtime and ctime in nanoseconds).
+	Exists      bool
+	Mode        uint32
+	Size, MTime int64
+	Ino         uint64
+	CTime       int64
+	Remote      ConflictSide
+}
+
+// ConflictSide is what the container held at a conflict's path: its
+// sha256, nothing (Absent), or, from a container without sha256sum, its
+// size and mtime in seconds (Stat); none of them for a directory's.
+type ConflictSide struct {
+	Sum         []byte
+	Absent      bool
+	Stat        bool
+	Size, MTime int64
 }
 
 // Snapshot is what is saved under a key: a half per container.
