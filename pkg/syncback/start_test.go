@@ -34,21 +34,28 @@ func (a *memAncestry) Confirmed(_ filesync.Target, ms []syncstate.Mapping) {
 	a.saved = ms
 }
 
+// savedFixture is a fixture over ex whose local tree holds files, after
+// the initial sync of a session that keeps what it confirms in anc.
+func savedFixture(t *testing.T, ex *executor, cfg Config, files map[string]string) (*fixture, *memAncestry) {
+	t.Helper()
+	anc := &memAncestry{}
+	f := &fixture{local: t.TempDir(), remote: filepath.Join(t.TempDir(), "app"), ex: ex}
+	for rel, content := range files {
+		write(t, f.local, rel, content, 0o644)
+	}
+	f.start(t, cfg, filesync.WithAncestry(anc))
+	f.initialSync(t)
+	return f, anc
+}
+
 // A session that starts from the ancestor the last one saved, against the
 // same container: the container's writes to listed files made while no
 // session ran come home (over a local delete too), a local edit goes up, a
 // listed file both sides changed is a conflict with both kept, and no
 // container change is replaced.
 func TestStartFromSavedAncestor(t *testing.T) {
-	anc := &memAncestry{}
-	f := &fixture{local: t.TempDir(), remote: filepath.Join(t.TempDir(), "app"), ex: &executor{}}
-	write(t, f.local, "package-lock.json", "v1", 0o644)
-	write(t, f.local, "src/main.go", "package main", 0o644)
-	write(t, f.local, "gen/both.txt", "both v1", 0o644)
-	write(t, f.local, "gen/theirs.txt", "theirs v1", 0o644)
-	write(t, f.local, "gen/gone.txt", "gone", 0o644)
-	f.start(t, Config{}, filesync.WithAncestry(anc))
-	f.initialSync(t)
+	f, anc := savedFixture(t, &executor{}, Config{}, map[string]string{"package-lock.json": "v1", "src/main.go": "package main",
+		"gen/both.txt": "both v1", "gen/theirs.txt": "theirs v1", "gen/gone.txt": "gone"})
 	if len(anc.saved) != 1 {
 		t.Fatal("nothing confirmed")
 	}
@@ -101,12 +108,7 @@ func TestStartFromSavedAncestor(t *testing.T) {
 // back) is still never replaced or deleted by a start: the upload's
 // precondition checks the container's hash against the saved ancestor.
 func TestStartGuardsUnseenContainerChange(t *testing.T) {
-	anc := &memAncestry{}
-	f := &fixture{local: t.TempDir(), remote: filepath.Join(t.TempDir(), "app"), ex: &executor{}}
-	write(t, f.local, "package-lock.json", "v1", 0o644)
-	write(t, f.local, "gen/a.txt", "aaaa", 0o644)
-	f.start(t, Config{}, filesync.WithAncestry(anc))
-	f.initialSync(t)
+	f, anc := savedFixture(t, &executor{}, Config{}, map[string]string{"package-lock.json": "v1", "gen/a.txt": "aaaa"})
 	for rel, content := range map[string]string{"package-lock.json": "v9", "gen/a.txt": "bbbb"} {
 		name := filepath.Join(f.remote, rel)
 		fi, err := os.Stat(name)
@@ -142,12 +144,7 @@ func TestStartGuardsUnseenContainerChange(t *testing.T) {
 func TestStartMovedMtimeIsNoChange(t *testing.T) {
 	for name, r := range localexec.Variants(t) {
 		t.Run(name, func(t *testing.T) {
-			anc := &memAncestry{}
-			f := &fixture{local: t.TempDir(), remote: filepath.Join(t.TempDir(), "app"), ex: &executor{Runner: *r}}
-			write(t, f.local, "gen/edited.txt", "aaaa", 0o644)
-			write(t, f.local, "gen/deleted.txt", "bbbb", 0o644)
-			f.start(t, Config{Deletes: true}, filesync.WithAncestry(anc))
-			f.initialSync(t)
+			f, anc := savedFixture(t, &executor{Runner: *r}, Config{Deletes: true}, map[string]string{"gen/edited.txt": "aaaa", "gen/deleted.txt": "bbbb"})
 			f.pass(t)
 			hourAgo := time.Now().Add(-time.Hour)
 			for _, rel := range []string{"gen/edited.txt", "gen/deleted.txt"} {
@@ -213,12 +210,7 @@ func TestStartKeepsAStandingConflict(t *testing.T) {
 		}, wantLocal: "mine", wantRemote: "ancestor", wantConflict: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			anc := &memAncestry{}
-			f := &fixture{local: t.TempDir(), remote: filepath.Join(t.TempDir(), "app"), ex: &executor{}}
-			write(t, f.local, "package-lock.json", "v1", 0o644)
-			write(t, f.local, "gen/g.txt", "ancestor", 0o644)
-			f.start(t, Config{}, filesync.WithAncestry(anc))
-			f.initialSync(t)
+			f, anc := savedFixture(t, &executor{}, Config{}, map[string]string{"package-lock.json": "v1", "gen/g.txt": "ancestor"})
 			f.pass(t)
 			// The conflict: the container edits, the local side deletes.
 			write(t, f.remote, "gen/g.txt", "theirs", 0o644)
