@@ -28,15 +28,25 @@ type running struct {
 	*fixture
 	changes chan coalesce.Change
 	events  chan filesync.Event
+	started []Event // sync-back's events of the initial sync
 }
 
 func newRunning(t *testing.T, ex *executor, cfg Config) *running {
 	t.Helper()
-	f := &running{fixture: &fixture{local: t.TempDir(), remote: filepath.Join(t.TempDir(), "app"), ex: ex, rec: &recorder{}},
-		changes: make(chan coalesce.Change), events: make(chan filesync.Event, 100)}
-	write(t, f.local, "package-lock.json", "v1", 0o644)
-	write(t, f.local, "src/main.go", "package main", 0o644)
-	write(t, f.local, ignore.FileName, "__pycache__/\n*.log\n", 0o644)
+	fx := &fixture{local: t.TempDir(), remote: filepath.Join(t.TempDir(), "app"), ex: ex}
+	write(t, fx.local, "package-lock.json", "v1", 0o644)
+	write(t, fx.local, "src/main.go", "package main", 0o644)
+	write(t, fx.local, ignore.FileName, "__pycache__/\n*.log\n", 0o644)
+	return runOn(t, fx, cfg)
+}
+
+// runOn starts a running session of fx's sync (its engine also takes opts)
+// and waits for its initial sync.
+func runOn(t *testing.T, fx *fixture, cfg Config, opts ...filesync.Option) *running {
+	t.Helper()
+	fx.rec = &recorder{}
+	f := &running{fixture: fx, changes: make(chan coalesce.Change), events: make(chan filesync.Event, 100)}
+	ex := fx.ex
 	if cfg.Globs == nil {
 		cfg.Globs = []string{"package-lock.json", "gen/**"}
 	}
@@ -46,12 +56,12 @@ func newRunning(t *testing.T, ex *executor, cfg Config) *running {
 	match, err := ignore.New(f.local, ignore.Options{})
 	must(t, err)
 	f.engine = filesync.New(ex, filesync.Config{Mappings: []planner.Mapping{{Local: planner.LocalPath(f.local), Remote: planner.RemotePath(f.remote)}}, Matchers: []planner.Matcher{match}},
-		filesync.WithUploadGuard(f.runner), filesync.WithReporter(filesync.ReporterFunc(func(ev filesync.Event) {
+		append([]filesync.Option{filesync.WithUploadGuard(f.runner), filesync.WithReporter(filesync.ReporterFunc(func(ev filesync.Event) {
 			switch ev.(type) {
 			case filesync.InitialSync, filesync.Batch, filesync.Recovered:
 				f.events <- ev
 			}
-		})))
+		}))}, opts...)...)
 	f.runner.Serve(f.engine)
 	inc, err := remote.Incarnation(context.Background(), ex, src)
 	must(t, err)
@@ -64,7 +74,7 @@ func newRunning(t *testing.T, ex *executor, cfg Config) *running {
 	if is, ok := f.next(t).(filesync.InitialSync); !ok || is.Err != nil {
 		t.Fatalf("initial sync: %#v", is)
 	}
-	f.rec.take()
+	f.started = f.rec.take()
 	return f
 }
 

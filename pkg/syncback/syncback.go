@@ -503,6 +503,16 @@ func (p *mappingPass) run() error {
 				// moved the old file back).
 				d.action = Conflict
 			}
+			if saved && d.action == Conflict && p.r.savedOver(p.v.Target, p.i, rel, p.local(rel), seen{sum: d.rem.Sum}) {
+				// Saved since the conflict, over the container side it
+				// showed: the save's batch sends it, checked against that
+				// side (see Expect), and the conflict is not reported again.
+				// A save made while no session ran has no batch of its own
+				// coming: it is planned here. Before, it stayed home and
+				// nothing said so (TestModel seed 15620430712571607237
+				// round 14: a touch -r save while stopped).
+				p.v.Replan(p.i, rel)
+			}
 		case saved:
 			p.savedBack(d)
 		case standing:
