@@ -149,3 +149,31 @@ func modeString(octal string) string {
 	}
 	return m.Perm().String()
 }
+
+// A copy's source written between its check and the copy (a container
+// write in place, landing after the check) never lands under the
+// destination's name: the copy is hashed before it is put there, and a
+// copy that differs is refused (exit 6: the file is sent whole). Before,
+// the container's new bytes went under the local name (TestModel seed
+// 15561879248287108722 round 706: a dd into the source while the session
+// copied it).
+func TestApplyCopyHashesTheCopy(t *testing.T) {
+	big := strings.Repeat("the binary\n", 1000)
+	sum := sha256.Sum256([]byte(big))
+	ex := busybox(t, "cp")
+	// The container's write lands between the check and the copy.
+	shim := "#!/bin/sh\nprintf 'written meanwhile' >>\"$2\"\nexec /bin/busybox cp \"$@\"\n"
+	must(t, os.WriteFile(filepath.Join(ex.Bin, "cp"), []byte(shim), 0o755))
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{"a/x.bin": big})
+	a := ApplyArgs{Root: root, Moves: [][2]string{MoveArgs("./a/x.bin", "./b/x.bin", sum, true, 0o644)}}
+	var out bytes.Buffer
+	err := ex.Exec(context.Background(), testTarget, a.Argv(), nil, &out, io.Discard)
+	if !IsMoveRefused(err) {
+		t.Fatalf("apply: %v (stdout %q), want the copy refused", err, out.String())
+	}
+	got := readLinksTree(t, root)
+	if want := big + "written meanwhile"; len(got) != 1 || got["a/x.bin"] != want {
+		t.Fatalf("tree %q, want only the source, as the container wrote it", got)
+	}
+}

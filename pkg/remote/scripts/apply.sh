@@ -65,7 +65,10 @@
 #     are made (tar fills their modes in), the file gets <mode> and is
 #     renamed over dst (rename(2): atomic, and it replaces a link rather
 #     than follow it); a copy goes through ".livesync-cp.<pid>" in dst's
-#     directory, renamed over dst likewise. One that fails exits 6 too: what
+#     directory, hashed there (the source checked before may have been
+#     written since: a copy of a file the container changed in place
+#     meanwhile put the container's bytes under the local name, TestModel
+#     seed 15561879248287108722 round 706), renamed over dst likewise. One that fails exits 6 too: what
 #     was moved holds the right content, and the whole batch comes again.
 #     A moved source is deleted by the batch (step 3) if the client says so.
 #  2c. A patch (mode "p": stdin holds the patch's literal bytes; "q": the
@@ -311,12 +314,12 @@ for a; do
   p*) if [ -L "$p" ]; then rm -f -- "$p" || fail rm; mkdir -- "$p" || fail mkdir; [ -z "$own" ] || chown "$own" -- "$p" || fail chown; printf 'R%s\0' "$p"; fi ;;
   k*) if [ -L "$p" ]; then printf 'livesync: symlink in the way: %s\n' "$p" >&2; exit 4; fi ;;
   w*) [ ! -d "$p" ] || chmod u+rwx -- "$p" 2>/dev/null || : ;;
-  m*|c*) k=${a%"${a#?}"} sp=./${a#*./} ;;
+  m*|c*) k=${a%"${a#?}"} sp=./${a#*./} ks=${a%%./*}; ks=${ks#?} ;;
   t*)
     d=./${a#*./} md=${a%%./*} t=${d%/*}/.livesync-cp.$$
     if ! nolink "$d" || [ -d "$d" ] || ! mkdir -p -- "${d%/*}" 2>/dev/null; then printf 'livesync: move: %s is in the way\n' "$d" >&2; exit 6; fi
     if [ "$k" = m ]; then chmod "${md#t}" -- "$sp" 2>/dev/null && put "$sp" "$d" "$@" 2>/dev/null
-    else rm -f -- "$t" && cp -- "$sp" "$t" 2>/dev/null && chmod "${md#t}" -- "$t" && { [ -z "$own" ] || chown "$own" -- "$t"; } && put "$t" "$d" "$@" || { rm -f -- "$t"; false; }
+    else rm -f -- "$t" && cp -- "$sp" "$t" 2>/dev/null && n=$(sha256sum <"$t") && [ "${n%% *}" = "$ks" ] && chmod "${md#t}" -- "$t" && { [ -z "$own" ] || chown "$own" -- "$t"; } && put "$t" "$d" "$@" || { rm -f -- "$t"; false; }
     fi || { printf 'livesync: move to %s failed\n' "$d" >&2; exit 6; } ;;
   P*)
     pf=./${a#*./} ph=${a%%./*}; ph=${ph#P?*:} pt=${pf%/*}/.livesync-patch.${pf##*/}
