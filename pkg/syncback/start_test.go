@@ -273,3 +273,38 @@ func TestStartKeepsAStandingConflict(t *testing.T) {
 		})
 	}
 }
+
+// A restored conflict that both sides ended while stopped (the local file
+// deleted, the container's too) is over: it is not saved again, and a file
+// the container makes there later, even with the bytes the conflict
+// showed, comes home like any new one. Before, it stood on (no batch
+// checked the local delete: the start found both sides gone), and the
+// next start took the container's new file for the one the delete
+// answered and deleted it (TestModel seed 267067436523443874 round 185).
+func TestStartEndsAConflictGoneOnBothSides(t *testing.T) {
+	f, anc := savedFixture(t, &executor{}, Config{}, map[string]string{"package-lock.json": "v1", "gen/g.txt": "ancestor"})
+	f.pass(t)
+	write(t, f.remote, "gen/g.txt", "theirs", 0o644)
+	write(t, f.local, "gen/g.txt", "edited", 0o644)
+	if evs := f.pass(t); len(evs) != 1 {
+		t.Fatalf("the conflict's pass: %v", evs)
+	}
+	cs := f.runner.Standing(src)
+	// While stopped, both sides delete it.
+	must(t, os.Remove(filepath.Join(f.local, "gen/g.txt")))
+	must(t, os.Remove(filepath.Join(f.remote, "gen/g.txt")))
+	anc.restore = func(tg filesync.Target) { f.runner.Restore(tg, cs) }
+	r := runOn(t, f, Config{}, filesync.WithAncestry(anc))
+	r.pass(t)
+	if got := r.runner.Standing(src); len(got) != 0 {
+		t.Fatalf("standing after both sides deleted it: %+v", got)
+	}
+	// The container makes it again, with the bytes the conflict showed.
+	write(t, f.remote, "gen/g.txt", "theirs", 0o644)
+	r.pass(t)
+	for root, want := range map[string]string{f.local: "theirs", f.remote: "theirs"} {
+		if b, err := os.ReadFile(filepath.Join(root, "gen/g.txt")); err != nil || string(b) != want {
+			t.Errorf("%s/gen/g.txt = %q (%v), want %q", root, b, err, want)
+		}
+	}
+}
