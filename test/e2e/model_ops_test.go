@@ -272,10 +272,13 @@ func (m *model) remoteCopy(from, to string, keepTime bool) {
 	if keepTime {
 		cp = "cp -p"
 	}
+	// Copied through /.model-src, hashed there: what the container wrote, whatever a batch's
+	// swap shows at the path for a moment after (seed 13898766368913822032 round 496: a
+	// cp -p hashed as the local file a batch was checking in).
 	r := m.sh(`[ -f "$1" ] || exit 3
 set -- "$2" "$1"
-`+mkParent+`e=$(`+cp+` "$2" "$1" 2>&1) || { `+vanished+` }
-`+hashAfterSwap, from, to)
+`+mkParent+`rm -f /.model-src; e=$(`+cp+` "$2" /.model-src 2>&1) || { `+vanished+` }
+`+cp+` /.model-src "$1" || exit 1; sha256sum /.model-src; rm -f /.model-src`, from, to)
 	if r.code == 3 {
 		m.logf("container copy %s -> %s: absent, nothing done", from, to)
 		return

@@ -579,10 +579,13 @@ func (m *model) remoteRename(from, to string) {
 		m.remoteWrite(from, true)
 		return
 	}
+	// Hashed through a descriptor opened before the move: the file the container moved,
+	// whatever a batch's swap shows at the path for a moment after.
 	r := m.sh(`[ -f "$1" ] || exit 3
 set -- "$2" "$1"
-`+mkParent+`e=$(mv -f "$2" "$1" 2>&1) || { `+vanished+` }
-`+hashAfterSwap, from, to)
+`+mkParent+`exec 3<"$2" || exit 3
+e=$(mv -f "$2" "$1" 2>&1) || { `+vanished+` }
+sha256sum <&3`, from, to)
 	if r.code == 3 {
 		m.logf("container rename %s -> %s: absent, nothing done", from, to)
 		return
