@@ -105,8 +105,11 @@ func markSide(name string, s Side) mark {
 }
 
 func conflictKey(t filesync.Target, i int, rel string) string {
-	return t.String() + "@" + t.ContainerID + "\x00" + strconv.Itoa(i) + "\x00" + rel
+	return targetKey(t) + strconv.Itoa(i) + "\x00" + rel
 }
+
+// targetKey is what every conflictKey of t begins with.
+func targetKey(t filesync.Target) string { return t.String() + "@" + t.ContainerID + "\x00" }
 
 // Expect returns apply.sh's precondition for u: none outside the source or
 // the globs, nor where the ancestor is unknown (an upload the container
@@ -240,8 +243,7 @@ type allowance struct{ extra, entries int }
 // delete is planned again with those counted; else it is a conflict, and
 // what is listed comes home like any new container file.
 func (r *Runner) checkDirs(v *filesync.Visit, st *state) error {
-	prefix := conflictKey(v.Target, 0, "")
-	prefix = prefix[:strings.IndexByte(prefix, 0)+1]
+	prefix := targetKey(v.Target)
 	r.mu.Lock()
 	var checks []filesync.Upload
 	for key, u := range r.dirChecks {
@@ -399,8 +401,7 @@ func (s seen) same(o seen) bool {
 // while the session was stopped lost its side to the local delete of the
 // conflict (TestModel seed 3631759567890288979 round 513).
 func (r *Runner) Standing(t filesync.Target) []syncstate.Conflict {
-	prefix := conflictKey(t, 0, "")
-	prefix = prefix[:len(prefix)-len("0\x00")]
+	prefix := targetKey(t)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []syncstate.Conflict

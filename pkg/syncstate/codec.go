@@ -51,7 +51,7 @@ const (
 	conflictStat               // Remote.Size and Remote.MTime follow
 )
 
-// encoder writes version 2 a buffer at a time, to the file and the hash,
+// encoder writes version 3 a buffer at a time, to the file and the hash,
 // counting what it wrote.
 type encoder struct {
 	w   io.Writer
