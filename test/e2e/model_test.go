@@ -1069,6 +1069,12 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 			case lastL == lastR && cur == both(lastL):
 			case conflict():
 			case lastR == "" && cur == both(lastL), lastL == "" && cur == both(lastR): // a modification wins over a deletion
+			case split && prev.R == "" && lastR == prev.L && cur == both(lastL):
+				// The container deleted it, the local side kept it (the ancestor's bytes), and
+				// while stopped the container put those bytes back: by content, which is what
+				// a start compares with the ancestor, the container did not change, and the
+				// local change goes, as in a running session (seed 14973667863215865530
+				// round 93: a rename of the file away and back).
 			default:
 				return bad("a conflict: changed on both sides while stopped, each keeps its own, and a conflict event names both (or, one side's a delete, the modification on both)")
 			}
