@@ -3,6 +3,7 @@ package filesync
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -428,6 +429,59 @@ func TestEngineEarlyCopiesCountInTheirBatch(t *testing.T) {
 	b := f.batch(t, coalesce.Change{Root: f.local, Path: gonePath}, 1)
 	if b.Changed != 1 || b.Deleted != 1 || b.Failed != 0 || len(b.Names) != 1 || b.Names[0] != "/app/new" {
 		t.Errorf("batch = %+v, want the early copy and the delete", b)
+	}
+	assertSameTree(t, f.local, f.remote("web-1"))
+}
+
+// gatedExecutor holds each exec while its gate is armed, and says on entered
+// that one is held.
+type gatedExecutor struct {
+	Executor
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedExecutor) Exec(ctx context.Context, t Target, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if g.armed.CompareAndSwap(true, false) {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	return g.Executor.Exec(ctx, t, argv, stdin, stdout, stderr)
+}
+
+// TestEngineMergedBatchesCountOnce: batches that reach a busy target are
+// applied in one pass; its counts go to one of their reports, not to each
+// (a pass that merged two batches was counted twice in every total).
+func TestEngineMergedBatchesCountOnce(t *testing.T) {
+	g := &gatedExecutor{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	f := newWrappedFixture(t, Config{}, func(ex Executor) Executor { g.Executor = ex; return g })
+	f.e.AddTarget(podTarget("web-1"))
+	f.run(t)
+	if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+		t.Fatal(ev.Err)
+	}
+	dispatch := func(names ...string) {
+		b := &coalesce.Batch{Paths: map[string]struct{}{}, Rescans: map[string]struct{}{}, First: f.fc.Now()}
+		for _, n := range names {
+			writeTree(t, f.local, map[string]string{n: n + "-new"})
+			b.Paths[filepath.Join(f.local, n)] = struct{}{}
+		}
+		f.e.dispatch(b)
+	}
+	g.armed.Store(true)
+	dispatch("one")
+	testwait.Result(t, g.entered, "the first batch's exec")
+	dispatch("two")
+	dispatch("three", "four")
+	close(g.release)
+	evs := waitCount[Batch](t, f.rec, 3)
+	changed := 0
+	for _, b := range evs {
+		changed += b.Changed
+	}
+	if changed != 4 {
+		t.Errorf("batches %+v: %d changes in all, want 4 (each file once)", evs, changed)
 	}
 	assertSameTree(t, f.local, f.remote("web-1"))
 }

@@ -42,6 +42,9 @@ type InitialSync struct {
 
 // Batch reports one coalesced batch once every target that was ready when it
 // was cut has applied it (or failed).
+//
+// A target that applied several batches in one pass (they came while it
+// was busy) counts what it did in the first one's report only.
 type Batch struct {
 	Changed int           // entries copied, the most in any one target
 	Deleted int           // entries deleted, the most in any one target

@@ -239,7 +239,13 @@ func (e *Engine) process(tg *target) error {
 		return r.err
 	}
 	r, tg.early = tg.early.plus(r), unitResult{}
-	for _, s := range seqs {
+	for i, s := range seqs {
+		// Batches merged into this pass: the first one's report counts
+		// what it did, the later ones' only whether it failed (counted
+		// in each, a merged pass doubled every total).
+		if i > 0 {
+			r = unitResult{err: r.err}
+		}
 		e.doneLocked(s, tg.String(), r)
 	}
 	return r.err
