@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
+	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
 )
 
 // Progress reports a long initial sync (one that has run startProgressAfter)
@@ -130,6 +131,9 @@ func (c *countingReader) close() {
 // tarCounter is a compressed archive's reader: it counts the tar bytes
 // behind what was read (tarstream.Reader), which is what TotalBytes measures.
 type tarCounter interface{ TarBytes() int64 }
+
+// PartEnd forwards to the archive (see remote.Parted).
+func (c *countingReader) PartEnd() int64 { return remote.PartEndOf(c.r) }
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)

@@ -47,8 +47,10 @@ func builtin(name string) bool {
 		return true
 	case strings.HasPrefix(name, "livesync-frame.") || strings.HasPrefix(name, "livesync-stream."):
 		// a stream loop's stage file ("livesync-frame.PID", its dd count
-		// beside it, ".e") and its fence record ("livesync-stream.FAMILY.PID"),
-		// in $TMPDIR: a mapping of /tmp holds them
+		// beside it, ".e", a parted frame's parts, ".0" and ".1", its apply's
+		// stderr, ".x", and its FIFO, ".p") and its fence record
+		// ("livesync-stream.FAMILY.PID"), in $TMPDIR: a mapping of /tmp holds
+		// them
 		return streamTemp(name)
 	case name[0] == '.' && localTemp(name):
 		return true
@@ -69,11 +71,14 @@ func localTemp(name string) bool {
 }
 
 // streamTemp reports whether name is one of stream.sh's files in $TMPDIR:
-// "livesync-frame.<pid>", "livesync-frame.<pid>.e" or
+// "livesync-frame.<pid>", "livesync-frame.<pid>.<e, 0, 1, x or p>" or
 // "livesync-stream.<hex family>.<pid>".
 func streamTemp(name string) bool {
 	if rest, ok := strings.CutPrefix(name, "livesync-frame."); ok {
-		return digits(strings.TrimSuffix(rest, ".e"))
+		if pid, suf, ok := strings.Cut(rest, "."); ok {
+			return digits(pid) && len(suf) == 1 && strings.Contains("e01xp", suf)
+		}
+		return digits(rest)
 	}
 	rest, _ := strings.CutPrefix(name, "livesync-stream.")
 	fam, pid, ok := strings.Cut(rest, ".")

@@ -139,6 +139,9 @@ func (r *guardedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// PartEnd forwards to the wrapped reader (see Parted).
+func (r *guardedReader) PartEnd() int64 { return PartEndOf(r.r) }
+
 type guardedWriter struct {
 	w io.Writer
 	g *streamGuard

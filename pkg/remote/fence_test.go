@@ -185,7 +185,10 @@ func oneLoopLeft(t *testing.T, tmp string) {
 	left, _ := filepath.Glob(filepath.Join(tmp, "livesync-*"))
 	pids := map[string]bool{}
 	for _, f := range left {
-		base := strings.TrimSuffix(filepath.Base(f), ".e")
+		base := filepath.Base(f)
+		for _, suf := range []string{".e", ".0", ".1", ".x", ".p"} {
+			base = strings.TrimSuffix(base, suf)
+		}
 		pids[base[strings.LastIndexByte(base, '.')+1:]] = true
 	}
 	if len(pids) != 1 {

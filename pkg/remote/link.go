@@ -140,6 +140,9 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// PartEnd forwards to the wrapped reader (see Parted).
+func (c *countingReader) PartEnd() int64 { return PartEndOf(c.r) }
+
 // countingWriter counts what is written through it.
 type countingWriter struct {
 	w io.Writer

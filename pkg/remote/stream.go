@@ -47,6 +47,60 @@ const (
 	oneFrame       = 1 << 20
 )
 
+// PartMin is the least an archive holds between two marks of its parts
+// (see Parted): each part costs the loop a cat, and the extraction runs a
+// part behind the transfer.
+const PartMin = 2 << 20
+
+// Parted is an archive that says where its whole entries end (a
+// tarstream.Reader, and the readers that wrap one), so that a frame of copies
+// alone is extracted part by part as it comes, the transfer of each part
+// beside the extraction of the one before (see stream.sh's parted frames),
+// where a frame staged whole took the two in turn.
+type Parted interface {
+	// PartEnd is the offset, into what was read so far, up to which the
+	// archive holds whole entries; 0 for none yet.
+	PartEnd() int64
+}
+
+// PartEndOf is r's PartEnd, 0 where r marks no parts.
+func PartEndOf(r io.Reader) int64 {
+	if p, ok := r.(Parted); ok {
+		return p.PartEnd()
+	}
+	return 0
+}
+
+// parted reports whether an apply frame with args (applyScript's, after $0)
+// may be extracted part by part as it comes: a plain tar, and before it
+// nothing but checks of directories ("p", "k", "w"), after it nothing but
+// chmods. No precondition, recovery, move, patch, take, delete or place,
+// which a frame cut short must not run, nor run before its tar is whole
+// (see apply.sh's 1b). What a cut leaves is whole files, as a fence's kill
+// of a tar does.
+func parted(args []string) bool {
+	if len(args) < 6 || args[1] != "x" {
+		return false
+	}
+	nc, err1 := strconv.Atoi(args[3])
+	nd, err2 := strconv.Atoi(args[4])
+	nm, err3 := strconv.Atoi(args[5])
+	if err1 != nil || err2 != nil || err3 != nil || nc < 0 || nm < 0 || nd != 0 || len(args) != 6+nc+nm {
+		return false
+	}
+	for _, a := range args[6 : 6+nc] {
+		if !strings.HasPrefix(a, "p./") && !strings.HasPrefix(a, "k./") && !strings.HasPrefix(a, "w./") {
+			return false
+		}
+	}
+	for _, a := range args[6+nc:] {
+		if a == "" || a[0] < '0' || a[0] > '7' {
+			return false // a place ("S…"), not a chmod ("755./dir")
+		}
+	}
+	return true
+}
+
 // errStreamUnavailable means a target cannot keep a stream: use an exec per
 // batch.
 var errStreamUnavailable = errors.New("stream unavailable")
@@ -625,7 +679,8 @@ func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, std
 		// extraction instead of taking turns with it.
 		ra := newReadAhead(stdin)
 		defer ra.close()
-		chunk, err := ra.next()
+		parts := parted(args)
+		chunk, end, err := ra.nextPart(parts)
 		if errors.Is(err, io.EOF) && len(chunk) <= oneFrame {
 			// All of it in one chunk: one frame of one length, and
 			// one write, so a small batch is one message on every hop
@@ -634,10 +689,20 @@ func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, std
 			_, werr := w.Write(chunk)
 			return werr
 		}
-		fmt.Fprintf(w, "%d %s\n", seq, words)
+		if parts {
+			// A parted frame: a chunk that ends a part says so ("LEN."),
+			// and the loop extracts the part while the next one comes.
+			fmt.Fprintf(w, "%d~ %s\n", seq, words)
+		} else {
+			fmt.Fprintf(w, "%d %s\n", seq, words)
+		}
 		for {
 			if len(chunk) > 0 {
-				fmt.Fprintf(w, "%d\n", len(chunk))
+				dot := ""
+				if end {
+					dot = "."
+				}
+				fmt.Fprintf(w, "%d%s\n", len(chunk), dot)
 				if _, werr := w.Write(chunk); werr != nil {
 					return werr
 				}
@@ -654,7 +719,7 @@ func (st *stream) apply(ctx context.Context, args []string, stdin io.Reader, std
 				st.shutdown(fmt.Errorf("reading the archive: %w", err))
 				return err
 			}
-			chunk, err = ra.next()
+			chunk, end, err = ra.nextPart(parts)
 		}
 		_, err = io.WriteString(w, "0\n")
 		return err
@@ -859,12 +924,25 @@ func (s *Streams) Intended() string {
 // then overlap: with a plain read-then-send loop the tar in the container
 // waits while a chunk is built, and the archive writer waits while a chunk is
 // sent, so a burst of small files paid for both one after the other.
+//
+// The buffer is a ring, grown to what it held at most (a small batch's
+// archive allocates its size), and each chunk is copied out into one
+// buffer kept for the next: appended to a slice cut from the front, the
+// buffer was moved and grown over and over, a quarter of the client's CPU in
+// an initial sync of 100 MB.
 type readAhead struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
-	buf    []byte
+	ring   []byte
+	head   int   // ring's first byte held
+	size   int   // bytes held from head on, wrapping around
 	err    error // the read error that ended the reading (io.EOF at the end)
 	closed bool  // the consumer is gone: stop reading
+	chunk  []byte
+	// off is the archive's offset of the first byte held; ends, ascending,
+	// are the ends of parts (see Parted) past it, as offsets.
+	off  int64
+	ends []int64
 }
 
 func newReadAhead(r io.Reader) *readAhead {
@@ -877,19 +955,44 @@ func newReadAhead(r io.Reader) *readAhead {
 // readBufs are fill's read buffers (see frameWriters).
 var readBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
+// put appends p to the ring, growing it if it is full.
+func (ra *readAhead) put(p []byte) {
+	if ra.size+len(p) > len(ra.ring) {
+		grown := make([]byte, max(ra.size+len(p), min(2*len(ra.ring), 2*chunkSize+blockSize)))
+		ra.read(grown[:ra.size])
+		ra.ring, ra.head = grown, 0
+	}
+	tail := (ra.head + ra.size) % max(len(ra.ring), 1)
+	n := copy(ra.ring[tail:], p)
+	copy(ra.ring, p[n:])
+	ra.size += len(p)
+}
+
+// read copies the first len(p) bytes held into p, keeping them.
+func (ra *readAhead) read(p []byte) {
+	n := copy(p, ra.ring[ra.head:min(ra.head+len(p), len(ra.ring))])
+	copy(p[n:], ra.ring)
+}
+
 func (ra *readAhead) fill(r io.Reader) {
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
 	tmp := *bp
+	pr, _ := r.(Parted)
 	for {
 		n, err := r.Read(tmp)
 		ra.mu.Lock()
-		ra.buf = append(ra.buf, tmp[:n]...)
+		ra.put(tmp[:n])
+		if pr != nil {
+			if e := pr.PartEnd(); e > ra.off && (len(ra.ends) == 0 || e > ra.ends[len(ra.ends)-1]) {
+				ra.ends = append(ra.ends, e)
+			}
+		}
 		if err != nil {
 			ra.err = err
 		}
 		ra.cond.Broadcast()
-		for len(ra.buf) >= 2*chunkSize && !ra.closed {
+		for ra.size >= 2*chunkSize && !ra.closed {
 			ra.cond.Wait()
 		}
 		stop := ra.closed || ra.err != nil
@@ -903,25 +1006,48 @@ func (ra *readAhead) fill(r io.Reader) {
 // next returns the next chunk: what is buffered, up to chunkSize, once that
 // is at least minChunk or the reading ended, in whole blocks (blockSize)
 // unless it is the last; and the error that ended it (io.EOF for the end)
-// once nothing is left before it.
+// once nothing is left before it. The chunk is good until the next call.
 func (ra *readAhead) next() ([]byte, error) {
+	chunk, _, err := ra.nextPart(false)
+	return chunk, err
+}
+
+// nextPart is next that, with parts, ends a chunk at the last end of a part
+// it would hold, and says whether it did (end).
+func (ra *readAhead) nextPart(parts bool) (chunk []byte, end bool, err error) {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
-	for len(ra.buf) < minChunk && ra.err == nil {
+	for ra.size < minChunk && ra.err == nil {
 		ra.cond.Wait()
 	}
-	n := min(len(ra.buf), chunkSize)
-	if n < len(ra.buf) || ra.err == nil {
+	n := min(ra.size, chunkSize)
+	if n < ra.size || ra.err == nil {
 		n -= n % blockSize // more follows: whole blocks
 	}
-	chunk := make([]byte, n)
-	copy(chunk, ra.buf)
-	ra.buf = ra.buf[n:]
-	ra.cond.Broadcast()
-	if len(ra.buf) > 0 || ra.err == nil {
-		return chunk, nil
+	for i := len(ra.ends) - 1; parts && i >= 0; i-- {
+		if e := ra.ends[i] - ra.off; e > 0 && e <= int64(n) {
+			n, end = int(e), true
+			break
+		}
 	}
-	return chunk, ra.err
+	ra.off += int64(n)
+	for len(ra.ends) > 0 && ra.ends[0] <= ra.off {
+		ra.ends = ra.ends[1:]
+	}
+	if cap(ra.chunk) < n {
+		ra.chunk = make([]byte, n)
+	}
+	chunk = ra.chunk[:n]
+	ra.read(chunk)
+	if n > 0 {
+		ra.head = (ra.head + n) % len(ra.ring)
+	}
+	ra.size -= n
+	ra.cond.Broadcast()
+	if ra.size > 0 || ra.err == nil {
+		return chunk, end, nil
+	}
+	return chunk, end, ra.err
 }
 
 // Close stops the reading once its current read returns.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
@@ -52,6 +53,7 @@ func TestReadAhead(t *testing.T) {
 		wantErr error
 	}{
 		{name: "whole archive", r: bytes.NewReader(data), want: data, wantErr: io.EOF},
+		{name: "odd reads", r: iotest.HalfReader(io.MultiReader(strings.NewReader("odd"), bytes.NewReader(data))), want: append([]byte("odd"), data...), wantErr: io.EOF},
 		{name: "small archive", r: strings.NewReader("tiny"), want: []byte("tiny"), wantErr: io.EOF},
 		{name: "empty archive", r: strings.NewReader(""), want: nil, wantErr: io.EOF},
 		{name: "read error", r: io.MultiReader(bytes.NewReader(data), &errReader{boom}), want: data, wantErr: boom},
@@ -113,7 +115,7 @@ func TestReadAheadAhead(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ra.mu.Lock()
-		n := len(ra.buf)
+		n := ra.size
 		ra.mu.Unlock()
 		if n >= 2*chunkSize {
 			break

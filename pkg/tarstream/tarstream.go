@@ -70,7 +70,8 @@ type Options struct {
 
 // Stream streams files as a tar through a pipe, gzip-compressed (level 1)
 // with o.Gzip. Close the reader once the consumer is done (that unblocks the
-// writer), then call wait.
+// writer), then call wait. An uncompressed stream is marked in parts of
+// whole entries (see Reader.PartEnd).
 func Stream(files []File, o Options) (r *Reader, wait func() (Result, error)) {
 	pr, pw := io.Pipe()
 	ar := &Reader{PipeReader: pr}
@@ -82,7 +83,7 @@ func Stream(files []File, o Options) (r *Reader, wait func() (Result, error)) {
 	go func() {
 		defer close(done)
 		if !o.Gzip {
-			res, err = write(pw, files, o.Owner, &ar.tar)
+			res, err = write(pw, files, o.Owner, &ar.tar, &ar.part)
 			pw.CloseWithError(err)
 			return
 		}
@@ -90,7 +91,7 @@ func Stream(files []File, o Options) (r *Reader, wait func() (Result, error)) {
 		// output, and each Write is one WebSocket frame: buffer them.
 		bw := bufio.NewWriterSize(pw, 64<<10)
 		zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed) // a valid level: no error
-		res, err = write(zw, files, o.Owner, &ar.tar)
+		res, err = write(zw, files, o.Owner, &ar.tar, nil)
 		if err == nil {
 			err = zw.Close()
 			if err == nil {
@@ -109,8 +110,17 @@ func Stream(files []File, o Options) (r *Reader, wait func() (Result, error)) {
 // before compression, for progress reports.
 type Reader struct {
 	*io.PipeReader
-	tar atomic.Int64
+	tar  atomic.Int64
+	part atomic.Int64
 }
+
+// PartEnd is where the last part of whole entries ended, as an offset into
+// what Read returned so far (0: none yet): the writer marks the stream at
+// the end of an entry once remote.PartMin bytes or more went since the last
+// mark, after its reader took every byte before it, so it never lies past
+// what was read. A container can extract a part while the next one comes
+// (see remote.Parted). A compressed stream has none.
+func (a *Reader) PartEnd() int64 { return a.part.Load() }
 
 // TarBytes is how many tar bytes were written so far: behind a compressed
 // stream, more than was read.
@@ -122,7 +132,7 @@ func (a *Reader) TarBytes() int64 { return a.tar.Load() }
 // permission bits kept, symlinks as links. The writer picks USTAR, or PAX for
 // long and non-ASCII names; GNU and busybox tar read both.
 func Write(w io.Writer, files []File) (Result, error) {
-	return write(w, files, nil, new(atomic.Int64))
+	return write(w, files, nil, new(atomic.Int64), nil)
 }
 
 // tarWriters are write's buffers, 64 KiB so that each Write is one large
@@ -131,8 +141,9 @@ func Write(w io.Writer, files []File) (Result, error) {
 // client's CPU in a profile of a 10-replica fan-out, before collecting them.
 var tarWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
 
-// write is Write that also counts the tar bytes written so far into n.
-func write(w io.Writer, files []File, owner *remote.Owner, n *atomic.Int64) (Result, error) {
+// write is Write that also counts the tar bytes written so far into n and,
+// with part, marks there the end of every part (see Reader.PartEnd).
+func write(w io.Writer, files []File, owner *remote.Owner, n *atomic.Int64, part *atomic.Int64) (Result, error) {
 	res := Result{Sums: map[string]*[32]byte{}, Raced: map[string]struct{}{}, Unreadable: map[string]error{}}
 	cw := &CountingWriter{W: w, N: n}
 	bw := tarWriters.Get().(*bufio.Writer)
@@ -156,6 +167,17 @@ func write(w io.Writer, files []File, owner *remote.Owner, n *atomic.Int64) (Res
 			res.Files++
 		case !unreadable:
 			res.Raced[c.Rel] = struct{}{}
+		}
+		if part != nil && cw.N.Load()+int64(bw.Buffered())-part.Load() >= remote.PartMin {
+			// The entry's padding and what the buffer holds go through
+			// the pipe, whose writes return once read: then the mark.
+			if err := tw.Flush(); err != nil {
+				return res, fmt.Errorf("writing tar stream: %w", err)
+			}
+			if err := bw.Flush(); err != nil {
+				return res, fmt.Errorf("writing tar stream: %w", err)
+			}
+			part.Store(cw.N.Load())
 		}
 	}
 	if err := tw.Close(); err != nil {

@@ -46,6 +46,21 @@
 # dd exits 0 after an early end, with what it got: livesync_rd checks its
 # count of records.
 #
+# But for a parted frame, "SEQ~ WORDS\n", whose batch only copies (a plain
+# tar; no precondition, recovery, move, patch or delete: see parted in
+# stream.go), an initial sync's or a burst's: its chunks come as above, and a
+# chunk "LEN.\n" ends a part, whole tar entries up to there (the client cuts
+# parts at the end of an entry, every 2 MiB or more). The batch's apply runs
+# in the background from the frame's first line, its tar reading the loop's
+# FIFO (livesync-frame.PID.p), and each part, staged whole in
+# livesync-frame.PID.0 or .1, goes into the FIFO by a cat of its own while
+# the next part comes: the transfer and the extraction overlap, as in a tar
+# pipe, where a frame staged whole took them in turn. A cut frame leaves the
+# whole files of the parts that came, never a truncated one, nor anything of
+# a part cut short; the loop ends, and the client sends the batch again. The
+# frame is acked once the apply ended, as any other. Where the loop could
+# not make its FIFO (no mkfifo), a parted frame is staged whole.
+#
 # The fence: a container never applies a frame of a stream the client has
 # replaced. The client sends "F<FAMILY>\n" first (FAMILY: hex, one per client
 # and target); the loop records itself as livesync-stream.FAMILY.PID beside
@@ -151,7 +166,8 @@ livesync_fence() {
     # shellcheck disable=SC2086
     set -- $livesync_fs
     if [ -n "$livesync_fo" ] && [ "${20:-}" = "$livesync_fo" ]; then livesync_kill "$livesync_fp"; fi
-    rm -f -- "$livesync_fr" "$livesync_sd/livesync-frame.$livesync_fp" "$livesync_sd/livesync-frame.$livesync_fp.e"
+    livesync_fx=$livesync_sd/livesync-frame.$livesync_fp
+    rm -f -- "$livesync_fr" "$livesync_fx" "$livesync_fx.e" "$livesync_fx.0" "$livesync_fx.1" "$livesync_fx.x" "$livesync_fx.p"
   done
   livesync_stat $$
   # shellcheck disable=SC2086
@@ -168,7 +184,11 @@ if ! { [ -n "${20:-}" ] && command -v dd >/dev/null 2>&1 && printf 'a\n' | lives
 fi
 livesync_rec=''
 # What the loop made goes when it ends (marks.sh's trap runs this too).
-livesync_atexit() { rm -f -- "$livesync_stage" "$livesync_stage.e" ${livesync_rec:+"$livesync_rec"}; }
+livesync_atexit() { rm -f -- "$livesync_stage" "$livesync_stage.e" "$livesync_stage.0" "$livesync_stage.1" "$livesync_stage.x" "$livesync_stage.p" ${livesync_rec:+"$livesync_rec"}; }
+# The FIFO of parted frames ("" for none: they are staged whole).
+livesync_fifo=$livesync_stage.p
+rm -f -- "$livesync_fifo" 2>/dev/null || :
+{ command -v mkfifo && command -v cat && mkfifo -m 600 "$livesync_fifo"; } >/dev/null 2>&1 || livesync_fifo=''
 # shellcheck disable=SC2034 # run by marks.sh's EXIT trap
 livesync_onexit=livesync_atexit
 trap livesync_atexit EXIT
@@ -208,7 +228,8 @@ while read -r hd args; do
     printf '\0Z%s\0' "$livesync_z"
     [ -z "$e" ] || printf 'e%s\n\0' "$e"; printf 'K%s %s\0' "$seq" "$s"; continue ;;
   esac
-  seq=${hd%/*}
+  seq=${hd%/*} livesync_pt=''
+  case $seq in *"~") seq=${seq%"~"}; [ "$hd" = "$seq~" ] || exit 2; livesync_pt=$livesync_fifo ;; esac
   case $seq in ''|*[!0-9]*) exit 2 ;; esac
   if [ -z "$args" ]; then [ "$hd" = "$seq" ] || exit 2; printf 'K%s 0\0' "$seq"; continue; fi
   case $hd in
@@ -217,9 +238,43 @@ while read -r hd args; do
     case $n in ''|*[!0-9]*) exit 2 ;; esac
     if [ "$n" -gt 0 ]; then livesync_rd "$n" >"$livesync_stage" || exit 2; fi ;;
   *)
-    # Chunks "LEN\n" + LEN bytes, up to "0\n"; n is what they held.
+    # Chunks "LEN\n" (or "LEN.\n") + LEN bytes, up to "0\n"; n is what
+    # they held.
     n=0 livesync_end=''
+    if [ -n "$livesync_pt" ]; then
+      # A parted frame (see above): the apply runs now, reading the FIFO.
+      eval "set -- $args"
+      { livesync_apply "$@"; } <"$livesync_fifo" >&3 2>"$livesync_stage.x" 3>&- &
+      livesync_ap=$! livesync_f='' livesync_pi=0
+      exec 4>"$livesync_fifo"
+      : >"$livesync_stage.0"
+      while read -r livesync_c; do
+        livesync_p=${livesync_c%.}
+        case $livesync_p in ''|*[!0-9]*) exit 2 ;; esac
+        [ "$livesync_p" -gt 0 ] || { livesync_end=y; break; }
+        livesync_rd "$livesync_p" >>"$livesync_stage.$livesync_pi" || exit 2
+        n=$((n+livesync_p))
+        [ "$livesync_p" != "$livesync_c" ] || continue
+        # A part came whole: into the FIFO, once the one before is in.
+        [ -z "$livesync_f" ] || wait "$livesync_f"
+        cat "$livesync_stage.$livesync_pi" >&4 2>/dev/null &
+        livesync_f=$! livesync_pi=$((1-livesync_pi))
+        : >"$livesync_stage.$livesync_pi"
+      done
+      [ -n "$livesync_end" ] || exit 2
+      [ -z "$livesync_f" ] || wait "$livesync_f"
+      [ ! -s "$livesync_stage.$livesync_pi" ] || cat "$livesync_stage.$livesync_pi" >&4 2>/dev/null
+      exec 4>&-
+      wait "$livesync_ap"; s=$?
+      e=''
+      [ ! -s "$livesync_stage.x" ] || e=$(cat "$livesync_stage.x")
+      : >"$livesync_stage.0"; : >"$livesync_stage.1"; : >"$livesync_stage.x"
+      [ "$s" != 75 ] || { printf '%s\n' "$e" >&2; exit 75; }
+      [ -z "$e" ] || printf 'e%s\n\0' "$e"; printf 'K%s %s\0' "$seq" "$s"
+      continue
+    fi
     while read -r livesync_c; do
+      livesync_c=${livesync_c%.}
       case $livesync_c in ''|*[!0-9]*) exit 2 ;; esac
       [ "$livesync_c" -gt 0 ] || { livesync_end=y; break; }
       livesync_rd "$livesync_c" || exit 2
