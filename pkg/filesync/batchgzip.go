@@ -34,6 +34,17 @@ func (e *Engine) batchGzip(tg *target, p *planner.Plan) bool {
 	return compressBatch(tg.gzip, p, e.streams.Link(tg.Target))
 }
 
+// initialGzip says whether p, tg's initial sync of a mapping listed as l,
+// goes compressed: where planner.CompressInitial says it would shrink, over a
+// link its stream did not find fast (remote.Link.Slow: the stream opened
+// while the container was listed, and its first heartbeat's ack measured
+// the round trip; nothing measured, it does). On loopback and links as
+// near, gzip spends both ends' CPU for nothing, and a plain archive goes in
+// parts that the container extracts as they come (see remote.Parted).
+func (e *Engine) initialGzip(tg *target, l *planner.Listing, p *planner.Plan) bool {
+	return planner.CompressInitial(l, p) && e.streams.Link(tg.Target).Slow()
+}
+
 // batchProgressAfter is how long a batch's send runs before its progress is
 // reported, as the initial sync's is from the start.
 const batchProgressAfter = time.Second

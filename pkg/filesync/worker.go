@@ -457,7 +457,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 					}
 					res, err = e.applyGuardedOn(tg, saved, i, m, &sending{Plan: p, widen: tg.alg == "sha256sum"})
 				} else {
-					res, err = e.applyPlan(ctx, pe, tg.Target, m, &sending{Plan: p}, planner.CompressInitial(l, p), pf)
+					res, err = e.applyPlan(ctx, pe, tg.Target, m, &sending{Plan: p}, e.initialGzip(tg, l, p), pf)
 				}
 				meter.sending.Store(false)
 				if err != nil {

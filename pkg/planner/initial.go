@@ -274,10 +274,12 @@ const (
 // 1 and reports whether it shrank by a fifth or more: images, archives and
 // other compressed files would cost the CPU on both ends for nothing.
 func Compressible(copies []Copy) bool {
-	var files []Copy
-	for _, c := range copies {
+	// The regular files, by their index in copies: a copy of each Copy
+	// was, in a plan of 100,000 files, 35 MB moved for 16 samples.
+	var files []int32
+	for i, c := range copies {
 		if c.Type == TypeFile && c.Size > 0 {
-			files = append(files, c)
+			files = append(files, int32(i))
 		}
 	}
 	var in int64
@@ -285,7 +287,7 @@ func Compressible(copies []Copy) bool {
 	zw, _ := gzip.NewWriterLevel(out, gzip.BestSpeed) // a valid level: no error
 	step := max(len(files)/sampleFiles, 1)
 	for i := 0; i < len(files); i += step {
-		f, _, err := localtree.OpenRegular(files[i].Src)
+		f, _, err := localtree.OpenRegular(copies[files[i]].Src)
 		if err != nil {
 			continue
 		}

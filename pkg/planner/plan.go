@@ -506,6 +506,7 @@ func (pl *planState) finish() *Plan {
 		}
 	}
 	slices.Sort(p.Deletes)
+	p.Copies = slices.Grow(p.Copies, len(pl.copies))
 	for _, c := range pl.copies {
 		p.Copies = append(p.Copies, c)
 	}
