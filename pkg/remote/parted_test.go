@@ -151,6 +151,26 @@ func TestStreamPartedFrame(t *testing.T) {
 				}
 			}
 			sendFile(t, s, root, "e", "e")
+			// Its FIFO taken (a cleaner of TMPDIR), a parted frame is
+			// staged whole, and lands as well.
+			fifos, _ := filepath.Glob(filepath.Join(ex.Tmp, "livesync-frame.*.p"))
+			if len(fifos) != 1 {
+				t.Fatalf("FIFOs in TMPDIR: %q, want one", fifos)
+			}
+			must(t, os.Remove(fifos[0]))
+			must(t, os.WriteFile(fifos[0], []byte("stale"), 0o600))
+			root2 := t.TempDir()
+			_, err = Apply(context.Background(), s, testTarget, "copying files", &ApplyArgs{Root: root2, Tar: true}, newParted(t, parts...))
+			must(t, err)
+			got = readTree(t, root2)
+			if len(got) != len(want) {
+				t.Errorf("without a FIFO: %d entries, want %d", len(got), len(want))
+			}
+			for n, w := range want {
+				if got[n] != w {
+					t.Errorf("without a FIFO: %s: %d bytes, want %d", n, len(got[n]), len(w))
+				}
+			}
 			for _, suf := range []string{".0", ".1", ".x"} {
 				m, _ := filepath.Glob(filepath.Join(ex.Tmp, "livesync-frame.*"+suf))
 				for _, f := range m {

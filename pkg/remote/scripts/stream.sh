@@ -229,7 +229,9 @@ while read -r hd args; do
     [ -z "$e" ] || printf 'e%s\n\0' "$e"; printf 'K%s %s\0' "$seq" "$s"; continue ;;
   esac
   seq=${hd%/*} livesync_pt=''
-  case $seq in *"~") seq=${seq%"~"}; [ "$hd" = "$seq~" ] || exit 2; livesync_pt=$livesync_fifo ;; esac
+  # A parted frame is staged whole unless the FIFO is still one (a
+  # cleaner of $TMPDIR may have taken it).
+  case $seq in *"~") seq=${seq%"~"}; [ "$hd" = "$seq~" ] || exit 2; [ ! -p "$livesync_fifo" ] || livesync_pt=y ;; esac
   case $seq in ''|*[!0-9]*) exit 2 ;; esac
   if [ -z "$args" ]; then [ "$hd" = "$seq" ] || exit 2; printf 'K%s 0\0' "$seq"; continue; fi
   case $hd in
