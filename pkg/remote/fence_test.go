@@ -166,6 +166,14 @@ func newLinkedLoops(ex *localExecutor) *linkedLoops {
 	return &linkedLoops{ex: ex, v: newValve(), ended: make(chan struct{})}
 }
 
+// linkedStreams is Streams over linkedLoops of ex, and a root to sync into.
+func linkedStreams(t *testing.T, ex *localExecutor) (*linkedLoops, *Streams, string) {
+	t.Helper()
+	l := newLinkedLoops(ex)
+	s, _ := newTestStreams(t, l)
+	return l, s, t.TempDir()
+}
+
 // waitEnded waits for the first loop's process to end, releasing whatever
 // the valve still holds first: nothing may stay running after a test.
 func (l *linkedLoops) waitEnded(t *testing.T) {
@@ -213,9 +221,7 @@ func archiveOf(t *testing.T, name string, content []byte) *bytes.Buffer {
 func TestStreamFenceLateFrame(t *testing.T) {
 	for name, ex := range executors(t) {
 		t.Run(name, func(t *testing.T) {
-			l := newLinkedLoops(ex)
-			s, _ := newTestStreams(t, l)
-			root := t.TempDir()
+			l, s, root := linkedStreams(t, ex)
 			sendFile(t, s, root, "a", "v0")
 
 			l.v.set(func(v *valve) { v.held = true })
@@ -308,9 +314,7 @@ func TestStreamFenceBeforeExecFallback(t *testing.T) {
 func TestStreamCutFrameAppliesNothing(t *testing.T) {
 	for name, ex := range executors(t) {
 		t.Run(name, func(t *testing.T) {
-			l := newLinkedLoops(ex)
-			s, _ := newTestStreams(t, l)
-			root := t.TempDir()
+			l, s, root := linkedStreams(t, ex)
 			old := bytes.Repeat([]byte("o"), 2<<20)
 			_, err := Apply(context.Background(), s, testTarget, "copying files", &ApplyArgs{Root: root, Tar: true}, archiveOf(t, "big", old))
 			must(t, err)

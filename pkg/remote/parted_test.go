@@ -88,9 +88,7 @@ func TestParted(t *testing.T) {
 func TestStreamPartedFrameCut(t *testing.T) {
 	for name, ex := range executors(t) {
 		t.Run(name, func(t *testing.T) {
-			l := newLinkedLoops(ex)
-			s, _ := newTestStreams(t, l)
-			root := t.TempDir()
+			l, s, root := linkedStreams(t, ex)
 			a, b := string(bytes.Repeat([]byte("a"), 3<<19)), string(bytes.Repeat([]byte("b"), 1<<20))
 			c, d := string(bytes.Repeat([]byte("c"), 2<<20)), string(bytes.Repeat([]byte("d"), 1<<20))
 			arch := newParted(t, [][2]string{{"p1/a", a}, {"p1/b", b}}, [][2]string{{"p2/c", c}, {"p2/d", d}})
