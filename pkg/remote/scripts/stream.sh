@@ -57,7 +57,8 @@
 # the next part comes: the transfer and the extraction overlap, as in a tar
 # pipe, where a frame staged whole took them in turn. A cut frame leaves the
 # whole files of the parts that came, never a truncated one, nor anything of
-# a part cut short; the loop ends, and the client sends the batch again. The
+# a part cut short; the loop ends once its apply did (see livesync_cut), and
+# the client sends the batch again. The
 # frame is acked once the apply ended, as any other. Where the loop could
 # not make its FIFO (no mkfifo), a parted frame is staged whole.
 #
@@ -204,6 +205,16 @@ exec 3>&1
 livesync_apply() {
 livesync_apply_body
 }
+# livesync_cut ends a parted frame cut short: the parts fed go into the tar,
+# nothing more, and the loop exits once its apply ended, so that no process
+# of it outlives the loop's record, where a later stream's fence finds and
+# kills whatever a frozen one still holds.
+livesync_cut() {
+  exec 4>&-
+  [ -z "$livesync_f" ] || wait "$livesync_f"
+  wait "$livesync_ap"
+  exit 2
+}
 livesync_marks_body
 livesync_scan() {
 livesync_scan_body
@@ -252,9 +263,9 @@ while read -r hd args; do
       : >"$livesync_stage.0"
       while read -r livesync_c; do
         livesync_p=${livesync_c%.}
-        case $livesync_p in ''|*[!0-9]*) exit 2 ;; esac
+        case $livesync_p in ''|*[!0-9]*) livesync_cut ;; esac
         [ "$livesync_p" -gt 0 ] || { livesync_end=y; break; }
-        livesync_rd "$livesync_p" >>"$livesync_stage.$livesync_pi" || exit 2
+        livesync_rd "$livesync_p" >>"$livesync_stage.$livesync_pi" || livesync_cut
         n=$((n+livesync_p))
         [ "$livesync_p" != "$livesync_c" ] || continue
         # A part came whole: into the FIFO, once the one before is in.
@@ -263,7 +274,7 @@ while read -r hd args; do
         livesync_f=$! livesync_pi=$((1-livesync_pi))
         : >"$livesync_stage.$livesync_pi"
       done
-      [ -n "$livesync_end" ] || exit 2
+      [ -n "$livesync_end" ] || livesync_cut
       [ -z "$livesync_f" ] || wait "$livesync_f"
       [ ! -s "$livesync_stage.$livesync_pi" ] || cat "$livesync_stage.$livesync_pi" >&4 2>/dev/null
       exec 4>&-
