@@ -4,10 +4,15 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/localexec"
+	"github.com/livesync-dev/kubectl-livesync/pkg/internal/testwait"
 )
 
 // partedArchive is an archive that marks its parts as tarstream does
@@ -217,4 +222,56 @@ func TestReadAheadParts(t *testing.T) {
 			t.Errorf("a chunk ended a part at %d, where none ends (%v)", e, ends)
 		}
 	}
+}
+
+// slowTar is an executor of the host's tools whose tar starts a second
+// late: a container's tar held up (starved, or frozen and thawed).
+func slowTar(t *testing.T) *localExecutor {
+	t.Helper()
+	bin := t.TempDir()
+	for _, d := range []string{"/bin", "/usr/bin"} {
+		des, _ := os.ReadDir(d)
+		for _, de := range des {
+			if de.Name() != "tar" {
+				_ = os.Symlink(filepath.Join(d, de.Name()), filepath.Join(bin, de.Name())) // one of each name
+			}
+		}
+	}
+	must(t, os.WriteFile(filepath.Join(bin, "tar"), []byte("#!/bin/sh\nsleep 1\nexec /bin/tar \"$@\"\n"), 0o755))
+	return &localExecutor{Runner: localexec.Runner{Bin: bin, Tmp: t.TempDir()}}
+}
+
+// A parted frame cut short ends its loop only once its apply ended: the
+// loop's record (what a later stream's fence kills by) outlives every
+// process of it, so a tar held up past the cut is found and killed by the
+// next stream rather than write after its batches (it outlived the loop:
+// the loop exited at the cut and removed its record, the tar went on).
+func TestStreamPartedCutWaitsForItsApply(t *testing.T) {
+	ex := slowTar(t)
+	l, s, root := linkedStreams(t, ex)
+	sendFile(t, s, root, "first", "x") // the loop is up: its tar's second is paid
+	a := string(bytes.Repeat([]byte("a"), 3<<20))
+	arch := newParted(t, [][2]string{{"p1/a", a}}, [][2]string{{"p2/c", string(bytes.Repeat([]byte("c"), 3<<20))}})
+	recs, _ := filepath.Glob(filepath.Join(ex.Tmp, "livesync-stream.*"))
+	if len(recs) != 1 {
+		t.Fatalf("loop records: %q, want one", recs)
+	}
+	l.v.set(func(v *valve) { v.cuts, v.cut = true, arch.ends[0]+1<<20 })
+	applied := make(chan error, 1)
+	go func() {
+		_, err := Apply(context.Background(), s, testTarget, "copying files", &ApplyArgs{Root: root, Tar: true}, arch)
+		applied <- err
+	}()
+	// The record goes when the loop ends: by then its tar is done.
+	testwait.Until(t, func() bool {
+		_, err := os.Stat(recs[0])
+		return errors.Is(err, fs.ErrNotExist)
+	}, "the cut loop's record to go")
+	if got, err := os.ReadFile(filepath.Join(root, "p1", "a")); err != nil || string(got) != a {
+		t.Errorf("when the loop ended, p1/a held %d bytes (%v); want its tar done, all %d", len(got), err, len(a))
+	}
+	if err := testwait.Result(t, applied, "the cut batch"); err == nil {
+		t.Fatal("a batch whose frame was cut short was acked")
+	}
+	l.waitEnded(t)
 }
