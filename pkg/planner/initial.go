@@ -274,8 +274,9 @@ const (
 // 1 and reports whether it shrank by a fifth or more: images, archives and
 // other compressed files would cost the CPU on both ends for nothing.
 func Compressible(copies []Copy) bool {
-	// The regular files, by their index in copies: a copy of each Copy
-	// was, in a plan of 100,000 files, 35 MB moved for 16 samples.
+	// The regular files, by their index in copies: a copy of every Copy,
+	// grown one append at a time, was 0.16 s of the client's CPU in an
+	// initial sync of 100,000 files, for 16 samples.
 	var files []int32
 	for i, c := range copies {
 		if c.Type == TypeFile && c.Size > 0 {
