@@ -1003,17 +1003,12 @@ func (ra *readAhead) fill(r io.Reader) {
 	}
 }
 
-// next returns the next chunk: what is buffered, up to chunkSize, once that
-// is at least minChunk or the reading ended, in whole blocks (blockSize)
-// unless it is the last; and the error that ended it (io.EOF for the end)
-// once nothing is left before it. The chunk is good until the next call.
-func (ra *readAhead) next() ([]byte, error) {
-	chunk, _, err := ra.nextPart(false)
-	return chunk, err
-}
-
-// nextPart is next that, with parts, ends a chunk at the last end of a part
-// it would hold, and says whether it did (end).
+// nextPart returns the next chunk: what is buffered, up to chunkSize, once
+// that is at least minChunk or the reading ended, in whole blocks
+// (blockSize) unless it is the last; and the error that ended it (io.EOF
+// for the end) once nothing is left before it. With parts, it ends a chunk
+// at the last end of a part it would hold, and says whether it did (end).
+// The chunk is good until the next call.
 func (ra *readAhead) nextPart(parts bool) (chunk []byte, end bool, err error) {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()

@@ -63,7 +63,7 @@ func TestReadAhead(t *testing.T) {
 			defer ra.close()
 			var got []byte
 			for {
-				chunk, err := ra.next()
+				chunk, _, err := ra.nextPart(false)
 				if len(chunk) > chunkSize {
 					t.Fatalf("chunk of %d bytes, want at most %d", len(chunk), chunkSize)
 				}
@@ -107,7 +107,7 @@ func TestReadAheadAhead(t *testing.T) {
 		}
 		written <- n
 	}()
-	if _, err := ra.next(); err != nil {
+	if _, _, err := ra.nextPart(false); err != nil {
 		t.Fatal(err)
 	}
 	// Nobody asks for more: the reading goes on up to two chunks ahead,

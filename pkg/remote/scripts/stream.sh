@@ -58,9 +58,9 @@
 # pipe, where a frame staged whole took them in turn. A cut frame leaves the
 # whole files of the parts that came, never a truncated one, nor anything of
 # a part cut short; the loop ends once its apply did (see livesync_cut), and
-# the client sends the batch again. The
-# frame is acked once the apply ended, as any other. Where the loop could
-# not make its FIFO (no mkfifo), a parted frame is staged whole.
+# the client sends the batch again. The frame is acked once the apply ended,
+# as any other. Where the loop could not make its FIFO (no mkfifo), a parted
+# frame is staged whole.
 #
 # The fence: a container never applies a frame of a stream the client has
 # replaced. The client sends "F<FAMILY>\n" first (FAMILY: hex, one per client
@@ -113,6 +113,10 @@ livesync_rd_() {
   livesync_rl=''; read -r livesync_rl <"$livesync_stage.e" || :
   [ "$livesync_rl" = "$2+0 records in" ]
 }
+# livesync_rmstage removes a loop's stage file $1 and what goes beside it:
+# dd's count (.e), a parted frame's parts (.0, .1), its apply's stderr (.x)
+# and the FIFO (.p).
+livesync_rmstage() { rm -f -- "$1" "$1.e" "$1.0" "$1.1" "$1.x" "$1.p"; }
 # livesync_stat sets livesync_fs to the fields of /proc/$1/stat after the
 # name (which may hold spaces and parentheses): state, ppid, pgrp, …; "" when
 # there is no such process.
@@ -167,8 +171,8 @@ livesync_fence() {
     # shellcheck disable=SC2086
     set -- $livesync_fs
     if [ -n "$livesync_fo" ] && [ "${20:-}" = "$livesync_fo" ]; then livesync_kill "$livesync_fp"; fi
-    livesync_fx=$livesync_sd/livesync-frame.$livesync_fp
-    rm -f -- "$livesync_fr" "$livesync_fx" "$livesync_fx.e" "$livesync_fx.0" "$livesync_fx.1" "$livesync_fx.x" "$livesync_fx.p"
+    rm -f -- "$livesync_fr"
+    livesync_rmstage "$livesync_sd/livesync-frame.$livesync_fp"
   done
   livesync_stat $$
   # shellcheck disable=SC2086
@@ -185,7 +189,7 @@ if ! { [ -n "${20:-}" ] && command -v dd >/dev/null 2>&1 && printf 'a\n' | lives
 fi
 livesync_rec=''
 # What the loop made goes when it ends (marks.sh's trap runs this too).
-livesync_atexit() { rm -f -- "$livesync_stage" "$livesync_stage.e" "$livesync_stage.0" "$livesync_stage.1" "$livesync_stage.x" "$livesync_stage.p" ${livesync_rec:+"$livesync_rec"}; }
+livesync_atexit() { livesync_rmstage "$livesync_stage"; rm -f -- ${livesync_rec:+"$livesync_rec"}; }
 # The FIFO of parted frames ("" for none: they are staged whole).
 livesync_fifo=$livesync_stage.p
 rm -f -- "$livesync_fifo" 2>/dev/null || :
@@ -266,7 +270,6 @@ while read -r hd args; do
         case $livesync_p in ''|*[!0-9]*) livesync_cut ;; esac
         [ "$livesync_p" -gt 0 ] || { livesync_end=y; break; }
         livesync_rd "$livesync_p" >>"$livesync_stage.$livesync_pi" || livesync_cut
-        n=$((n+livesync_p))
         [ "$livesync_p" != "$livesync_c" ] || continue
         # A part came whole: into the FIFO, once the one before is in.
         [ -z "$livesync_f" ] || wait "$livesync_f"
