@@ -1120,6 +1120,12 @@ func (m *model) verdict(kind roundKind, p string, cur pair) string {
 			// The container's writes left it holding what it held (a file renamed or copied
 			// back over the path with the same bytes): by content, which is what a check can
 			// compare, the container did not change, and the local change goes.
+		case last.side == 'C' && localChanged && lastR == prev.R && diverged(prev) && cur == both(lastL) &&
+			m.conflictReported(p, prev.L, prev.R, evPos{}):
+			// The same over a standing conflict: the container wrote back the bytes the
+			// conflict showed as its own, and a local save after a conflict goes checked
+			// against what the conflict showed (docs/safety.md) (seed 15033824717683729371
+			// round 297: `cp -p` over the file of a copy of it).
 		default:
 			return bad(fmt.Sprintf("the last change (op %d, %s) on both sides, or a conflict that holds %s", last.op, sideName(last.side),
 				pair{lastL, lastR}))
