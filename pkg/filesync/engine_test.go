@@ -485,3 +485,44 @@ func TestEngineMergedBatchesCountOnce(t *testing.T) {
 	}
 	assertSameTree(t, f.local, f.remote("web-1"))
 }
+
+// A Visit whose target goes while its fn runs returns only once fn returned: the caller reads
+// what fn wrote (session's receipts read the generations a check collected). Before, Visit
+// returned ErrNotSynced at the target's cancel while fn still ran on the worker (a data race
+// `go test -race` saw in TestRunRestartProcess).
+func TestVisitReturnsOnceItsFnEnded(t *testing.T) {
+	f := newEngineFixture(t, Config{})
+	f.e.AddTarget(podTarget("web-1"))
+	f.run(t)
+	if ev := wait[InitialSync](t, f.rec); ev.Err != nil {
+		t.Fatalf("initial sync = %+v", ev)
+	}
+	inFn, release := make(chan struct{}), make(chan struct{})
+	var wrote bool
+	returned := make(chan error, 1)
+	go func() {
+		err := f.e.Visit(context.Background(), podTarget("web-1"), func(v *Visit) error {
+			close(inFn)
+			<-v.Ctx.Done()
+			<-release
+			wrote = true
+			return v.Ctx.Err()
+		})
+		returned <- err
+	}()
+	<-inFn
+	f.e.RemoveTarget(podTarget("web-1"))
+	select {
+	case err := <-returned:
+		close(release)
+		t.Fatalf("Visit returned (%v) while its fn still ran", err)
+	case <-time.After(200 * time.Millisecond): // how long the bug is looked for, not a bound on the product
+	}
+	close(release)
+	if err := <-returned; err == nil {
+		t.Errorf("Visit of a removed target = nil, want its fn's error")
+	}
+	if !wrote {
+		t.Error("fn's write is not seen after Visit returned")
+	}
+}

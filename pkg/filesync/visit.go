@@ -99,12 +99,9 @@ func (e *Engine) Visit(ctx context.Context, t Target, fn func(*Visit) error) err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	select {
-	case err := <-done:
-		return err
-	case <-tg.ctx.Done():
-		return ErrNotSynced
-	}
+	// The worker took run and runs it now: wait for it even when the target goes meanwhile
+	// (fn's Ctx ends then), so that what fn wrote is the caller's to read once Visit returns.
+	return <-done
 }
 
 // Upload is a path that a batch is about to replace or delete in a target,
