@@ -177,3 +177,28 @@ func TestApplyCopyHashesTheCopy(t *testing.T) {
 		t.Fatalf("tree %q, want only the source, as the container wrote it", got)
 	}
 }
+
+// A move's source saved by the container between its check and the rename (a write that lands
+// after sha256sum looked) never goes under the destination's name: the source is taken aside,
+// hashed there, and put back where it differs (exit 6: the file is sent whole). Before, the
+// rename carried the container's new bytes to the local name, and the source was gone.
+func TestApplyMoveHashesWhatItTook(t *testing.T) {
+	big := strings.Repeat("the binary\n", 1000)
+	sum := sha256.Sum256([]byte(big))
+	ex := busybox(t, "mv")
+	// The container's write lands right before the first rename of the source.
+	shim := "#!/bin/sh\ncase $3 in */a/x.bin) printf 'written meanwhile' >>\"$3\" ;; esac\nexec /bin/busybox mv \"$@\"\n"
+	must(t, os.WriteFile(filepath.Join(ex.Bin, "mv"), []byte(shim), 0o755))
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{"a/x.bin": big})
+	a := ApplyArgs{Root: root, Moves: [][2]string{MoveArgs("./a/x.bin", "./b/x.bin", sum, false, 0o644)}}
+	var out bytes.Buffer
+	err := ex.Exec(context.Background(), testTarget, a.Argv(), nil, &out, io.Discard)
+	if !IsMoveRefused(err) {
+		t.Fatalf("apply: %v (stdout %q), want the move refused", err, out.String())
+	}
+	got := readLinksTree(t, root)
+	if want := big + "written meanwhile"; len(got) != 1 || got["a/x.bin"] != want {
+		t.Fatalf("tree %q, want only the source, as the container wrote it", got)
+	}
+}

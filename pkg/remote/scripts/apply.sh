@@ -62,9 +62,13 @@
 #     reported for each that is not and the script exits 6 with nothing
 #     changed (the client sends the batch again whole). Then each: dst must
 #     not be a directory nor reached through a symlink, its missing parents
-#     are made (tar fills their modes in), the file gets <mode> and is
-#     renamed over dst (rename(2): atomic, and it replaces a link rather
-#     than follow it); a copy goes through ".livesync-cp.<pid>" in dst's
+#     are made (tar fills their modes in), the source is renamed aside to
+#     ".livesync-mv.<pid>" in dst's directory (one rename takes whatever
+#     the latest save left) and hashed there: one that differs (a save
+#     that landed after the check) goes back, unless the container made
+#     the source again since; else it gets <mode> and is renamed over dst
+#     (rename(2): atomic, and it replaces a link rather than follow it);
+#     a copy goes through ".livesync-cp.<pid>" in dst's
 #     directory, hashed there (the source checked before may have been
 #     written since: a copy of a file the container changed in place
 #     meanwhile put the container's bytes under the local name, TestModel
@@ -291,6 +295,12 @@ put() {
   done
   mv -f -- "$xn" "$xd"
 }
+# back TAKEN NAME: a move's source, taken aside and found changed (or not put), goes back to
+# NAME, unless the container made NAME again since: that is newer, and stays.
+back() {
+  if [ -e "$1" ] || [ -L "$1" ]; then ln -- "$1" "$2" 2>/dev/null || [ -e "$2" ] || [ -L "$2" ] || mv -f -- "$1" "$2" || :; fi
+  rm -f -- "$1" 2>/dev/null || :
+}
 # 2b. The moves' sources, all of them.
 i=0 hs=
 for a; do
@@ -316,10 +326,14 @@ for a; do
   w*) [ ! -d "$p" ] || chmod u+rwx -- "$p" 2>/dev/null || : ;;
   m*|c*) k=${a%"${a#?}"} sp=./${a#*./} ks=${a%%./*}; ks=${ks#?} ;;
   t*)
-    d=./${a#*./} md=${a%%./*} t=${d%/*}/.livesync-cp.$$
+    d=./${a#*./} md=${a%%./*}
     if ! nolink "$d" || [ -d "$d" ] || ! mkdir -p -- "${d%/*}" 2>/dev/null; then printf 'livesync: move: %s is in the way\n' "$d" >&2; exit 6; fi
-    if [ "$k" = m ]; then chmod "${md#t}" -- "$sp" 2>/dev/null && put "$sp" "$d" "$@" 2>/dev/null
-    else rm -f -- "$t" && cp -- "$sp" "$t" 2>/dev/null && n=$(sha256sum <"$t") && [ "${n%% *}" = "$ks" ] && chmod "${md#t}" -- "$t" && { [ -z "$own" ] || chown "$own" -- "$t"; } && put "$t" "$d" "$@" || { rm -f -- "$t"; false; }
+    if [ "$k" = m ]; then
+      t=${d%/*}/.livesync-mv.$$
+      rm -f -- "$t" && mv -f -- "$sp" "$t" 2>/dev/null && { n=$(sha256sum <"$t") && [ "${n%% *}" = "$ks" ] && chmod "${md#t}" -- "$t" 2>/dev/null && put "$t" "$d" "$@" 2>/dev/null || { back "$t" "$sp"; false; }; }
+    else
+      t=${d%/*}/.livesync-cp.$$
+      rm -f -- "$t" && cp -- "$sp" "$t" 2>/dev/null && n=$(sha256sum <"$t") && [ "${n%% *}" = "$ks" ] && chmod "${md#t}" -- "$t" && { [ -z "$own" ] || chown "$own" -- "$t"; } && put "$t" "$d" "$@" || { rm -f -- "$t"; false; }
     fi || { printf 'livesync: move to %s failed\n' "$d" >&2; exit 6; } ;;
   P*)
     pf=./${a#*./} ph=${a%%./*}; ph=${ph#P?*:} pt=${pf%/*}/.livesync-patch.${pf##*/}
