@@ -1182,11 +1182,6 @@ func (m *model) deleteHeld(from evPos) bool {
 	})
 }
 
-// conflictSince says whether a conflict at p was reported after from.
-func (m *model) conflictSince(p string, from evPos) bool {
-	return slices.ContainsFunc(m.events(from), func(ev sessiontest.Event) bool { return ev.Type == "conflict" && ev.Path == m.abs(p) })
-}
-
 func sumIs(full, v string) bool {
 	if v == "" {
 		return full == ""
