@@ -519,8 +519,8 @@ func TestVisitReturnsOnceItsFnEnded(t *testing.T) {
 	case <-time.After(200 * time.Millisecond): // how long the bug is looked for, not a bound on the product
 	}
 	close(release)
-	if err := <-returned; err == nil {
-		t.Errorf("Visit of a removed target = nil, want its fn's error")
+	if err := <-returned; !errors.Is(err, ErrNotSynced) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Visit of a target removed while its fn ran = %v, want ErrNotSynced, with fn's error", err)
 	}
 	if !wrote {
 		t.Error("fn's write is not seen after Visit returned")

@@ -3,6 +3,7 @@ package filesync
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/livesync-dev/kubectl-livesync/pkg/planner"
 	"github.com/livesync-dev/kubectl-livesync/pkg/remote"
@@ -68,7 +69,9 @@ func (v *Visit) Replan(i int, rel string) {
 
 // Visit runs fn on t's worker between its batches, so that nothing fn does in
 // the container overlaps an upload to it, and returns fn's error or
-// ErrNotSynced. Without a running worker (--once) fn runs on the caller's goroutine.
+// ErrNotSynced (also wrapping fn's error where t went while fn ran: Visit
+// returns only once fn did). Without a running worker (--once) fn runs on the
+// caller's goroutine.
 func (e *Engine) Visit(ctx context.Context, t Target, fn func(*Visit) error) error {
 	e.mu.Lock()
 	tg, ok := e.targets[t.String()]
@@ -101,7 +104,12 @@ func (e *Engine) Visit(ctx context.Context, t Target, fn func(*Visit) error) err
 	}
 	// The worker took run and runs it now: wait for it even when the target goes meanwhile
 	// (fn's Ctx ends then), so that what fn wrote is the caller's to read once Visit returns.
-	return <-done
+	// What fn failed at once the target went is that: ErrNotSynced, as before it ran.
+	err := <-done
+	if err != nil && tg.ctx.Err() != nil && !errors.Is(err, ErrNotSynced) {
+		return fmt.Errorf("%w (%w)", ErrNotSynced, err)
+	}
+	return err
 }
 
 // Upload is a path that a batch is about to replace or delete in a target,
