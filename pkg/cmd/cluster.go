@@ -85,7 +85,7 @@ func (g *globalOptions) explain(host string, timeout time.Duration, err error) e
 	case errors.As(err, &opErr) && strings.Contains(opErr.Err.Error(), "refused"):
 		return fmt.Errorf("%s refused the connection: is the cluster running? choose another with --context%s", where, g.otherContexts())
 	case errors.As(err, &urlErr):
-		return fmt.Errorf("%s: %v: check the cluster, or --context", where, urlErr.Err)
+		return fmt.Errorf("%s: %w: check the cluster, or --context", where, urlErr.Err)
 	}
 	return fmt.Errorf("%s: %w", where, err)
 }

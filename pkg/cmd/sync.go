@@ -258,11 +258,11 @@ func (o *SyncOptions) deps(restCfg *rest.Config, cfg session.Config, reporter se
 // clusterID names the cluster for the saved state's key: its API server
 // and the CA that authenticates it, not the context's name.
 func clusterID(c *rest.Config) string {
-	ca := c.TLSClientConfig.CAData
-	if len(ca) == 0 && c.TLSClientConfig.CAFile != "" {
-		ca, _ = os.ReadFile(c.TLSClientConfig.CAFile)
+	ca := c.CAData
+	if len(ca) == 0 && c.CAFile != "" {
+		ca, _ = os.ReadFile(c.CAFile)
 	}
-	return session.ClusterID(c.Host, ca, c.TLSClientConfig.Insecure)
+	return session.ClusterID(c.Host, ca, c.Insecure)
 }
 
 // workingDir is the working directory, or "" when it can't be read (paths are then shown

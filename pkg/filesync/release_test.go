@@ -1,6 +1,7 @@
 package filesync
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -185,7 +186,7 @@ func TestEngineSameHeldSetStaysHeld(t *testing.T) {
 	f, _ := heldFixture(t, "web-1")
 	f.batch(t, coalesce.Change{Root: f.local, Path: filepath.Join(f.local, "gen", "f059")}, 1)
 	err := f.e.Visit(t.Context(), podTarget("web-1"), func(*Visit) error { return nil })
-	if err != ErrNotSynced {
+	if !errors.Is(err, ErrNotSynced) {
 		t.Errorf("Visit while the set is held again = %v, want ErrNotSynced", err)
 	}
 	growMapping(t, f)

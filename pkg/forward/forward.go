@@ -736,7 +736,7 @@ func (f *Forwarder) createStream(pc *podConn, h http.Header) (httpstream.Stream,
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return nil, fmt.Errorf("%w: %v", errDeadConn, r.err)
+			return nil, fmt.Errorf("%w: %w", errDeadConn, r.err)
 		}
 		return r.s, nil
 	case <-t.C():

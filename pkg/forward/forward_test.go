@@ -295,7 +295,7 @@ type fakeStream struct {
 	h http.Header
 }
 
-func (s *fakeStream) Reset() error         { return s.Conn.Close() }
+func (s *fakeStream) Reset() error         { return s.Close() }
 func (s *fakeStream) Headers() http.Header { return s.h }
 func (s *fakeStream) Identifier() uint32   { return 0 }
 

@@ -85,7 +85,7 @@ func checkRemote(r string) error {
 	}
 	if r[0] >= '0' && r[0] <= '9' {
 		if _, err := port(r, false); err != nil {
-			return fmt.Errorf("REMOTE %v", err)
+			return fmt.Errorf("REMOTE %w", err)
 		}
 		return nil
 	}

@@ -46,10 +46,10 @@ const maxPlatforms = 16
 // Match names which of d's digests the running digest is: MatchIndex, MatchManifest or
 // MatchConfig, or "" when none.
 func (d Digests) Match(running string) string {
-	switch {
-	case running == "":
+	switch running {
+	case "":
 		return ""
-	case running == d.Index:
+	case d.Index:
 		return MatchIndex
 	}
 	for _, m := range d.Manifests {

@@ -261,10 +261,10 @@ func (c *Container) match(ctx context.Context, res Resolver, described map[strin
 	older := map[string]string{}
 	for i := range c.Pods {
 		p := &c.Pods[i]
-		switch {
-		case p.Digest == "":
+		switch p.Digest {
+		case "":
 			continue
-		case p.Digest == c.RegistryDigest:
+		case c.RegistryDigest:
 			p.Match = image.MatchManifest
 			if res.IsIndex(p.Digest) {
 				p.Match = image.MatchIndex

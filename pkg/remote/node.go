@@ -32,7 +32,7 @@ func NodeTrouble(err error) NodeCause {
 		return CauseNone
 	}
 	var se *SyncError
-	if errors.As(err, &se) && se.Kind != nil && se.Kind != ErrTimeout && se.Kind != ErrTargetGone {
+	if errors.As(err, &se) && se.Kind != nil && !errors.Is(se.Kind, ErrTimeout) && !errors.Is(se.Kind, ErrTargetGone) {
 		return CauseNone // a deterministic failure the container itself explains
 	}
 	msg := err.Error()

@@ -40,7 +40,7 @@ func ReadArchive(r io.Reader, fn func(ArchiveEntry) error) error {
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
@@ -86,7 +86,7 @@ func checkEntry(h *tar.Header) (ArchiveEntry, error) {
 	}
 	e := ArchiveEntry{Rel: name, Mode: fs.FileMode(h.Mode) & fs.ModePerm, Size: h.Size, MTime: h.ModTime}
 	switch h.Typeflag {
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg: // the reader reports the old TypeRegA as TypeReg
 		e.Type = TypeFile
 	case tar.TypeDir:
 		e.Type = TypeDir

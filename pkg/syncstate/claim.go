@@ -84,7 +84,7 @@ func (s *Store) Acquire(k Key, roots []string) (*Lease, error) {
 		if old, err := s.readClaim(k.ID()); err == nil {
 			l.c.Places = old.Places
 		} else if err := os.Remove(s.Path(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			kept = fmt.Errorf("%w: %s (%v)", ErrUnclaimed, s.Path(k), err)
+			kept = fmt.Errorf("%w: %s (%w)", ErrUnclaimed, s.Path(k), err)
 		}
 	}
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {

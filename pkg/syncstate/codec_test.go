@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/gob"
 	"encoding/hex"
+	"errors"
 	"os"
 	"reflect"
 	"testing"
@@ -179,7 +180,7 @@ func TestLoadVersion2(t *testing.T) {
 func TestEncodeStopsAtBound(t *testing.T) {
 	var b bytes.Buffer
 	_, err := encode(&b, testSnap(5000), 4<<10)
-	if err != ErrTooLarge || b.Len() > 4<<10 {
+	if !errors.Is(err, ErrTooLarge) || b.Len() > 4<<10 {
 		t.Fatalf("err %v after %d bytes", err, b.Len())
 	}
 }

@@ -291,7 +291,7 @@ func (s *Store) dropOld(name string, err error) error {
 	if cerr == nil || errors.Is(cerr, fs.ErrNotExist) {
 		return err
 	}
-	return fmt.Errorf("%w; %w (%v)", err, ErrOldKept, rerr)
+	return fmt.Errorf("%w; %w (%w)", err, ErrOldKept, rerr)
 }
 
 // Forget removes what is saved under k; nothing saved is no error.

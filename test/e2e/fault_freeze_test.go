@@ -105,7 +105,7 @@ func (z *tarFreezer) loop() {
 				binary.NativeEndian.PutUint32(r[0:], uint32(m.Fd))
 				binary.NativeEndian.PutUint32(r[4:], unix.FAN_ALLOW)
 				if _, err := z.f.Write(r[:]); err != nil {
-					z.err = fmt.Errorf("fanotify: answering an open: %v", err)
+					z.err = fmt.Errorf("fanotify: answering an open: %w", err)
 				}
 			}
 			unix.Close(int(m.Fd))
