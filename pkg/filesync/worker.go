@@ -347,7 +347,7 @@ func (e *Engine) initialSync(ctx context.Context, tg *target) (InitialSync, erro
 				}()
 			}
 			ixs := indexes(savedRecs, cacheRecs)
-			local, warns, err := planner.LocalTreeMeter(m, &meter.Meter)
+			local, warns, err := planner.LocalTreeMeter(m, &meter.Meter, max(savedRecs.Len(), cacheRecs.Len()))
 			x := <-ixs
 			saved, cache := x[0], x[1]
 			if err != nil {

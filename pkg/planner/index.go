@@ -143,6 +143,13 @@ func NewIndex() *Index {
 	return &Index{kids: map[string][]string{}, anc: map[string]int32{}}
 }
 
+// newIndexSized returns an empty index with room for n entries (see table.reserve).
+func newIndexSized(n int) *Index {
+	x := NewIndex()
+	x.m.reserve(n)
+	return x
+}
+
 // slot is how the index keeps an Entry: 72 bytes rather than 96 (the mtime
 // as seconds and nanoseconds rather than a time.Time, the flags beside the
 // type, kid in what was padding), which for 100,000 paths, in the index and each copy of it, is

@@ -219,3 +219,17 @@ func TestIndexTreeRandom(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkIndexOf measures the rebuild of an index of 100,000 entries from saved records,
+// what a start from saved state does first: its bytes allocated per op are the measure (an
+// index grown by append allocates several times what it ends up holding).
+func BenchmarkIndexOf(b *testing.B) {
+	idx, _ := benchIndex()
+	rs := idx.Records()
+	b.ReportAllocs()
+	for b.Loop() {
+		if x := IndexOf(rs); x.Len() != idx.Len() {
+			b.Fatalf("%d entries, want %d", x.Len(), idx.Len())
+		}
+	}
+}

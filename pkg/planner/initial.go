@@ -81,13 +81,16 @@ func (lf *LocalFiles) unreadableAt(rel string) bool {
 
 // LocalTree walks m's local root, pruning ignored paths. What cannot be read
 // is reported as a warning and left alone (see LocalFiles).
-func LocalTree(m *Resolved) (*LocalFiles, []error, error) { return LocalTreeMeter(m, nil) }
+func LocalTree(m *Resolved) (*LocalFiles, []error, error) { return LocalTreeMeter(m, nil, 0) }
 
 // LocalTreeMeter is LocalTree counting on mt (nil: nothing) as it walks,
-// and as Initial and ThreeWay later hash what it found.
-func LocalTreeMeter(m *Resolved, mt *Meter) (*LocalFiles, []error, error) {
+// and as Initial and ThreeWay later hash what it found; expect is how many
+// entries the tree likely holds (what was saved of it: 0 for unknown), so
+// that the map of them does not grow, twice as large each time, as the walk
+// finds them.
+func LocalTreeMeter(m *Resolved, mt *Meter, expect int) (*LocalFiles, []error, error) {
 	pl := newPlanState(m, NewIndex())
-	lf := &LocalFiles{Entries: map[string]Entry{}, Unreadable: map[string]bool{}, meter: mt}
+	lf := &LocalFiles{Entries: make(map[string]Entry, expect), Unreadable: map[string]bool{}, meter: mt}
 	var warns []error
 	var walk func(rel string)
 	walk = func(rel string) {
@@ -152,7 +155,7 @@ func Initial(m *Resolved, local *LocalFiles, l *Listing, mode InitialMode) (*Pla
 // indexed, each file that differs from the container's where theirs says
 // the container's is its own (see Start): sync-back reports it as a conflict.
 func InitialWith(m *Resolved, local *LocalFiles, l *Listing, mode InitialMode, theirs func(rel string, re remoteEntry) bool) (*Plan, *Index, error) {
-	idx := NewIndex()
+	idx := newIndexSized(len(local.Entries)) // what the container holds once the plan ran
 	pl := newPlanState(m, idx)
 	var remote map[string]remoteEntry
 	if l != nil {

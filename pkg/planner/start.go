@@ -51,7 +51,7 @@ func (x *Index) Records() syncstate.Mapping {
 // describe a clean path of a synced type; a retype is not saved (its
 // type in the container is unknown: it is recorded as unknown).
 func IndexOf(rs syncstate.Mapping) *Index {
-	x := NewIndex()
+	x := newIndexSized(rs.Len())
 	for r := range rs.All() {
 		t := EntryType(r.Type)
 		if t != TypeFile && t != TypeDir && t != TypeSymlink || r.Path != "" && !localtree.ValidRel(r.Path) {
@@ -183,7 +183,7 @@ func HashUnsure(ctx context.Context, ex remote.Executor, t remote.Target, m *Res
 // of, and the decisions made (by rel, threeway.Keep left out). trust bounds
 // the stat data trusted (see localSame); listed says which paths come back.
 func ThreeWay(m *Resolved, local *LocalFiles, l *Listing, anc *Index, trust time.Time, listed func(string, bool) bool) (*Plan, *Index, map[string]threeway.Action) {
-	idx := NewIndex()
+	idx := newIndexSized(len(local.Entries)) // what both sides hold, where nothing changed
 	pl := newPlanState(m, idx)
 	decided := map[string]threeway.Action{}
 	// keep holds the paths whose container side must stay: no delete of

@@ -168,7 +168,7 @@ func TestLocalSameByStat(t *testing.T) {
 	writeTree(t, dir, map[string]string{"f": "content"})
 	m := testMapping(t, dir, "/app", nil)
 	mt := &Meter{}
-	tree, _, err := LocalTreeMeter(m, mt)
+	tree, _, err := LocalTreeMeter(m, mt, 0)
 	must(t, err)
 	if n := mt.Walked.Load(); n != 1 {
 		t.Errorf("walked %d, want 1", n)
