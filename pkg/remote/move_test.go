@@ -150,55 +150,40 @@ func modeString(octal string) string {
 	return m.Perm().String()
 }
 
-// A copy's source written between its check and the copy (a container
-// write in place, landing after the check) never lands under the
-// destination's name: the copy is hashed before it is put there, and a
-// copy that differs is refused (exit 6: the file is sent whole). Before,
-// the container's new bytes went under the local name (TestModel seed
-// 15561879248287108722 round 706: a dd into the source while the session
-// copied it).
-func TestApplyCopyHashesTheCopy(t *testing.T) {
-	big := strings.Repeat("the binary\n", 1000)
-	sum := sha256.Sum256([]byte(big))
-	ex := busybox(t, "cp")
-	// The container's write lands between the check and the copy.
-	shim := "#!/bin/sh\nprintf 'written meanwhile' >>\"$2\"\nexec /bin/busybox cp \"$@\"\n"
-	must(t, os.WriteFile(filepath.Join(ex.Bin, "cp"), []byte(shim), 0o755))
-	root := t.TempDir()
-	writeTree(t, root, map[string]string{"a/x.bin": big})
-	a := ApplyArgs{Root: root, Moves: [][2]string{MoveArgs("./a/x.bin", "./b/x.bin", sum, true, 0o644)}}
-	var out bytes.Buffer
-	err := ex.Exec(context.Background(), testTarget, a.Argv(), nil, &out, io.Discard)
-	if !IsMoveRefused(err) {
-		t.Fatalf("apply: %v (stdout %q), want the copy refused", err, out.String())
-	}
-	got := readLinksTree(t, root)
-	if want := big + "written meanwhile"; len(got) != 1 || got["a/x.bin"] != want {
-		t.Fatalf("tree %q, want only the source, as the container wrote it", got)
-	}
-}
-
-// A move's source saved by the container between its check and the rename (a write that lands
-// after sha256sum looked) never goes under the destination's name: the source is taken aside,
-// hashed there, and put back where it differs (exit 6: the file is sent whole). Before, the
-// rename carried the container's new bytes to the local name, and the source was gone.
+// A move's or copy's source saved by the container between its check and what is done to it
+// (a write that lands after sha256sum looked) never goes under the destination's name: a copy
+// is hashed where it was copied to, a move's source is taken aside and hashed there, and one
+// that differs is refused (exit 6: the file is sent whole); a moved source goes back. Before,
+// the container's new bytes went under the local name (TestModel seed 15561879248287108722
+// round 706: a dd into the source while the session copied it), and a moved source was gone.
 func TestApplyMoveHashesWhatItTook(t *testing.T) {
 	big := strings.Repeat("the binary\n", 1000)
 	sum := sha256.Sum256([]byte(big))
-	ex := busybox(t, "mv")
-	// The container's write lands right before the first rename of the source.
-	shim := "#!/bin/sh\ncase $3 in */a/x.bin) printf 'written meanwhile' >>\"$3\" ;; esac\nexec /bin/busybox mv \"$@\"\n"
-	must(t, os.WriteFile(filepath.Join(ex.Bin, "mv"), []byte(shim), 0o755))
-	root := t.TempDir()
-	writeTree(t, root, map[string]string{"a/x.bin": big})
-	a := ApplyArgs{Root: root, Moves: [][2]string{MoveArgs("./a/x.bin", "./b/x.bin", sum, false, 0o644)}}
-	var out bytes.Buffer
-	err := ex.Exec(context.Background(), testTarget, a.Argv(), nil, &out, io.Discard)
-	if !IsMoveRefused(err) {
-		t.Fatalf("apply: %v (stdout %q), want the move refused", err, out.String())
-	}
-	got := readLinksTree(t, root)
-	if want := big + "written meanwhile"; len(got) != 1 || got["a/x.bin"] != want {
-		t.Fatalf("tree %q, want only the source, as the container wrote it", got)
+	for _, tt := range []struct {
+		name, tool, shim string
+		keep             bool
+	}{
+		// The container's write lands between the check and the copy.
+		{"copy", "cp", "printf 'written meanwhile' >>\"$2\"\n", true},
+		// The container's write lands right before the first rename of the source.
+		{"move", "mv", "case $3 in */a/x.bin) printf 'written meanwhile' >>\"$3\" ;; esac\n", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ex := busybox(t, tt.tool)
+			shim := "#!/bin/sh\n" + tt.shim + "exec /bin/busybox " + tt.tool + " \"$@\"\n"
+			must(t, os.WriteFile(filepath.Join(ex.Bin, tt.tool), []byte(shim), 0o755))
+			root := t.TempDir()
+			writeTree(t, root, map[string]string{"a/x.bin": big})
+			a := ApplyArgs{Root: root, Moves: [][2]string{MoveArgs("./a/x.bin", "./b/x.bin", sum, tt.keep, 0o644)}}
+			var out bytes.Buffer
+			err := ex.Exec(context.Background(), testTarget, a.Argv(), nil, &out, io.Discard)
+			if !IsMoveRefused(err) {
+				t.Fatalf("apply: %v (stdout %q), want the %s refused", err, out.String(), tt.name)
+			}
+			got := readLinksTree(t, root)
+			if want := big + "written meanwhile"; len(got) != 1 || got["a/x.bin"] != want {
+				t.Fatalf("tree %q, want only the source, as the container wrote it", got)
+			}
+		})
 	}
 }
