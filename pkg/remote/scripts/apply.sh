@@ -64,9 +64,10 @@
 #     not be a directory nor reached through a symlink, its missing parents
 #     are made (tar fills their modes in), the source is renamed aside to
 #     ".livesync-mv.<pid>" in dst's directory (one rename takes whatever
-#     the latest save left) and hashed there: one that differs (a save
-#     that landed after the check) goes back, unless the container made
-#     the source again since; else it gets <mode> and is renamed over dst
+#     the latest save left) and hashed there: one that is no longer a
+#     regular file, or differs (a save that landed after the check), goes
+#     back, unless the container made the source again since; else it
+#     gets <mode> and is renamed over dst
 #     (rename(2): atomic, and it replaces a link rather than follow it);
 #     a copy goes through ".livesync-cp.<pid>" in dst's
 #     directory, hashed there (the source checked before may have been
@@ -330,7 +331,7 @@ for a; do
     if ! nolink "$d" || [ -d "$d" ] || ! mkdir -p -- "${d%/*}" 2>/dev/null; then printf 'livesync: move: %s is in the way\n' "$d" >&2; exit 6; fi
     if [ "$k" = m ]; then
       t=${d%/*}/.livesync-mv.$$
-      rm -f -- "$t" && mv -f -- "$sp" "$t" 2>/dev/null && { n=$(sha256sum <"$t") && [ "${n%% *}" = "$ks" ] && chmod "${md#t}" -- "$t" 2>/dev/null && put "$t" "$d" "$@" 2>/dev/null || { back "$t" "$sp"; false; }; }
+      rm -f -- "$t" && mv -f -- "$sp" "$t" 2>/dev/null && { [ ! -L "$t" ] && [ -f "$t" ] && n=$(sha256sum <"$t") && [ "${n%% *}" = "$ks" ] && chmod "${md#t}" -- "$t" 2>/dev/null && put "$t" "$d" "$@" 2>/dev/null || { back "$t" "$sp"; false; }; }
     else
       t=${d%/*}/.livesync-cp.$$
       rm -f -- "$t" && cp -- "$sp" "$t" 2>/dev/null && n=$(sha256sum <"$t") && [ "${n%% *}" = "$ks" ] && chmod "${md#t}" -- "$t" && { [ -z "$own" ] || chown "$own" -- "$t"; } && put "$t" "$d" "$@" || { rm -f -- "$t"; false; }
