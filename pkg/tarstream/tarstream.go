@@ -294,7 +294,7 @@ func copyExact(dst io.Writer, src io.Reader, f io.Reader, size int64) (intact bo
 	n, err := copyN(dst, src, size)
 	switch {
 	case errors.Is(err, io.EOF):
-		if _, err := io.CopyN(dst, zeros{}, size-n); err != nil {
+		if _, err := copyN(dst, zeros{}, size-n); err != nil {
 			return false, err
 		}
 		return false, nil

@@ -209,6 +209,13 @@ nolink() { q=. r=${1#./}; while :; do q=$q/${r%%/*}; [ ! -L "$q" ] || return 1; 
 # then leaves what it placed).
 # shellcheck disable=SC3013
 same() { [ "$1" -ef "$2" ] 2>/dev/null; }
+# back TAKEN NAME: what was taken aside from NAME (a swap's old file, a
+# move's source found changed or not put) goes back to NAME, unless the
+# container made NAME again since: that is newer, and stays. TAKEN goes.
+back() {
+  if [ -e "$1" ] || [ -L "$1" ]; then ln -- "$1" "$2" 2>/dev/null || [ -e "$2" ] || [ -L "$2" ] || mv -f -- "$1" "$2" || :; fi
+  rm -f -- "$1" 2>/dev/null || :
+}
 # unswap TOKEN: ends what a batch killed mid-way (a stream fenced, an exec
 # cut) left of its place or take of the path TOKEN, its precondition,
 # names (see swap): what it had renamed aside goes back where the path is
@@ -222,7 +229,7 @@ unswap() {
   for xo in "${xp%/*}/.livesync-old.${xp##*/}".*; do
     [ -e "$xo" ] || [ -L "$xo" ] || continue
     if [ ! -e "$xp" ] && [ ! -L "$xp" ]; then
-      ln -- "$xo" "$xp" 2>/dev/null || [ -e "$xp" ] || [ -L "$xp" ] || mv -f -- "$xo" "$xp" || :
+      back "$xo" "$xp"
     elif [ -f "$xn" ] && same "$xp" "$xn" && ! pre "$1" "$xo"; then
       mv -f -- "$xo" "$xp" || :
     fi
@@ -278,7 +285,7 @@ swap() {
   if ! pre "$2" "$xo"; then
     printf 'C%s%s\0' "$n" "$xp"; c=1
     if [ -z "$1" ]; then
-      if [ -e "$xo" ] || [ -L "$xo" ]; then ln -- "$xo" "$xp" 2>/dev/null || [ -e "$xp" ] || [ -L "$xp" ] || mv -f -- "$xo" "$xp" || :; fi
+      back "$xo" "$xp"
     elif [ -z "$xl" ] || same "$xp" "$1"; then
       if [ -e "$xo" ] || [ -L "$xo" ]; then mv -f -- "$xo" "$xp" || :; else rm -f -- "$xp" || :; fi
     fi
@@ -295,12 +302,6 @@ put() {
     case $xa in h*|a*|o*) [ "./${xa#*./}" != "$xd" ] || { swap "$xn" "$xa"; return; } ;; n*) ;; *) break ;; esac
   done
   mv -f -- "$xn" "$xd"
-}
-# back TAKEN NAME: a move's source, taken aside and found changed (or not put), goes back to
-# NAME, unless the container made NAME again since: that is newer, and stays.
-back() {
-  if [ -e "$1" ] || [ -L "$1" ]; then ln -- "$1" "$2" 2>/dev/null || [ -e "$2" ] || [ -L "$2" ] || mv -f -- "$1" "$2" || :; fi
-  rm -f -- "$1" 2>/dev/null || :
 }
 # 2b. The moves' sources, all of them.
 i=0 hs=
